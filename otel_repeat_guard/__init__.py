@@ -1,0 +1,24 @@
+"""otel-repeat-guard: an advisory loop-breaker for LLM agents, as an OpenTelemetry span processor."""
+
+from otel_repeat_guard.canonical import canonical_arguments
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.conventions import AgentRun, Convention, GenAIConvention, ToolCall
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
+from otel_repeat_guard.reminders import Reminder
+from otel_repeat_guard.version import __version__
+
+__all__ = [
+    "REMINDER_EVENT",
+    "REPEAT_EVENT",
+    "AgentRun",
+    "Convention",
+    "GenAIConvention",
+    "GuardConfig",
+    "Reminder",
+    "ReminderInbox",
+    "RepeatGuardSpanProcessor",
+    "ToolCall",
+    "__version__",
+    "canonical_arguments",
+]

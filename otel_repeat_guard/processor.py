@@ -1,0 +1,298 @@
+"""The span processor: thin glue that reads tool spans, asks the chain logic, records the answer."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
+from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
+from opentelemetry.util.types import AttributeValue
+
+from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_bytes
+from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, MISSING, AgentRun, Convention, ToolCall
+from otel_repeat_guard.metrics import GuardMetrics
+from otel_repeat_guard.patterns import ToolFilter
+from otel_repeat_guard.reminders import Reminder, arguments_preview, reminder_text, tier_for
+from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, copy_with_events
+
+logger = logging.getLogger("otel_repeat_guard")
+
+ReminderCallback = Callable[[Reminder], None]
+
+REPEAT_EVENT = "repeat_tool_guard.repeat"
+REMINDER_EVENT = "repeat_tool_guard.reminder"
+_MAX_ANCESTRY = 64
+_HAS_ENDING_HOOK = hasattr(SpanProcessor, "_on_ending")
+
+
+def _positive_int(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+class RepeatGuardSpanProcessor(SpanProcessor):
+    """Watches tool-call spans and reminds agents that repeat the same call.
+
+    Advisory only: it never blocks, delays or rewrites a call. Register it on the
+    ``TracerProvider`` like any processor; reminders go to ``on_reminder`` on the thread
+    that ends the tool span, and repetition events go on the tool span itself. With
+    ``downstream`` it instead wraps those processors and hands them a copy of each span
+    with the events added (for SDKs without the end-of-span hook).
+    """
+
+    def __init__(
+        self,
+        config: GuardConfig | None = None,
+        on_reminder: ReminderCallback | None = None,
+        *,
+        meter_provider: MeterProvider | None = None,
+        max_agents: int = 100_000,
+        max_live_spans: int = 100_000,
+        conventions: Sequence[Convention] = DEFAULT_CONVENTIONS,
+        downstream: Sequence[SpanProcessor] = (),
+    ) -> None:
+        config = GuardConfig() if config is None else config
+        if not isinstance(config, GuardConfig):
+            raise ValueError(f"config must be a GuardConfig, got {config!r}")
+        if on_reminder is not None and not callable(on_reminder):
+            raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
+        self._config = config
+        self._on_reminder = on_reminder
+        self._max_live_spans = _positive_int("max_live_spans", max_live_spans)
+        self._conventions = tuple(conventions)
+        self._downstream = tuple(downstream)
+        self._wrapping = bool(self._downstream) or not _HAS_ENDING_HOOK
+        self._limits = SpanLimits()
+        self._tracked = ToolFilter(config.include, config.exclude)
+        self._metrics = GuardMetrics(meter_provider)
+        self._chains = ChainTracker(_positive_int("max_agents", max_agents), self._metrics.run_ended)
+        self._tiers = {t: tier_for(t, config.thresholds) for t in config.thresholds}
+        self._live: dict[int, Span] = {}  # open spans of this process, by span id
+        self._owned: dict[int, str] = {}  # agent-run span id -> the chain it owns
+
+    @property
+    def config(self) -> GuardConfig:
+        return self._config
+
+    # -- harness API ---------------------------------------------------------------
+
+    def reset(self, agent_id: str) -> None:
+        """A user prompt was submitted: start the agent's chain afresh."""
+        self._guarded("reset", self._chains.reset, agent_id)
+
+    def forget(self, agent_id: str) -> None:
+        """The agent is disposed: drop its state."""
+        self._guarded("forget", self._chains.forget, agent_id)
+
+    def run_length(self, agent_id: str) -> int:
+        """The agent's current consecutive count, 0 if none."""
+        return self._chains.run_length(agent_id)
+
+    # -- SpanProcessor -------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        try:
+            self._remember(span)
+            run = self._agent_run(span.name, span.attributes or {})
+            if run is not None and run.agent_id is not None:
+                self._chains.reset(run.agent_id)  # each agent run is a new prompt
+        except Exception:
+            logger.exception("repeat guard failed in on_start; the span is unaffected")
+        for processor in self._downstream:
+            processor.on_start(span, parent_context=parent_context)
+
+    def _on_ending(self, span: Span) -> None:
+        if self._wrapping:
+            return
+        try:
+            decision = self._decide(span)
+            if decision is not None:
+                events, reminder = decision
+                append_to_ending_span(span, events)
+                self._deliver(reminder)
+        except Exception:
+            logger.exception("repeat guard failed at the end of span %r; the span is unaffected", span.name)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        forwarded = span
+        try:
+            self._end_owned(span)
+            if self._wrapping:
+                decision = self._decide(span)
+                if decision is not None:
+                    events, reminder = decision
+                    if self._downstream:
+                        forwarded = copy_with_events(span, events, self._limits)
+                    self._deliver(reminder)
+        except Exception:
+            logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", span.name)
+        for processor in self._downstream:
+            processor.on_end(forwarded)
+
+    def shutdown(self) -> None:
+        for processor in self._downstream:
+            processor.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all([processor.force_flush(timeout_millis) for processor in self._downstream])
+
+    # -- extract, decide, record -----------------------------------------------------
+
+    def _decide(self, span: ReadableSpan) -> tuple[list[EventSpec], Reminder | None] | None:
+        call = self._tool_call(span)
+        if call is None or not self._tracked(call.tool_name):
+            return None
+        agent = self._resolve_agent(span, call)
+        if agent is None:
+            return None
+        agent_id, agent_name = agent
+        canonical = self._canonical(call.arguments)
+        key = None if canonical is None else arguments_key(canonical)
+        run = self._chains.observe(agent_id, call.tool_name, key)
+        if run < 2 or canonical is None:
+            return None
+        return self._record_repeat(span, call, agent_id, agent_name, canonical, key, run)
+
+    def _record_repeat(
+        self,
+        span: ReadableSpan,
+        call: ToolCall,
+        agent_id: str,
+        agent_name: str | None,
+        canonical: bytes,
+        key: bytes | None,
+        run: int,
+    ) -> tuple[list[EventSpec], Reminder | None]:
+        tool = call.tool_name
+        error = call.error or span.status.status_code is StatusCode.ERROR
+        digest = arguments_digest(canonical) if key is canonical or key is None else key.hex()
+        repeat: dict[str, AttributeValue] = {
+            "repeat_tool_guard.run_length": run,
+            "repeat_tool_guard.agent_id": agent_id,
+            "gen_ai.tool.name": tool,
+            "repeat_tool_guard.arguments_digest": digest,
+            "repeat_tool_guard.error": error,
+        }
+        events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
+        self._metrics.repeated_call(tool)
+        tier = self._tiers.get(run)
+        if tier is None:
+            return events, None
+        preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), self._config.arguments_preview_chars)
+        text = reminder_text(tier, tool, run, preview)
+        events.append(
+            (
+                REMINDER_EVENT,
+                {
+                    "repeat_tool_guard.run_length": run,
+                    "repeat_tool_guard.threshold": run,
+                    "repeat_tool_guard.tier": tier,
+                    "repeat_tool_guard.reminder_text": text,
+                },
+            )
+        )
+        self._metrics.reminder(tool, tier, run)
+        context = span.context
+        reminder = Reminder(
+            agent_id=agent_id,
+            agent_name=agent_name,
+            tool_name=tool,
+            run_length=run,
+            threshold=run,
+            tier=tier,
+            text=text,
+            arguments_preview=preview,
+            trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
+            span_id=format_span_id(context.span_id) if context else "0" * 16,
+        )
+        return events, reminder
+
+    def _tool_call(self, span: ReadableSpan) -> ToolCall | None:
+        attributes: Mapping[str, Any] = span.attributes or {}
+        for convention in self._conventions:
+            call = convention.tool_call(span.name, attributes, span.events)
+            if call is not None:
+                return call
+        return None
+
+    def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        for convention in self._conventions:
+            run = convention.agent_run(name, attributes)
+            if run is not None:
+                return run
+        return None
+
+    def _resolve_agent(self, span: ReadableSpan, call: ToolCall) -> tuple[str, str | None] | None:
+        """The chain key and readable name of the agent that made ``call``, if any."""
+        if call.agent_id is not None:
+            return call.agent_id, call.agent_name
+        parent = span.parent
+        for _ in range(_MAX_ANCESTRY):
+            if parent is None:
+                return None
+            ancestor = self._live.get(parent.span_id)
+            if ancestor is None:
+                return None
+            run = self._agent_run(ancestor.name, ancestor.attributes or {})
+            if run is not None:
+                span_id = parent.span_id
+                name = run.agent_name or ancestor.name
+                agent_id = run.agent_id or f"{name}#{format_span_id(span_id)}"
+                self._owned[span_id] = agent_id
+                if len(self._owned) > self._max_live_spans:
+                    self._evict_oldest(self._owned)
+                return agent_id, name
+            parent = ancestor.parent
+        return None
+
+    def _canonical(self, arguments: Any) -> bytes | None:
+        if arguments is MISSING:
+            return None
+        try:
+            return canonical_bytes(arguments)
+        except (TypeError, ValueError, RecursionError):
+            return None  # not JSON-like: unknown arguments are never identical
+
+    def _deliver(self, reminder: Reminder | None) -> None:
+        if reminder is None or self._on_reminder is None:
+            return
+        try:
+            self._on_reminder(reminder)
+        except Exception:
+            logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
+
+    # -- live-span bookkeeping ---------------------------------------------------------
+
+    def _remember(self, span: Span) -> None:
+        live = self._live
+        live[span.context.span_id] = span
+        if len(live) > self._max_live_spans:
+            self._evict_oldest(live)
+
+    def _end_owned(self, span: ReadableSpan) -> None:
+        context = span.context
+        if context is None:
+            return
+        self._live.pop(context.span_id, None)
+        agent_id = self._owned.pop(context.span_id, None)
+        if agent_id is not None:
+            self._chains.forget(agent_id)  # the agent run is over, and so is its chain
+
+    @staticmethod
+    def _evict_oldest(mapping: dict[int, Any]) -> None:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next call evicts
+            del mapping[next(iter(mapping))]
+
+    def _guarded(self, where: str, action: Callable[[str], None], agent_id: str) -> None:
+        try:
+            action(agent_id)
+        except Exception:
+            logger.exception("repeat guard failed in %s(%r)", where, agent_id)

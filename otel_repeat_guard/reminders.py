@@ -1,0 +1,60 @@
+"""Reminder values and their texts: what the harness hands back to the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+Tier = Literal["gentle", "detailed"]
+
+REMINDER_SOURCE: Mapping[str, str] = MappingProxyType({"kind": "plugin", "plugin": "repeat-tool-guard"})
+
+
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    """An advisory nudge for one agent whose tool-call run reached a threshold."""
+
+    agent_id: str
+    agent_name: str | None
+    tool_name: str
+    run_length: int
+    threshold: int
+    tier: Tier
+    text: str
+    arguments_preview: str
+    trace_id: str
+    span_id: str
+    source: Mapping[str, str] = field(default_factory=lambda: REMINDER_SOURCE, hash=False)
+
+
+def tier_for(threshold: int, thresholds: tuple[int, ...]) -> Tier:
+    """The first (lowest) threshold is gentle; every later one is detailed."""
+    return "gentle" if threshold == thresholds[0] else "detailed"
+
+
+def arguments_preview(canonical: str, limit: int) -> str:
+    """The first ``limit`` characters, plus a marker saying how many were left out."""
+    omitted = len(canonical) - limit
+    if omitted <= 0:
+        return canonical
+    return f"{canonical[:limit]}… [{omitted} more characters omitted]"
+
+
+def reminder_text(tier: Tier, tool_name: str, run_length: int, preview: str) -> str:
+    """The message for the model, in the gentle or the detailed form."""
+    if tier == "gentle":
+        return (
+            f"You have called `{tool_name}` with identical arguments {run_length} times in a row. "
+            "Before calling it again, analyze the result you already have, "
+            "then either change your approach or conclude."
+        )
+    return (
+        f"You have called `{tool_name}` {run_length} times in a row with identical arguments:\n"
+        f"{preview}\n"
+        "These repeated calls made no progress: each one returned what you already had. "
+        "Do not call it again with the same arguments. Re-read the last result, then change your "
+        "approach (different arguments or a different tool). If you have gathered enough evidence, "
+        "it is fine to stop calling tools and give your answer now."
+    )

@@ -1,0 +1,61 @@
+"""Putting the guard's events on tool spans that have already ended.
+
+The guard decides when a tool span ends, because most instrumentations set the tool's
+name and arguments only after the span starts. By then the public ``Span.add_event`` is
+a silent no-op. This module is the one place that knows how to get events onto the
+exported span anyway; ``tests/test_sdk_contract.py`` fails loudly if an SDK upgrade
+changes the behaviour it relies on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.util.types import AttributeValue
+
+EventSpec = tuple[str, Mapping[str, AttributeValue]]
+
+
+def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int | None, limits: SpanLimits) -> Event:
+    bounded = BoundedAttributes(
+        limits.max_event_attributes, attributes, max_value_len=limits.max_attribute_length, immutable=True
+    )
+    return Event(name, bounded, timestamp)
+
+
+def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
+    """Append events to a span inside ``SpanProcessor._on_ending`` (SDK >= 1.40).
+
+    At that point ``end()`` has frozen the span, so ``add_event`` is dropped; but the
+    span's own bounded event list is what ``on_end`` hands to every processor and
+    exporter, and its ``append`` applies the span's event limit and drop count.
+    """
+    limits: SpanLimits = span._limits  # noqa: SLF001 - see the module docstring
+    target: BoundedList[Event] = span._events  # type: ignore[assignment]  # noqa: SLF001
+    for name, attributes in events:
+        target.append(_event(name, attributes, span.end_time, limits))
+
+
+def copy_with_events(span: ReadableSpan, events: Sequence[EventSpec], limits: SpanLimits) -> ReadableSpan:
+    """A copy of an ended span with ``events`` appended, for the wrapping mode."""
+    merged = BoundedList.from_seq(limits.max_events, span.events)
+    merged.dropped += span.dropped_events
+    for name, attributes in events:
+        merged.append(_event(name, attributes, span.end_time, limits))
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes,
+        events=merged,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
