@@ -99,3 +99,23 @@ class GenAIConvention:
 
 
 DEFAULT_CONVENTIONS: tuple[Convention, ...] = (GenAIConvention(),)
+
+
+def find_tool_call(
+    conventions: Sequence[Convention], name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+) -> ToolCall | None:
+    """The tool call read by the first convention that recognizes the span, if any."""
+    for convention in conventions:
+        call = convention.tool_call(name, attributes, events)
+        if call is not None:
+            return call
+    return None
+
+
+def find_agent_run(conventions: Sequence[Convention], name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+    """The agent run read by the first convention that recognizes the span, if any."""
+    for convention in conventions:
+        run = convention.agent_run(name, attributes)
+        if run is not None:
+            return run
+    return None

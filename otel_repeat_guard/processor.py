@@ -16,7 +16,15 @@ from opentelemetry.util.types import AttributeValue
 from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_bytes
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, MISSING, AgentRun, Convention, ToolCall
+from otel_repeat_guard.conventions import (
+    DEFAULT_CONVENTIONS,
+    MISSING,
+    AgentRun,
+    Convention,
+    ToolCall,
+    find_agent_run,
+    find_tool_call,
+)
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.reminders import Reminder, arguments_preview, reminder_text, tier_for
@@ -216,19 +224,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         return events, reminder
 
     def _tool_call(self, span: ReadableSpan) -> ToolCall | None:
-        attributes: Mapping[str, Any] = span.attributes or {}
-        for convention in self._conventions:
-            call = convention.tool_call(span.name, attributes, span.events)
-            if call is not None:
-                return call
-        return None
+        return find_tool_call(self._conventions, span.name, span.attributes or {}, span.events)
 
     def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
-        for convention in self._conventions:
-            run = convention.agent_run(name, attributes)
-            if run is not None:
-                return run
-        return None
+        return find_agent_run(self._conventions, name, attributes)
 
     def _resolve_agent(self, span: ReadableSpan, call: ToolCall) -> tuple[str, str | None] | None:
         """The chain key and readable name of the agent that made ``call``, if any."""
