@@ -94,11 +94,17 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def reset(self, agent_id: str) -> None:
         """A user prompt was submitted: start the agent's chain afresh."""
-        self._guarded("reset", self._chains.reset, agent_id)
+        try:
+            self._chains.reset(agent_id)
+        except Exception:
+            logger.exception("repeat guard failed in reset(%r)", agent_id)
 
     def forget(self, agent_id: str) -> None:
         """The agent is disposed: drop its state."""
-        self._guarded("forget", self._chains.forget, agent_id)
+        try:
+            self._chains.forget(agent_id)
+        except Exception:
+            logger.exception("repeat guard failed in forget(%r)", agent_id)
 
     def run_length(self, agent_id: str) -> int:
         """The agent's current consecutive count, 0 if none."""
@@ -289,9 +295,3 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _evict_oldest(mapping: dict[int, Any]) -> None:
         with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next call evicts
             del mapping[next(iter(mapping))]
-
-    def _guarded(self, where: str, action: Callable[[str], None], agent_id: str) -> None:
-        try:
-            action(agent_id)
-        except Exception:
-            logger.exception("repeat guard failed in %s(%r)", where, agent_id)

@@ -1,0 +1,141 @@
+"""canonical_arguments: equal arguments give equal text; distinct arguments never do."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_repeat_guard.canonical import (
+    KEY_INLINE_LIMIT,
+    arguments_digest,
+    arguments_key,
+    canonical_arguments,
+    canonical_bytes,
+)
+
+
+def test_deep_key_sort_and_compact_output() -> None:
+    assert canonical_arguments({"b": 1, "a": {"d": [1, {"z": 0, "y": 1}], "c": None}}) == (
+        '{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}'
+    )
+
+
+def test_key_order_does_not_matter_in_strings() -> None:
+    assert canonical_arguments('{"city": "Paris", "units": "metric"}') == canonical_arguments(
+        '{ "units":"metric",\n "city":"Paris" }'
+    )
+
+
+def test_json_string_and_structured_value_are_the_same_arguments() -> None:
+    assert canonical_arguments('{"q": [1, 2.5, true]}') == canonical_arguments({"q": [1, 2.5, True]})
+
+
+def test_non_ascii_is_kept() -> None:
+    assert canonical_arguments('{"city": "Z\\u00fcrich"}') == '{"city":"Zürich"}'
+    assert canonical_bytes({"city": "Zürich"}) == '{"city":"Zürich"}'.encode()
+
+
+def test_malformed_json_is_its_own_value() -> None:
+    assert canonical_arguments('{"city": "Paris"') == '{"city": "Paris"'
+    assert canonical_arguments("grep -r foo") == "grep -r foo"
+    assert canonical_arguments('{"city": "Paris"') != canonical_arguments('{"city": "Paris"}')
+
+
+def test_a_json_string_is_not_the_same_as_its_raw_text() -> None:
+    assert canonical_arguments('"abc"') == '"abc"'
+    assert canonical_arguments("abc") == "abc"
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ('{"n": 18446744073709551616}', '{"n": 18446744073709551617}'),
+        ('{"n": -9223372036854775809}', '{"n": -9223372036854775810}'),
+        ("[1, 1.0]", "[1, 1]"),
+        ("[true]", "[1]"),
+        ('{"a": null}', '{"a": NaN}'),
+        ("[Infinity]", "[-Infinity]"),
+        ("[NaN]", "[null]"),
+        ('"\\ud800"', '"\\ud801"'),
+    ],
+)
+def test_values_orjson_would_conflate_stay_distinct(a: str, b: str) -> None:
+    assert canonical_arguments(a) != canonical_arguments(b)
+
+
+def test_big_integers_are_exact() -> None:
+    assert canonical_arguments('{"n": 18446744073709551616}') == '{"n":18446744073709551616}'
+    assert canonical_arguments({"n": 2**70}) == '{"n":1180591620717411303424}'
+    assert canonical_arguments('{"id": "12345678901234567890123", "n": 1}') == '{"id":"12345678901234567890123","n":1}'
+
+
+def test_non_finite_floats_in_structured_values() -> None:
+    assert canonical_arguments([float("nan"), None]) == "[NaN,null]"
+    assert canonical_arguments({"x": [float("-inf")], "y": None}) == '{"x":[-Infinity],"y":null}'
+    assert canonical_arguments({"x": [1.5], "y": None}) == '{"x":[1.5],"y":null}'
+    assert canonical_arguments(("a", None)) == '["a",null]'
+
+
+def test_lone_surrogates_round_trip() -> None:
+    text = canonical_arguments("\ud800 not json")
+    assert text == "\ud800 not json"
+    assert canonical_bytes(["\udcff"]) == '["\udcff"]'.encode("utf-8", "surrogatepass")
+
+
+def test_unsupported_values_raise_type_error() -> None:
+    with pytest.raises(TypeError):
+        canonical_arguments({"s": {1, 2}})
+
+
+def test_short_forms_are_their_own_key_long_ones_are_digested() -> None:
+    short = b"x" * KEY_INLINE_LIMIT
+    long = b"x" * (KEY_INLINE_LIMIT + 1)
+    assert arguments_key(short) is short
+    assert len(arguments_key(long)) == 16
+    assert arguments_key(long).hex() == arguments_digest(long)
+    assert arguments_key(long) != arguments_key(long + b"y")
+    assert len(arguments_digest(b"{}")) == 32
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=20,
+)
+
+
+def _typed(value: Any) -> Any:
+    """A form of a JSON value where 1, 1.0 and True are all different."""
+    if isinstance(value, dict):
+        return ("dict", sorted((k, _typed(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", [_typed(v) for v in value])
+    if isinstance(value, float) and math.isinf(value):
+        return ("inf", value > 0)
+    return (type(value).__name__, value)
+
+
+@given(json_values.filter(lambda v: not isinstance(v, str)))
+def test_canonical_form_is_exact(value: Any) -> None:
+    """Parsing the canonical text gives back the same value: no two values share a form.
+
+    (A top-level string is JSON text to be parsed, so it is covered by the tests above.)
+    """
+    canonical = canonical_arguments(value)
+    assert _typed(json.loads(canonical)) == _typed(value)
+    assert canonical_arguments(json.dumps(value, indent=1)) == canonical
+
+
+@given(st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=6))
+def test_key_order_never_matters(value: dict[str, Any]) -> None:
+    reordered = dict(reversed(list(value.items())))
+    assert canonical_arguments(json.dumps(reordered)) == canonical_arguments(value)

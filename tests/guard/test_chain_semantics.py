@@ -1,0 +1,267 @@
+"""Every chain rule of the guard, each as its own test, through a real TracerProvider."""
+
+from __future__ import annotations
+
+import hashlib
+
+from opentelemetry.trace import Status, StatusCode, use_span
+
+from otel_repeat_guard import GuardConfig
+
+from .conftest import Harness, make_harness
+
+PARIS = {"city": "Paris", "units": "metric"}
+
+
+def test_identical_calls_increment_and_a_different_call_resets(harness: Harness) -> None:
+    with harness.agent_run("planner"):
+        for _ in range(3):
+            harness.call("lookup", PARIS)
+        harness.call("lookup", {"city": "Rome", "units": "metric"})
+        harness.call("lookup", {"city": "Rome", "units": "metric"})
+        harness.call("weather", {"city": "Rome", "units": "metric"})  # same arguments, other tool
+    assert harness.run_lengths() == [1, 2, 3, 1, 2, 1]
+
+
+def test_key_order_and_whitespace_do_not_make_a_call_different(harness: Harness) -> None:
+    with harness.agent_run("planner"):
+        harness.call("lookup", '{"city": "Paris", "units": "metric"}')
+        harness.call("lookup", '{"units":"metric","city":"Paris"}')
+        harness.call("lookup", {"units": "metric", "city": "Paris"})
+    assert harness.run_lengths() == [1, 2, 3]
+
+
+def test_untracked_calls_are_transparent(harness: Harness) -> None:
+    with harness.agent_run("planner"):
+        harness.call("grep", {"q": "X"})
+        harness.call("todo_write", {"todos": ["a"]})
+        harness.call("grep", {"q": "X"})
+        harness.call("todo_write", {"todos": ["b"]})
+        harness.call("grep", {"q": "X"})
+    grep_runs = [n for n, s in zip(harness.run_lengths(), harness.tool_spans(), strict=True) if "grep" in s.name]
+    assert grep_runs == [1, 2, 3]
+    assert len(harness.reminders) == 1
+    assert all(not s.events for s in harness.tool_spans() if "todo_write" in s.name)
+
+
+def test_include_limits_tracking_to_matching_tools() -> None:
+    h = make_harness(GuardConfig(include=["read_*"], exclude=[]))
+    with h.agent_run("a"):
+        for _ in range(3):
+            h.call("read_file", {"path": "a"})
+            h.call("bash", {"cmd": "ls"})
+    assert [r.tool_name for r in h.reminders] == ["read_file"]
+
+
+def test_denied_and_failed_calls_count_and_are_flagged(harness: Harness) -> None:
+    with harness.agent_run("planner"):
+        harness.call("rm", {"path": "/"}, error=True)
+        harness.call("rm", {"path": "/"}, error=True)
+        with harness.tracer.start_as_current_span("execute_tool rm") as span:
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "rm",
+                    "gen_ai.tool.call.arguments": '{"path": "/"}',
+                    "error.type": "PermissionDenied",
+                }
+            )
+        harness.call("rm", {"path": "/"})
+    assert harness.run_lengths() == [1, 2, 3, 4]
+    flags = [
+        e.attributes["repeat_tool_guard.error"]
+        for s in harness.tool_spans()
+        for e in s.events
+        if e.name.endswith("repeat")
+    ]  # type: ignore[index]
+    assert flags == [True, True, False]
+    assert harness.reminders[0].tool_name == "rm"
+
+
+def test_calls_without_an_agent_are_ignored(harness: Harness) -> None:
+    for _ in range(5):
+        harness.call("grep", {"q": "X"})
+    with harness.tracer.start_as_current_span("http request"):  # an ancestor, but not an agent run
+        for _ in range(5):
+            harness.call("grep", {"q": "X"})
+    assert harness.reminders == []
+    assert all(not s.events for s in harness.exporter.get_finished_spans())
+
+
+def test_chains_are_per_agent_even_when_interleaved(harness: Harness) -> None:
+    for _ in range(4):
+        harness.call("grep", {"q": "X"}, agent_id="alice")
+        harness.call("grep", {"q": "X"}, agent_id="bob")
+        harness.call("read", {"p": 1}, agent_id="carol")
+        harness.call("read", {"p": 2}, agent_id="carol")
+    assert harness.guard.run_length("alice") == 4
+    assert harness.guard.run_length("bob") == 4
+    assert harness.guard.run_length("carol") == 1
+    assert sorted((r.agent_id, r.run_length) for r in harness.reminders) == [("alice", 3), ("bob", 3)]
+
+
+def test_concurrent_runs_of_one_agent_keep_separate_chains(harness: Harness) -> None:
+    """Two open runs of the same named agent, tool spans alternating between them."""
+    tracer = harness.tracer
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher"}
+    run_a = tracer.start_span("invoke_agent researcher", attributes=attrs)
+    run_b = tracer.start_span("invoke_agent researcher", attributes=attrs)
+    for _ in range(3):
+        for run in (run_a, run_b):
+            with use_span(run):
+                harness.call("search", {"q": "same"})
+    run_a.end()
+    run_b.end()
+    assert [r.run_length for r in harness.reminders] == [3, 3]
+    assert len({r.agent_id for r in harness.reminders}) == 2
+    assert {r.agent_name for r in harness.reminders} == {"researcher"}
+    assert all(r.agent_id.startswith("researcher#") for r in harness.reminders)
+
+
+def test_reset_starts_the_chain_afresh(harness: Harness) -> None:
+    for _ in range(2):
+        harness.call("grep", {"q": "X"}, agent_id="alice")
+    harness.guard.reset("alice")
+    assert harness.guard.run_length("alice") == 0
+    harness.call("grep", {"q": "X"}, agent_id="alice")
+    assert harness.guard.run_length("alice") == 1
+
+
+def test_a_new_agent_run_for_the_same_agent_resets(harness: Harness) -> None:
+    with harness.agent_run("planner", agent_id="agent-7"):
+        harness.call("grep", {"q": "X"}, agent_id="agent-7")
+        harness.call("grep", {"q": "X"}, agent_id="agent-7")
+    assert harness.guard.run_length("agent-7") == 2  # an explicit id outlives the run span
+    with harness.agent_run("planner", agent_id="agent-7"):  # the next user prompt
+        assert harness.guard.run_length("agent-7") == 0
+        harness.call("grep", {"q": "X"}, agent_id="agent-7")
+    assert harness.run_lengths() == [1, 2, 1]
+
+
+def test_forget_drops_the_agent_state(harness: Harness) -> None:
+    for _ in range(2):
+        harness.call("grep", {"q": "X"}, agent_id="alice")
+    harness.guard.forget("alice")
+    assert harness.guard.run_length("alice") == 0
+    assert len(harness.guard._chains) == 0
+
+
+def test_state_is_bounded_by_max_agents_and_holds_no_payload() -> None:
+    h = make_harness(max_agents=3)
+    payload = {"blob": "x" * 10_000}
+    for agent in ("a", "b", "c", "d"):
+        h.call("put", payload, agent_id=agent)
+    assert len(h.guard._chains) == 3
+    assert h.guard.run_length("a") == 0  # least recently active, evicted
+    stored = [chain.key for chain in h.guard._chains._chains.values()]
+    assert all(key is not None and len(key) <= 32 for key in stored)
+
+
+def test_a_chain_keyed_to_an_agent_run_span_ends_with_it(harness: Harness) -> None:
+    with harness.agent_run("planner"):
+        harness.call("grep", {"q": "X"})
+        harness.call("grep", {"q": "X"})
+        (agent_id,) = {r for r in harness.guard._chains._chains}
+        assert harness.guard.run_length(agent_id) == 2
+    assert harness.guard.run_length(agent_id) == 0
+    assert len(harness.guard._chains) == 0
+
+
+def test_an_agent_run_without_a_name_is_keyed_by_its_span_name() -> None:
+    h = make_harness(GuardConfig(thresholds=(2,)))
+    with h.tracer.start_as_current_span("invoke_agent"):  # recognized by name alone
+        h.call("grep", {"q": "X"})
+        h.call("grep", {"q": "X"})
+    (reminder,) = h.reminders
+    assert reminder.agent_name == "invoke_agent"
+    assert reminder.agent_id.startswith("invoke_agent#")
+
+
+def test_thresholds_fire_at_exact_counts_then_go_silent() -> None:
+    h = make_harness(GuardConfig(thresholds=(2, 4)))
+    with h.agent_run("a"):
+        for _ in range(9):
+            h.call("grep", {"q": "X"})
+    assert [(r.run_length, r.threshold, r.tier) for r in h.reminders] == [(2, 2, "gentle"), (4, 4, "detailed")]
+
+
+def test_detection_reads_attributes_set_after_start_in_end_order(harness: Harness) -> None:
+    tracer = harness.tracer
+    with harness.agent_run("a"):
+        first = tracer.start_span("execute_tool grep")
+        second = tracer.start_span("execute_tool grep")
+        for span, q in ((first, "A"), (second, "B")):
+            span.set_attributes(
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep", "gen_ai.tool.call.arguments": q}
+            )
+        second.end()  # B ends first
+        first.end()
+        harness.call("grep", "A")
+    assert [s.attributes["gen_ai.tool.call.arguments"] for s in harness.tool_spans()] == ["B", "A", "A"]
+    assert harness.run_lengths() == [1, 1, 2]
+
+
+def test_a_tool_span_without_arguments_resets_and_never_triggers() -> None:
+    h = make_harness(GuardConfig(thresholds=(2,)))
+    with h.agent_run("a"):
+        h.call("grep", {"q": "X"})
+        h.call("grep")
+        h.call("grep")
+        h.call("grep", {"q": "X"})
+    assert h.run_lengths() == [1, 1, 1, 1]
+    assert h.reminders == []
+
+
+def test_tool_name_falls_back_to_the_span_name(harness: Harness) -> None:
+    with harness.agent_run("a"):
+        for _ in range(3):
+            with harness.tracer.start_as_current_span("execute_tool fetch_page") as span:
+                span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": "u"})
+        with harness.tracer.start_as_current_span("execute_tool") as span:  # no name at all: ignored
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+    assert [r.tool_name for r in harness.reminders] == ["fetch_page"]
+
+
+def test_the_guard_never_changes_name_attributes_or_status(harness: Harness) -> None:
+    with harness.agent_run("a"):
+        for _ in range(3):
+            with harness.tracer.start_as_current_span("execute_tool rm") as span:
+                span.set_attributes(
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": "rm",
+                        "gen_ai.tool.call.arguments": "{}",
+                    }
+                )
+                span.set_status(Status(StatusCode.ERROR, "denied"))
+    for span in harness.tool_spans():
+        assert span.name == "execute_tool rm"
+        assert dict(span.attributes or {}) == {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "rm",
+            "gen_ai.tool.call.arguments": "{}",
+        }
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.status.description == "denied"
+    agent_span = harness.exporter.get_finished_spans()[-1]
+    assert agent_span.name == "invoke_agent a"
+    assert agent_span.events == ()
+
+
+def test_repeat_event_attributes(harness: Harness) -> None:
+    with harness.agent_run("a"):
+        harness.call("grep", {"q": "X"})
+        harness.call("grep", {"q": "X"})
+    first, second = harness.tool_spans()
+    assert first.events == ()
+    (event,) = second.events
+    assert event.name == "repeat_tool_guard.repeat"
+    attributes = dict(event.attributes or {})
+    assert attributes.pop("repeat_tool_guard.agent_id").startswith("a#")  # type: ignore[union-attr]
+    assert attributes == {
+        "repeat_tool_guard.run_length": 2,
+        "gen_ai.tool.name": "grep",
+        "repeat_tool_guard.arguments_digest": hashlib.blake2b(b'{"q":"X"}', digest_size=16).hexdigest(),
+        "repeat_tool_guard.error": False,
+    }
+    assert event.timestamp == second.end_time

@@ -1,0 +1,71 @@
+"""ChainTracker: the pure chain logic, without OTel."""
+
+from __future__ import annotations
+
+from otel_repeat_guard.chains import ChainTracker
+
+
+def make(max_agents: int = 100) -> tuple[ChainTracker, list[tuple[str, int]]]:
+    ended: list[tuple[str, int]] = []
+    return ChainTracker(max_agents, lambda tool, run: ended.append((tool, run))), ended
+
+
+def test_identical_calls_extend_the_run_and_a_different_call_restarts_it() -> None:
+    chains, ended = make()
+    assert [chains.observe("a", "grep", b"x") for _ in range(3)] == [1, 2, 3]
+    assert chains.observe("a", "grep", b"y") == 1
+    assert chains.observe("a", "read", b"y") == 1
+    assert ended == [("grep", 3)]
+    assert chains.run_length("a") == 1
+
+
+def test_unknown_arguments_never_extend_a_run() -> None:
+    chains, ended = make()
+    assert chains.observe("a", "grep", None) == 1
+    assert chains.observe("a", "grep", None) == 1
+    assert chains.observe("a", "grep", b"x") == 1
+    assert ended == []
+
+
+def test_agents_are_independent() -> None:
+    chains, _ = make()
+    chains.observe("a", "grep", b"x")
+    assert chains.observe("b", "grep", b"x") == 1
+    assert chains.observe("a", "grep", b"x") == 2
+    assert chains.run_length("b") == 1
+    assert chains.run_length("nobody") == 0
+
+
+def test_reset_and_forget_record_the_final_run() -> None:
+    chains, ended = make()
+    chains.observe("a", "grep", b"x")
+    chains.observe("a", "grep", b"x")
+    chains.reset("a")
+    assert chains.run_length("a") == 0
+    assert chains.observe("a", "grep", b"x") == 1
+    chains.forget("a")
+    chains.forget("a")  # forgetting twice is harmless
+    assert ended == [("grep", 2)]
+    assert len(chains) == 0
+
+
+def test_least_recently_active_agent_is_evicted() -> None:
+    chains, ended = make(max_agents=2)
+    chains.observe("a", "grep", b"x")
+    chains.observe("a", "grep", b"x")
+    chains.observe("b", "grep", b"x")
+    chains.observe("a", "grep", b"x")  # a is now the most recent
+    chains.observe("c", "grep", b"x")  # evicts b
+    assert len(chains) == 2
+    assert chains.run_length("b") == 0
+    assert chains.run_length("a") == 3
+    chains.observe("d", "grep", b"x")  # evicts a, whose run of 3 ends
+    assert ended == [("grep", 3)]
+
+
+def test_without_a_run_ended_callback() -> None:
+    chains = ChainTracker(1)
+    chains.observe("a", "t", b"k")
+    chains.observe("a", "t", b"k")
+    chains.observe("b", "t", b"k")
+    assert chains.run_length("a") == 0

@@ -1,0 +1,120 @@
+"""GuardConfig: normalization, and a loud ValueError naming the field for every bad value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from otel_repeat_guard import GuardConfig
+
+
+def test_defaults() -> None:
+    config = GuardConfig()
+    assert config.thresholds == (3, 5, 8)
+    assert config.include == ()
+    assert config.exclude == ("todo_write",)
+    assert config.arguments_preview_chars == 500
+
+
+def test_thresholds_are_normalized_to_an_ascending_tuple() -> None:
+    assert GuardConfig(thresholds=[8, 3, 5]).thresholds == (3, 5, 8)  # type: ignore[arg-type]
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        GuardConfig().thresholds = (4,)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "shown"),
+    [
+        ({"thresholds": ()}, "thresholds", "()"),
+        ({"thresholds": [3, "5"]}, "thresholds", "'5'"),
+        ({"thresholds": [3, 4.0]}, "thresholds", "4.0"),
+        ({"thresholds": [True, 3]}, "thresholds", "True"),
+        ({"thresholds": [1, 3]}, "thresholds", "1"),
+        ({"thresholds": [3, 3]}, "thresholds", "[3, 3]"),
+        ({"thresholds": "3,5"}, "thresholds", "'3,5'"),
+        ({"thresholds": 3}, "thresholds", "3"),
+        ({"include": "grep"}, "include", "'grep'"),
+        ({"exclude": "todo_write"}, "exclude", "'todo_write'"),
+        ({"exclude": [""]}, "exclude", "''"),
+        ({"include": [3]}, "include", "3"),
+        ({"arguments_preview_chars": 0}, "arguments_preview_chars", "0"),
+        ({"arguments_preview_chars": "500"}, "arguments_preview_chars", "'500'"),
+        ({"arguments_preview_chars": True}, "arguments_preview_chars", "True"),
+    ],
+)
+def test_invalid_values_raise_naming_field_and_value(kwargs: dict[str, Any], field: str, shown: str) -> None:
+    with pytest.raises(ValueError, match=field) as raised:
+        GuardConfig(**kwargs)
+    assert shown in str(raised.value)
+
+
+def test_a_pattern_matching_no_existing_tool_is_valid() -> None:
+    assert GuardConfig(exclude=["mcp_*"]).exclude == ("mcp_*",)
+
+
+def test_from_mapping_accepts_both_spellings() -> None:
+    config = GuardConfig.from_mapping(
+        {"thresholds": [4, 2], "include": ["grep*"], "exclude": [], "argumentsPreviewChars": 40}
+    )
+    assert config == GuardConfig(thresholds=(2, 4), include=("grep*",), exclude=(), arguments_preview_chars=40)
+    assert GuardConfig.from_mapping({"arguments_preview_chars": 7}).arguments_preview_chars == 7
+
+
+def test_from_mapping_rejects_unknown_keys_and_double_spellings() -> None:
+    with pytest.raises(ValueError, match="unknown config key 'threshold'"):
+        GuardConfig.from_mapping({"threshold": [3]})
+    with pytest.raises(ValueError, match="arguments_preview_chars is given twice"):
+        GuardConfig.from_mapping({"argumentsPreviewChars": 1, "arguments_preview_chars": 2})
+    with pytest.raises(ValueError, match="config must be a mapping"):
+        GuardConfig.from_mapping([("thresholds", [3])])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="thresholds"):
+        GuardConfig.from_mapping({"thresholds": []})
+
+
+def test_from_env_reads_every_variable() -> None:
+    env = {
+        "OTEL_REPEAT_GUARD_THRESHOLDS": " 4, 2 ,9",
+        "OTEL_REPEAT_GUARD_INCLUDE": "grep*, read_file",
+        "OTEL_REPEAT_GUARD_EXCLUDE": "",
+        "OTEL_REPEAT_GUARD_ARGUMENTS_PREVIEW_CHARS": " 64 ",
+    }
+    config = GuardConfig.from_env(env)
+    assert config == GuardConfig(
+        thresholds=(2, 4, 9), include=("grep*", "read_file"), exclude=(), arguments_preview_chars=64
+    )
+
+
+def test_from_env_defaults_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("THRESHOLDS", "INCLUDE", "EXCLUDE", "ARGUMENTS_PREVIEW_CHARS"):
+        monkeypatch.delenv(f"OTEL_REPEAT_GUARD_{name}", raising=False)
+    assert GuardConfig.from_env() == GuardConfig()
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_THRESHOLDS", "6")
+    assert GuardConfig.from_env().thresholds == (6,)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"OTEL_REPEAT_GUARD_THRESHOLDS": "3,five"},
+            "OTEL_REPEAT_GUARD_THRESHOLDS \\(thresholds\\) must be an integer, got 'five'",
+        ),
+        ({"OTEL_REPEAT_GUARD_THRESHOLDS": ""}, "thresholds must not be empty"),
+        ({"OTEL_REPEAT_GUARD_THRESHOLDS": "1"}, "thresholds must be at least 2"),
+        (
+            {"OTEL_REPEAT_GUARD_ARGUMENTS_PREVIEW_CHARS": "lots"},
+            "arguments_preview_chars\\) must be an integer, got 'lots'",
+        ),
+        (
+            {"OTEL_REPEAT_GUARD_ARGUMENTS_PREVIEW_CHARS": "-1"},
+            "arguments_preview_chars must be an integer >= 1, got -1",
+        ),
+    ],
+)
+def test_from_env_invalid_values_raise(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        GuardConfig.from_env(env)

@@ -1,0 +1,69 @@
+"""ReminderInbox: a pull-based, bounded, thread-safe mailbox."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from otel_repeat_guard import GuardConfig, ReminderInbox, RepeatGuardSpanProcessor
+
+from .conftest import make_harness
+
+
+def test_inbox_as_callback_then_drain() -> None:
+    inbox = ReminderInbox()
+    h = make_harness(GuardConfig(thresholds=(2, 3)))
+    h.guard._on_reminder = inbox.put
+    for _ in range(3):
+        h.call("grep", {"q": "X"}, agent_id="alice")
+    h.call("grep", {"q": "X"}, agent_id="bob")
+    assert inbox.pending() == ["alice"]
+    assert [r.run_length for r in inbox.drain("alice")] == [2, 3]
+    assert inbox.drain("alice") == []
+    assert inbox.drain("bob") == []
+
+
+def test_inbox_is_bounded() -> None:
+    inbox = ReminderInbox(per_agent=2, max_agents=2)
+    h = make_harness(GuardConfig(thresholds=(2, 3, 4)))
+    h.guard._on_reminder = inbox.put
+    for agent in ("a", "b", "c"):
+        for _ in range(4):
+            h.call("grep", {"q": "X"}, agent_id=agent)
+    assert inbox.pending() == ["b", "c"]
+    assert [r.run_length for r in inbox.drain("c")] == [3, 4]
+
+
+def test_inbox_under_concurrent_puts() -> None:
+    inbox = ReminderInbox(per_agent=1000)
+    guard_reminders = make_harness(GuardConfig(thresholds=(2,)))
+    guard_reminders.call("g", "x", agent_id="a")
+    guard_reminders.call("g", "x", agent_id="a")
+    (reminder,) = guard_reminders.reminders
+    threads = [threading.Thread(target=lambda: [inbox.put(reminder) for _ in range(100)]) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(inbox.drain("a")) == 800
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [({"per_agent": 0}, "per_agent"), ({"max_agents": True}, "max_agents")])
+def test_inbox_validation(kwargs: dict[str, int], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        ReminderInbox(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"config": {"thresholds": [3]}}, "config must be a GuardConfig"),
+        ({"on_reminder": "print"}, "on_reminder must be callable"),
+        ({"max_agents": 0}, "max_agents must be an integer >= 1, got 0"),
+        ({"max_live_spans": -1}, "max_live_spans must be an integer >= 1, got -1"),
+    ],
+)
+def test_processor_validates_at_construction(kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        RepeatGuardSpanProcessor(**kwargs)  # type: ignore[arg-type]

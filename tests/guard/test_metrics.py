@@ -1,0 +1,74 @@
+"""The guard's metrics, read back through a real MeterProvider and InMemoryMetricReader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from otel_repeat_guard import GuardConfig
+
+from .conftest import make_harness
+
+
+def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    found: dict[str, list[Any]] = {}
+    if data is None:
+        return found
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found[metric.name] = list(metric.data.data_points)
+    return found
+
+
+def test_counters_and_run_length_histogram() -> None:
+    reader = InMemoryMetricReader()
+    h = make_harness(GuardConfig(thresholds=(2, 3)), meter_provider=MeterProvider(metric_readers=[reader]))
+    with h.agent_run("a"):
+        for _ in range(4):
+            h.call("grep", {"q": "X"})
+        h.call("read", {"p": 1})  # breaks the grep run of 4
+        h.call("read", {"p": 1})
+    # the agent run ended: the read run of 2 is recorded too
+    h.call("solo", {"x": 1}, agent_id="b")  # a first call records nothing
+    points = _points(reader)
+
+    repeated = {p.attributes["gen_ai.tool.name"]: p.value for p in points["repeat_tool_guard.repeated_calls"]}
+    assert repeated == {"grep": 3, "read": 1}
+    for point in points["repeat_tool_guard.repeated_calls"] + points["repeat_tool_guard.run_length"]:
+        assert set(point.attributes) == {"gen_ai.tool.name"}  # never the agent id
+
+    reminders = sorted(
+        (
+            p.attributes["gen_ai.tool.name"],
+            p.attributes["repeat_tool_guard.tier"],
+            p.attributes["repeat_tool_guard.threshold"],
+            p.value,
+        )
+        for p in points["repeat_tool_guard.reminders"]
+    )
+    assert reminders == [("grep", "detailed", 3, 1), ("grep", "gentle", 2, 1), ("read", "gentle", 2, 1)]
+
+    runs = {p.attributes["gen_ai.tool.name"]: (p.count, p.sum, p.max) for p in points["repeat_tool_guard.run_length"]}
+    assert runs == {"grep": (1, 4, 4), "read": (1, 2, 2)}
+
+
+def test_nothing_is_recorded_without_repeats() -> None:
+    reader = InMemoryMetricReader()
+    h = make_harness(meter_provider=MeterProvider(metric_readers=[reader]))
+    with h.agent_run("a"):
+        for i in range(5):
+            h.call("grep", {"q": i})
+    assert _points(reader) == {}
+
+
+def test_metrics_attribute_cache_is_bounded() -> None:
+    from otel_repeat_guard.metrics import GuardMetrics
+
+    metrics = GuardMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    for i in range(GuardMetrics._CACHE_LIMIT + 5):
+        metrics.repeated_call(f"tool{i}")
+    assert len(metrics._tool_attrs) <= GuardMetrics._CACHE_LIMIT

@@ -1,0 +1,47 @@
+"""Reminder texts and the bounded arguments preview."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder, arguments_preview, reminder_text, tier_for
+
+
+def test_first_threshold_is_gentle_later_ones_detailed() -> None:
+    assert [tier_for(t, (3, 5, 8)) for t in (3, 5, 8)] == ["gentle", "detailed", "detailed"]
+    assert tier_for(4, (4,)) == "gentle"
+
+
+def test_gentle_text_uses_the_run_length() -> None:
+    text = reminder_text("gentle", "grep", 4, "{}")
+    assert "identical arguments 4 times in a row" in text
+    assert "3 times" not in text
+    assert "change your approach or conclude" in text
+
+
+def test_detailed_text_names_tool_length_arguments_and_permits_finishing() -> None:
+    text = reminder_text("detailed", "read_file", 5, '{"path":"a.py"}')
+    assert "`read_file` 5 times in a row" in text
+    assert '{"path":"a.py"}' in text
+    assert "made no progress" in text
+    assert "give your answer now" in text
+
+
+def test_preview_is_untouched_within_the_limit() -> None:
+    assert arguments_preview("abcdef", 6) == "abcdef"
+
+
+def test_preview_marker_counts_the_omitted_characters() -> None:
+    preview = arguments_preview("x" * 1734, 500)
+    assert preview == "x" * 500 + "… [1234 more characters omitted]"
+
+
+def test_reminder_is_frozen_and_hashable_with_its_source() -> None:
+    reminder = Reminder("a", None, "grep", 3, 3, "gentle", "t", "{}", "0" * 32, "0" * 16)
+    assert reminder.source == {"kind": "plugin", "plugin": "repeat-tool-guard"}
+    assert reminder.source is REMINDER_SOURCE
+    assert hash(reminder) == hash(dataclasses.replace(reminder))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        reminder.text = "x"  # type: ignore[misc]

@@ -1,0 +1,150 @@
+"""The guard never breaks the application, across threads, failing callbacks and huge payloads."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from otel_repeat_guard import GuardConfig, Reminder, ToolCall
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, AgentRun, EventLike
+
+from .conftest import Harness, make_harness
+
+
+def _script(agent: int, rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
+    """A per-agent call sequence with loops of several lengths."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(12):
+        tool = rng.choice(["grep", "read", "todo_write"])
+        calls.extend([(tool, {"q": rng.randint(0, 2), "agent": agent})] * rng.randint(1, 6))
+    return calls
+
+
+def _outcome(h: Harness) -> tuple[dict[str, list[int]], list[tuple[str, int, str]]]:
+    runs: dict[str, list[int]] = {}
+    for span in h.tool_spans():
+        agent = str((span.attributes or {})["gen_ai.agent.id"])
+        repeat = [e for e in span.events if e.name == "repeat_tool_guard.repeat"]
+        runs.setdefault(agent, []).append(int(repeat[0].attributes["repeat_tool_guard.run_length"]) if repeat else 1)  # type: ignore[index]
+    reminders = sorted((r.agent_id, r.run_length, r.tier) for r in h.reminders)
+    return runs, reminders
+
+
+def test_eight_threads_of_interleaved_agents_match_sequential_runs() -> None:
+    scripts = {f"agent-{i}": _script(i, random.Random(i)) for i in range(16)}
+
+    sequential = make_harness()
+    for agent, calls in scripts.items():
+        for tool, arguments in calls:
+            sequential.call(tool, arguments, agent_id=agent)
+
+    threaded = make_harness()
+    barrier = threading.Barrier(8)
+
+    def worker(agents: list[str]) -> None:
+        barrier.wait()
+        cursors = dict.fromkeys(agents, 0)
+        rng = random.Random(len(agents))
+        while cursors:
+            agent = rng.choice(sorted(cursors))  # interleave this thread's agents
+            tool, arguments = scripts[agent][cursors[agent]]
+            threaded.call(tool, arguments, agent_id=agent)
+            cursors[agent] += 1
+            if cursors[agent] == len(scripts[agent]):
+                del cursors[agent]
+
+    names = list(scripts)
+    threads = [threading.Thread(target=worker, args=(names[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    expected = _outcome(sequential)
+    assert _outcome(threaded) == expected
+    assert len(expected[1]) > 10  # the scripts do loop
+
+
+def test_a_raising_callback_never_reaches_the_caller(caplog: pytest.LogCaptureFixture) -> None:
+    delivered: list[Reminder] = []
+
+    def callback(reminder: Reminder) -> None:
+        delivered.append(reminder)
+        if len(delivered) == 1:
+            raise RuntimeError("harness bug")
+
+    h = make_harness()
+    h.guard._on_reminder = callback
+    with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"), h.agent_run("a"):
+        for _ in range(8):
+            h.call("grep", {"q": "X"})  # would raise here if the guard let it through
+    assert [r.run_length for r in delivered] == [3, 5, 8]
+    assert len(h.tool_spans()) == 8  # every span reached the SimpleSpanProcessor registered after the guard
+    assert h.exporter.get_finished_spans()[-1].name == "invoke_agent a"
+    assert "on_reminder callback raised" in caplog.text
+    assert "harness bug" in caplog.text
+
+
+class _ExplodingConvention:
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        raise KeyError("broken convention")
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        raise KeyError("broken convention")
+
+
+def test_an_internal_failure_is_logged_and_the_span_still_exported(caplog: pytest.LogCaptureFixture) -> None:
+    h = make_harness(conventions=[_ExplodingConvention(), *DEFAULT_CONVENTIONS])
+    with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"), h.agent_run("a"):
+        h.call("grep", {"q": "X"})
+    assert [s.name for s in h.exporter.get_finished_spans()] == ["execute_tool grep", "invoke_agent a"]
+    assert "failed in on_start" in caplog.text
+    assert "failed at the end of span 'execute_tool grep'" in caplog.text
+
+
+def test_reset_and_forget_never_raise(caplog: pytest.LogCaptureFixture) -> None:
+    def broken_metrics(tool: str, run: int) -> None:
+        raise RuntimeError("metrics backend down")
+
+    h = make_harness()
+    h.guard._chains._on_run_ended = broken_metrics
+    for agent in ("a", "b"):
+        h.call("grep", {"q": "X"}, agent_id=agent)
+        h.call("grep", {"q": "X"}, agent_id=agent)
+    with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"):
+        h.guard.reset("a")
+        h.guard.forget("b")
+    assert h.guard.run_length("a") == h.guard.run_length("b") == 0
+    assert "failed in reset('a')" in caplog.text
+    assert "failed in forget('b')" in caplog.text
+
+
+def test_a_200kb_payload_is_previewed_briefly_and_compared_in_full() -> None:
+    h = make_harness(GuardConfig(thresholds=(2,), arguments_preview_chars=100))
+    payload = {"data": "x" * 200_000}
+    almost = {"data": "x" * 199_999 + "y"}
+    with h.agent_run("a"):
+        h.call("upload", payload)
+        h.call("upload", almost)  # differs only in the last byte: a different call
+        h.call("upload", almost)
+    assert h.run_lengths() == [1, 1, 2]
+    (reminder,) = h.reminders
+    omitted = len('{"data":""}') + 200_000 - 100
+    assert reminder.arguments_preview == '{"data":"' + "x" * 91 + f"… [{omitted} more characters omitted]"
+    assert len(reminder.arguments_preview) <= 100 + len(f"… [{omitted} more characters omitted]")
+    assert len(reminder.text) < 1_000
+
+
+def test_unusable_arguments_count_as_unknown() -> None:
+    h = make_harness(GuardConfig(thresholds=(2,)))
+    with h.agent_run("a"):
+        for _ in range(3):
+            h.call("grep", ["a", 1.5], raw=True)  # a structured attribute value is fine
+        h.guard._canonical({"set": {1}})
+    assert h.run_lengths() == [1, 2, 3]
+    assert h.guard._canonical({"set": {1}}) is None

@@ -1,0 +1,71 @@
+"""What the guard relies on in the OTel SDK. If an SDK upgrade breaks this, these fail loudly."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_repeat_guard.span_events import append_to_ending_span
+
+
+class _Recorder(SpanProcessor):
+    def __init__(self) -> None:
+        self.ended: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span)
+
+
+class _AddsAtEnding(SpanProcessor):
+    """Adds one event through the public API and one through the guard's path."""
+
+    def _on_ending(self, span: Span) -> None:
+        span.add_event("public add_event")
+        append_to_ending_span(span, [("guard event", {"n": 1})])
+
+
+def test_events_appended_at_ending_reach_every_processor_and_exporter() -> None:
+    earlier = _Recorder()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(earlier)  # registered before the guard
+    provider.add_span_processor(_AddsAtEnding())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("tool") as span:
+        span.add_event("own event")
+    (exported,) = exporter.get_finished_spans()
+    assert SpanProcessor._on_ending is not None  # the private hook exists (SDK >= 1.40)
+    assert [e.name for e in exported.events] == ["own event", "guard event"]
+    assert [e.name for e in earlier.ended[0].events] == ["own event", "guard event"]
+    assert dict(exported.events[1].attributes or {}) == {"n": 1}
+    assert exported.events[1].timestamp == exported.end_time
+
+
+def test_appended_events_respect_the_span_event_limits() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_events=2, max_event_attributes=1, max_attribute_length=3))
+    provider.add_span_processor(_AddsAtEnding())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("tool") as span:
+        span.add_event("a")
+        span.add_event("b")
+    (exported,) = exporter.get_finished_spans()
+    assert [e.name for e in exported.events] == ["b", "guard event"]
+    assert exported.dropped_events == 1
+
+
+def test_append_truncates_event_attributes_like_add_event() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_event_attributes=1, max_attribute_length=3))
+
+    class _Long(SpanProcessor):
+        def _on_ending(self, span: Span) -> None:
+            append_to_ending_span(span, [("e", {"dropped": 1, "text": "abcdef"})])
+
+    provider.add_span_processor(_Long())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.get_tracer("t").start_span("tool").end()
+    (event,) = exporter.get_finished_spans()[0].events
+    assert dict(event.attributes or {}) == {"text": "abc"}
+    assert event.dropped_attributes == 1

@@ -1,0 +1,59 @@
+"""The wrapping mode: downstream processors get a copy of each span with the guard's events."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
+
+
+def test_downstream_processors_receive_spans_with_events(monkeypatch: object) -> None:
+    exporter = InMemorySpanExporter()
+    direct = InMemorySpanExporter()
+    reminders: list[Reminder] = []
+    guard = RepeatGuardSpanProcessor(
+        GuardConfig(thresholds=(2,)), reminders.append, downstream=[SimpleSpanProcessor(exporter)]
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    provider.add_span_processor(SimpleSpanProcessor(direct))
+    tracer = provider.get_tracer("t")
+    for _ in range(2):
+        with tracer.start_as_current_span("execute_tool grep") as span:
+            span.add_event("own")
+            span.set_attributes(
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep", "gen_ai.tool.call.arguments": "x"}
+            )
+            span.set_attribute("gen_ai.agent.id", "a")
+    first, second = exporter.get_finished_spans()
+    assert [e.name for e in first.events] == ["own"]
+    assert [e.name for e in second.events] == ["own", "repeat_tool_guard.repeat", "repeat_tool_guard.reminder"]
+    assert second.name == "execute_tool grep"
+    assert second.context == direct.get_finished_spans()[1].context
+    assert dict(second.attributes or {}) == dict(direct.get_finished_spans()[1].attributes or {})
+    assert [e.name for e in direct.get_finished_spans()[1].events] == ["own"]  # not wrapped: untouched
+    assert [r.run_length for r in reminders] == [2]
+    assert guard.force_flush() is True
+    guard.shutdown()
+    assert exporter._stopped
+
+
+def test_copies_respect_event_limits(monkeypatch: object) -> None:
+    exporter = InMemorySpanExporter()
+    guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=(2,)), downstream=[SimpleSpanProcessor(exporter)])
+    guard._limits = SpanLimits(max_events=2)
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    tracer = provider.get_tracer("t")
+    for _ in range(2):
+        with tracer.start_as_current_span("execute_tool grep") as span:
+            span.add_event("own")
+            span.set_attributes(
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "g", "gen_ai.agent.id": "a"}
+            )
+            span.set_attribute("gen_ai.tool.call.arguments", "x")
+    second = exporter.get_finished_spans()[1]
+    assert [e.name for e in second.events] == ["repeat_tool_guard.repeat", "repeat_tool_guard.reminder"]
+    assert second.dropped_events == 1
