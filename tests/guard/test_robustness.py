@@ -144,7 +144,7 @@ def test_unusable_arguments_count_as_unknown() -> None:
     h = make_harness(GuardConfig(thresholds=(2,)))
     with h.agent_run("a"):
         for _ in range(3):
-            h.call("grep", ["a", 1.5], raw=True)  # a structured attribute value is fine
+            h.call("grep", ["a", "b"], raw=True)  # a structured attribute value is fine
         h.guard._canonical({"set": {1}})
     assert h.run_lengths() == [1, 2, 3]
     assert h.guard._canonical({"set": {1}}) is None
