@@ -1,24 +1,23 @@
 """Canonical tool-call arguments: equal arguments give equal bytes, distinct arguments never do.
 
-orjson does the work. Where it would lose information (integers beyond 64 bits, which it
-silently reads as floats; NaN and Infinity, which it rejects or writes as null; lone
-surrogates) the exact standard-library path takes over.
+msgspec parses (it keeps integers of any size exact, where orjson would silently turn
+integers beyond 64 bits into floats) and orjson writes with sorted keys. Values neither
+can carry exactly (NaN, Infinity, lone surrogates, integers beyond 64 bits on output)
+take the standard library's exact path.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from typing import Any
 
+import msgspec
 import orjson
+import xxhash
 
 _SORT_KEYS = orjson.OPT_SORT_KEYS
-# Maps every ASCII digit to "0" and everything else to a space, so that a run of
-# 19 digits (the shortest integer orjson may round) is one substring search.
-_DIGIT_MASK = bytes(0x30 if 0x30 <= c <= 0x39 else 0x20 for c in range(256))
-_LONG_NUMBER = b"0" * 19
+_decode = msgspec.json.Decoder().decode
 # Canonical forms up to this size are their own key; longer ones are digested.
 KEY_INLINE_LIMIT = 32
 
@@ -26,10 +25,13 @@ KEY_INLINE_LIMIT = 32
 def canonical_bytes(value: Any) -> bytes:
     """UTF-8 canonical form of tool-call arguments (see :func:`canonical_arguments`)."""
     if isinstance(value, str):
-        return _from_text(value)
+        try:
+            value = _decode(value)
+        except (msgspec.DecodeError, UnicodeEncodeError):
+            return _from_text_exactly(value)
     try:
         out = orjson.dumps(value, option=_SORT_KEYS)
-    except TypeError:
+    except TypeError:  # integers beyond 64 bits, lone surrogates, non-JSON types
         return _exact_dumps(value)
     # orjson writes NaN and Infinity as null: look closer only when a null is there.
     return _exact_dumps(value) if b"null" in out and _has_non_finite(value) else out
@@ -45,25 +47,16 @@ def canonical_arguments(value: Any) -> str:
 
 def arguments_key(canonical: bytes) -> bytes:
     """What a chain remembers of the arguments: short forms as they are, long ones digested."""
-    return canonical if len(canonical) <= KEY_INLINE_LIMIT else _digest(canonical)
+    return canonical if len(canonical) <= KEY_INLINE_LIMIT else xxhash.xxh3_128_digest(canonical)
 
 
 def arguments_digest(canonical: bytes) -> str:
-    """Stable hex digest of a canonical form, for events and the store."""
-    return _digest(canonical).hex()
+    """Stable 128-bit hex digest of a canonical form, for events and the store."""
+    return xxhash.xxh3_128_hexdigest(canonical)
 
 
-def _digest(canonical: bytes) -> bytes:
-    return hashlib.blake2b(canonical, digest_size=16).digest()
-
-
-def _from_text(text: str) -> bytes:
-    try:
-        if len(text) >= len(_LONG_NUMBER) and _LONG_NUMBER in text.encode("utf-8").translate(_DIGIT_MASK):
-            raise ValueError("may hold an integer orjson would round")
-        return orjson.dumps(orjson.loads(text), option=_SORT_KEYS)
-    except ValueError:  # orjson.JSONDecodeError and UnicodeEncodeError are ValueErrors
-        pass
+def _from_text_exactly(text: str) -> bytes:
+    """Text msgspec rejects: JSON with NaN, Infinity or huge exponents, lone surrogates, or not JSON at all."""
     try:
         value = json.loads(text)
     except ValueError:

@@ -1,0 +1,65 @@
+"""Run every benchmark case and print the table: ``python -m benchmarks [--quick] [--markdown FILE]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+from benchmarks import cases
+from benchmarks.cases import Row, Settings
+
+
+def _table(rows: list[Row]) -> str:
+    lines = ["| case | measured (median [min-max]) | goal | met |", "|---|---|---|---|"]
+    for row in rows:
+        met = "-" if row.met is None else ("yes" if row.met else "**NO**")
+        lines.append(f"| {row.case} | {row.measured} | {row.goal} | {met} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and agents, for a smoke run")
+    parser.add_argument("--markdown", type=Path, help="also write the table, with the machine, to this file")
+    args = parser.parse_args()
+    settings = Settings(rounds=3, segment=500, memory_agents=5_000, max_scale=10_000) if args.quick else Settings()
+
+    started = time.perf_counter()
+    rows: list[Row] = []
+    control_row, band = cases.control(settings)
+    rows.append(control_row)
+    print(f"noise band from the control: ±{band:.3f}", flush=True)
+    for step in (
+        lambda: cases.tool_overhead(settings, band),
+        lambda: [cases.non_tool(settings, band)],
+        lambda: [cases.threshold_hits(settings)],
+        lambda: [cases.comparison_anchor(settings)],
+        lambda: cases.memory(settings),
+        lambda: cases.scaling(settings),
+        *cases.EXTRA_CASES,
+    ):
+        for row in step():
+            rows.append(row)
+            print(f"{row.case}: {row.measured}  [goal {row.goal}]", flush=True)
+    elapsed = time.perf_counter() - started
+    table = _table(rows)
+    print()
+    print(table)
+    print(f"\n{len(rows)} cases in {elapsed:.0f} s")
+    if args.markdown:
+        machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, {cases.python_info()}"
+        args.markdown.write_text(
+            f"Machine: {machine}\n\nRun: `python -m benchmarks` ({elapsed:.0f} s)\n\n{table}\n", encoding="utf-8"
+        )
+    missed = [row.case for row in rows if row.met is False]
+    if missed:
+        print("goals missed beyond the noise band: " + "; ".join(missed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
