@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Sequence
@@ -66,7 +67,7 @@ def tool_arguments(size: int, count: int, repeat_share: float, seed: int = 7) ->
 
 
 def expected_repeats(calls: Sequence[str]) -> int:
-    return sum(1 for previous, current in zip(calls, calls[1:], strict=False) if previous == current)
+    return sum(1 for previous, current in itertools.pairwise(calls) if previous == current)
 
 
 def tool_segment(p: Pipeline, calls: Sequence[str], tool: str = "read_file") -> float:
