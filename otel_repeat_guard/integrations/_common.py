@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from opentelemetry.context import Context
+
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
@@ -24,10 +26,12 @@ def check_sources(guard: object, inbox: object) -> tuple[RepeatGuardSpanProcesso
     return guard, inbox
 
 
-def take_reminders(guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> list[Reminder]:
-    """Drain the reminders of the agent run the current span belongs to; never raises."""
+def take_reminders(
+    guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, context: Context | None = None
+) -> list[Reminder]:
+    """Drain the reminders of the agent run the current span (of ``context``) belongs to; never raises."""
     try:
-        agent_id = guard.current_agent_id()
+        agent_id = guard.current_agent_id(context)
         return [] if agent_id is None else inbox.drain(agent_id)
     except Exception:
         logger.exception("repeat guard could not collect reminders; the model request goes out unchanged")

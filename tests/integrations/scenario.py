@@ -36,7 +36,9 @@ SHORT_SCRIPT = (("lookup", PARIS), ("lookup", PARIS))
 FINAL_ANSWER = "Paris: 18 degrees, metric."
 
 
-def next_call(tool_results_since_prompt: int, script: Sequence[tuple[str, dict[str, str]]] = SCRIPT) -> tuple[str, dict[str, str]] | None:
+def next_call(
+    tool_results_since_prompt: int, script: Sequence[tuple[str, dict[str, str]]] = SCRIPT
+) -> tuple[str, dict[str, str]] | None:
     """What the scripted model asks for next: a tool call, or None for the final answer."""
     return script[tool_results_since_prompt] if tool_results_since_prompt < len(script) else None
 
