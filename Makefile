@@ -7,7 +7,15 @@ SDK_OLDEST ?= 1.40.*
 VENV_OLDEST ?= .venv-sdk-oldest
 CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py
 
-.PHONY: test lint typecheck unit sdk-oldest clean
+# Agent-framework integration tests: one virtualenv per group of frameworks that install together
+# (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1). `make -j3 integration` installs in parallel.
+VENV_INT ?= .venv-int
+INTEGRATION_GROUPS := agents langchain adk
+INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py
+INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
+INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py
+
+.PHONY: test lint typecheck unit sdk-oldest integration $(addprefix integration-,$(INTEGRATION_GROUPS)) clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +29,12 @@ $(VENV_OLDEST)/.installed: pyproject.toml
 	$(VENV_OLDEST)/bin/pip install --quiet -e '.[dev]' 'opentelemetry-sdk==$(SDK_OLDEST)' 'opentelemetry-api==$(SDK_OLDEST)'
 	touch $@
 
+$(VENV_INT)-%/.installed: pyproject.toml tests/integrations/requirements-%.txt
+	$(PYTHON) -m venv $(VENV_INT)-$*
+	$(VENV_INT)-$*/bin/pip install --quiet --upgrade pip
+	$(VENV_INT)-$*/bin/pip install --quiet -e '.[dev]' -r tests/integrations/requirements-$*.txt
+	touch $@
+
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -29,7 +43,7 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy --strict otel_repeat_guard
 
 unit: $(BIN)/.installed
-	$(BIN)/python -m pytest --cov --cov-report=term-missing:skip-covered; rc=$$?; \
+	$(BIN)/python -m pytest --ignore=tests/integrations --cov --cov-report=term-missing:skip-covered; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing, since nothing was proven" >&2; exit 1; fi; exit $$rc
 	$(BIN)/python -m coverage report --include='$(CORE_MODULES)' --fail-under=100 --show-missing
 
@@ -37,7 +51,17 @@ sdk-oldest: $(VENV_OLDEST)/.installed
 	$(VENV_OLDEST)/bin/python -c 'import opentelemetry.sdk.version as v; print("core suite on opentelemetry-sdk", v.__version__)'
 	$(VENV_OLDEST)/bin/python -m pytest -q tests/guard
 
-test: lint typecheck unit sdk-oldest
+# OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1: a framework that fails to import fails the run instead of skipping.
+# (An explicit rule per group: make never applies pattern rules to .PHONY targets.)
+define integration_rule
+integration-$(1): $(VENV_INT)-$(1)/.installed
+	OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1 $(VENV_INT)-$(1)/bin/python -m pytest -q -p no:cacheprovider $(INTEGRATION_TESTS_$(1))
+endef
+$(foreach group,$(INTEGRATION_GROUPS),$(eval $(call integration_rule,$(group))))
+
+integration: $(addprefix integration-,$(INTEGRATION_GROUPS))
+
+test: lint typecheck unit sdk-oldest integration
 
 clean:
-	rm -rf $(VENV) $(VENV_OLDEST) .coverage .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_OLDEST) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache

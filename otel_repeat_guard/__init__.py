@@ -2,23 +2,38 @@
 
 from otel_repeat_guard.canonical import canonical_arguments
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.conventions import AgentRun, Convention, GenAIConvention, ToolCall
+from otel_repeat_guard.conventions import (
+    DEFAULT_CONVENTIONS,
+    AgentRun,
+    AttributeConvention,
+    Convention,
+    GenAIConvention,
+    OpenInferenceConvention,
+    PydanticAIV2Convention,
+    ToolCall,
+    TraceloopConvention,
+)
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.version import __version__
 
 __all__ = [
+    "DEFAULT_CONVENTIONS",
     "REMINDER_EVENT",
     "REPEAT_EVENT",
     "AgentRun",
+    "AttributeConvention",
     "Convention",
     "GenAIConvention",
     "GuardConfig",
+    "OpenInferenceConvention",
+    "PydanticAIV2Convention",
     "Reminder",
     "ReminderInbox",
     "RepeatGuardSpanProcessor",
     "ToolCall",
+    "TraceloopConvention",
     "__version__",
     "canonical_arguments",
 ]

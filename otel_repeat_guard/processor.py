@@ -7,10 +7,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
-from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
+from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_bytes
@@ -24,15 +25,18 @@ from otel_repeat_guard.conventions import (
     ToolCall,
     find_agent_run,
     find_tool_call,
+    prefilters,
 )
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.reminders import Reminder, arguments_preview, reminder_text, tier_for
-from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, copy_with_events
+from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, attributes_of, copy_with_events, events_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
 ReminderCallback = Callable[[Reminder], None]
+Agent = tuple[str, str | None]
+"""An agent run as the guard keys it: (chain key, readable name)."""
 
 REPEAT_EVENT = "repeat_tool_guard.repeat"
 REMINDER_EVENT = "repeat_tool_guard.reminder"
@@ -76,6 +80,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._on_reminder = on_reminder
         self._max_live_spans = _positive_int("max_live_spans", max_live_spans)
         self._conventions = tuple(conventions)
+        self._may_be_tool, self._may_name_agent_id = prefilters(self._conventions)
         self._downstream = tuple(downstream)
         self._wrapping = bool(self._downstream) or not _HAS_ENDING_HOOK
         self._limits = SpanLimits()
@@ -84,7 +89,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._chains = ChainTracker(_positive_int("max_agents", max_agents), self._metrics.run_ended)
         self._tiers = {t: tier_for(t, config.thresholds) for t in config.thresholds}
         self._live: dict[int, Span] = {}  # open spans of this process, by span id
-        self._owned: dict[int, str] = {}  # agent-run span id -> the chain it owns
+        self._owned: dict[int, Agent] = {}  # agent-run (or local root) span id -> the chain it owns
 
     @property
     def config(self) -> GuardConfig:
@@ -110,14 +115,33 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         """The agent's current consecutive count, 0 if none."""
         return self._chains.run_length(agent_id)
 
+    def current_agent_id(self, context: Context | None = None) -> str | None:
+        """The chain key of the agent run that the current span (of ``context``) belongs to.
+
+        Resolved exactly as for a tool span started right here, so a harness can match
+        reminders to the run that is about to call the model:
+        ``inbox.drain(guard.current_agent_id())``. None when there is no current span of
+        this process, or it is not inside an agent run. (A tool span's own explicit
+        ``gen_ai.agent.id`` cannot be seen from here: such harnesses know their id.)
+        """
+        try:
+            found = self._agent_of(trace.get_current_span(context).get_span_context())
+        except Exception:
+            logger.exception("repeat guard failed to resolve the current agent run")
+            return None
+        return None if found is None else found[0]
+
     # -- SpanProcessor -------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             self._remember(span)
-            run = self._agent_run(span.name, span.attributes or {})
-            if run is not None and run.agent_id is not None:
-                self._chains.reset(run.agent_id)  # each agent run is a new prompt
+            attributes = attributes_of(span)
+            # Most instrumentations set no attributes at start; and only an agent run with an id resets here.
+            if attributes and (self._may_name_agent_id is None or self._may_name_agent_id(attributes)):
+                run = self._agent_run(span.name, attributes)
+                if run is not None and run.agent_id is not None:
+                    self._chains.reset(run.agent_id)  # each agent run is a new prompt
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
@@ -230,33 +254,60 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         return events, reminder
 
     def _tool_call(self, span: ReadableSpan) -> ToolCall | None:
-        return find_tool_call(self._conventions, span.name, span.attributes or {}, span.events)
+        name, attributes = span.name, attributes_of(span)
+        if self._may_be_tool is not None and not self._may_be_tool(name, attributes):
+            return None
+        return find_tool_call(self._conventions, name, attributes, events_of(span))
 
     def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return find_agent_run(self._conventions, name, attributes)
 
-    def _resolve_agent(self, span: ReadableSpan, call: ToolCall) -> tuple[str, str | None] | None:
+    def _resolve_agent(self, span: ReadableSpan, call: ToolCall) -> Agent | None:
         """The chain key and readable name of the agent that made ``call``, if any."""
         if call.agent_id is not None:
             return call.agent_id, call.agent_name
-        parent = span.parent
+        return self._agent_of(span.parent)
+
+    def _agent_of(self, parent: SpanContext | None) -> Agent | None:
+        """The agent run that a span with this parent belongs to.
+
+        The nearest live ancestor that some convention reads as an agent run, with its
+        attributes (or, failing those, its name) read now; else the local root, the top
+        of the live ancestor chain in this process. A span without a (live) parent has
+        none. The first answer for an ancestor is kept until it ends, so a run's key never
+        changes while it is open, however late its attributes arrive.
+        """
+        if parent is None or not parent.is_valid:
+            return None
+        owned, live = self._owned, self._live
+        span_id = parent.span_id
+        root: tuple[int, Span] | None = None
         for _ in range(_MAX_ANCESTRY):
-            if parent is None:
-                return None
-            ancestor = self._live.get(parent.span_id)
+            known = owned.get(span_id)
+            if known is not None:
+                return known
+            ancestor = live.get(span_id)
             if ancestor is None:
-                return None
-            run = self._agent_run(ancestor.name, ancestor.attributes or {})
+                break
+            run = self._agent_run(ancestor.name, attributes_of(ancestor))
             if run is not None:
-                span_id = parent.span_id
-                name = run.agent_name or ancestor.name
-                agent_id = run.agent_id or f"{name}#{format_span_id(span_id)}"
-                self._owned[span_id] = agent_id
-                if len(self._owned) > self._max_live_spans:
-                    self._evict_oldest(self._owned)
-                return agent_id, name
-            parent = ancestor.parent
-        return None
+                return self._own(span_id, run.agent_id, run.agent_name or ancestor.name)
+            root = (span_id, ancestor)
+            grandparent = ancestor.parent
+            if grandparent is None:
+                break
+            span_id = grandparent.span_id
+        if root is None:
+            return None
+        return self._own(root[0], None, root[1].name)  # no agent span: the local root stands for the run
+
+    def _own(self, span_id: int, agent_id: str | None, name: str) -> Agent:
+        agent = (agent_id or f"{name}#{format_span_id(span_id)}", name)
+        owned = self._owned
+        owned[span_id] = agent
+        if len(owned) > self._max_live_spans:
+            self._evict_oldest(owned)
+        return agent
 
     def _canonical(self, arguments: Any) -> bytes | None:
         if arguments is MISSING:
@@ -287,9 +338,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if context is None:
             return
         self._live.pop(context.span_id, None)
-        agent_id = self._owned.pop(context.span_id, None)
-        if agent_id is not None:
-            self._chains.forget(agent_id)  # the agent run is over, and so is its chain
+        agent = self._owned.pop(context.span_id, None)
+        if agent is not None:
+            self._chains.forget(agent[0])  # the agent run is over, and so is its chain
 
     @staticmethod
     def _evict_oldest(mapping: dict[int, Any]) -> None:

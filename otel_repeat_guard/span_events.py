@@ -1,15 +1,21 @@
-"""Putting the guard's events on tool spans that have already ended.
+"""The one place that touches SDK span internals: reading spans cheaply, and putting the
+guard's events on tool spans that have already ended.
 
 The guard decides when a tool span ends, because most instrumentations set the tool's
 name and arguments only after the span starts. By then the public ``Span.add_event`` is
-a silent no-op. This module is the one place that knows how to get events onto the
-exported span anyway; ``tests/test_sdk_contract.py`` fails loudly if an SDK upgrade
-changes the behaviour it relies on.
+a silent no-op. This module knows how to get events onto the exported span anyway.
+
+The guard also reads every span that starts or ends, so it reads attributes and events
+without the public accessors' cost: ``span.attributes`` wraps them in a read-only proxy
+whose failed lookups raise and catch ``KeyError`` (about 10x a dict miss), and
+``span.events`` copies the event list into a new tuple on every access.
+``tests/guard/test_sdk_contract.py`` fails loudly if an SDK upgrade changes any of this.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits
@@ -17,6 +23,26 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.util.types import AttributeValue
 
 EventSpec = tuple[str, Mapping[str, AttributeValue]]
+
+_NO_ATTRIBUTES: Mapping[str, Any] = {}
+
+
+def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes, read-only by convention: the plain dict inside ``BoundedAttributes``.
+
+    Falls back to whatever mapping the span holds (for spans built by hand, or copies).
+    """
+    held = span._attributes  # noqa: SLF001 - see the module docstring
+    if held is None:
+        return _NO_ATTRIBUTES
+    raw = getattr(held, "_dict", None)
+    return raw if type(raw) is dict else held
+
+
+def events_of(span: ReadableSpan) -> Sequence[Any]:
+    """The span's events without copying them (``span.events`` builds a tuple every time)."""
+    held = span._events  # noqa: SLF001 - see the module docstring
+    return held if isinstance(held, Sequence) else span.events
 
 
 def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int | None, limits: SpanLimits) -> Event:

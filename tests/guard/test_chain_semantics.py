@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xxhash
-from opentelemetry.trace import Status, StatusCode, use_span
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, use_span
 
 from otel_repeat_guard import GuardConfig
 
@@ -79,12 +79,28 @@ def test_denied_and_failed_calls_count_and_are_flagged(harness: Harness) -> None
 
 def test_calls_without_an_agent_are_ignored(harness: Harness) -> None:
     for _ in range(5):
-        harness.call("grep", {"q": "X"})
-    with harness.tracer.start_as_current_span("http request"):  # an ancestor, but not an agent run
+        harness.call("grep", {"q": "X"})  # no parent at all
+    remote = SpanContext(trace_id=0xABC, span_id=0xDEF, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    with use_span(NonRecordingSpan(remote)):  # a parent in another process: no local ancestor
         for _ in range(5):
             harness.call("grep", {"q": "X"})
     assert harness.reminders == []
     assert all(not s.events for s in harness.exporter.get_finished_spans())
+
+
+def test_without_an_agent_span_the_local_root_stands_for_the_run(harness: Harness) -> None:
+    """Issue 3: when no ancestor is an agent run, the top of the live ancestor chain is."""
+    tracer = harness.tracer
+    with tracer.start_as_current_span("LangGraph") as root, tracer.start_as_current_span("tools"):
+        for _ in range(3):
+            harness.call("grep", {"q": "X"})
+    with tracer.start_as_current_span("LangGraph"):  # the next run: a new root, a fresh chain
+        harness.call("grep", {"q": "X"})
+    assert harness.run_lengths() == [1, 2, 3, 1]
+    (reminder,) = harness.reminders
+    assert reminder.agent_name == "LangGraph"
+    assert reminder.agent_id == f"LangGraph#{root.get_span_context().span_id:016x}"
+    assert len(harness.guard._chains) == 0  # each root owned its chain and dropped it at its end
 
 
 def test_chains_are_per_agent_even_when_interleaved(harness: Harness) -> None:

@@ -6,7 +6,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_repeat_guard.span_events import append_to_ending_span
+from otel_repeat_guard.span_events import append_to_ending_span, attributes_of, events_of
 
 
 class _Recorder(SpanProcessor):
@@ -69,3 +69,21 @@ def test_append_truncates_event_attributes_like_add_event() -> None:
     (event,) = exporter.get_finished_spans()[0].events
     assert dict(event.attributes or {}) == {"text": "abc"}
     assert event.dropped_attributes == 1
+
+
+def test_the_cheap_readers_see_exactly_what_the_public_accessors_do() -> None:
+    """attributes_of/events_of bypass the read-only proxy and the tuple copy; they must not see anything else."""
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("s", attributes={"a": 1})
+    assert type(attributes_of(span)) is dict  # the fast path is taken, not the fallback
+    span.set_attribute("b", "x")
+    span.add_event("e", {"k": 1})
+    assert dict(attributes_of(span)) == dict(span.attributes or {})
+    assert list(events_of(span)) == list(span.events)
+    span.end()
+    assert dict(attributes_of(span)) == {"a": 1, "b": "x"}
+    copy = ReadableSpan(name="c", attributes=None, events=())  # hand-built spans take the fallback
+    assert attributes_of(copy) == {}
+    assert list(events_of(copy)) == []
+    other = ReadableSpan(name="c", attributes={"z": 1})
+    assert attributes_of(other) == {"z": 1}

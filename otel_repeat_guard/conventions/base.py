@@ -1,0 +1,118 @@
+"""The convention interface and the helpers every built-in vocabulary shares.
+
+A convention sees only a span's name, attributes and events (plain Python values, no
+OpenTelemetry types), so adding support for another instrumentation is one small class,
+not an edit across the processor.
+
+Performance contract: the processor asks every convention about every span that ends, so
+``tool_call`` must reject a span that is not one of its tool spans with one or two dict
+lookups (check the discriminating attribute, or the name, first) and must not iterate
+``events`` before it knows the span is a tool span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final[Any] = _Missing()
+"""The arguments value of a tool call whose arguments were not recorded."""
+
+
+class EventLike(Protocol):
+    """The part of a span event a convention may read."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def attributes(self) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call read off a tool span.
+
+    ``arguments`` is ``MISSING`` when the span recorded none: such a call is never
+    identical to another. ``agent_id`` is an explicit agent key on the tool span itself
+    (it then is the chain key); leave it None to let the processor find the agent run
+    among the span's ancestors. ``error`` says the call failed or was denied (the
+    processor adds a span status of ERROR by itself).
+    """
+
+    tool_name: str
+    arguments: Any = MISSING
+    agent_id: str | None = None
+    agent_name: str | None = None
+    error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRun:
+    """What an agent-run span says about its agent; both fields may be unknown."""
+
+    agent_id: str | None = None
+    agent_name: str | None = None
+
+
+class Convention(Protocol):
+    """Reads tool calls and agent runs in one instrumentation's vocabulary."""
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        """The tool call if this span is a tool span in this convention, else None."""
+        ...
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        """The agent if this span is an agent-run span in this convention, else None."""
+        ...
+
+
+def str_or_none(value: object) -> str | None:
+    """``value`` if it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+TOOL_NAME_KEYS: Final = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
+_EXECUTE_TOOL = "execute_tool "
+
+
+def tool_name(name: str, attributes: Mapping[str, Any]) -> str | None:
+    """The tool's name: ``gen_ai.tool.name``, ``tool.name``, ``traceloop.entity.name``, then the span name."""
+    for key in TOOL_NAME_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    if name.startswith(_EXECUTE_TOOL):
+        return name[len(_EXECUTE_TOOL) :].strip() or None
+    return None
+
+
+def first_present(attributes: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    """The value of the first of ``keys`` present in ``attributes``, else ``MISSING``."""
+    for key in keys:
+        value = attributes.get(key, MISSING)
+        if value is not MISSING:
+            return value
+    return MISSING
+
+
+def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
+    """Whether a tool span says its call failed or was denied (span status aside).
+
+    ``error.type`` (OTel), ``gen_ai.tool.status == "error"`` (strands-agents),
+    ``gen_ai.task.status == "failure"`` (OpenLLMetry) or an ``exception`` event.
+    """
+    if "error.type" in attributes:
+        return True
+    if attributes.get("gen_ai.tool.status") == "error" or attributes.get("gen_ai.task.status") == "failure":
+        return True
+    return any(event.name == "exception" for event in events)

@@ -1,0 +1,79 @@
+"""The OpenTelemetry GenAI semantic conventions (``gen_ai.*``).
+
+Emitted by pydantic-ai (format 5 and later), strands-agents, google-adk and, alongside
+its own vocabulary, OpenLLMetry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from otel_repeat_guard.conventions.base import (
+    MISSING,
+    AgentRun,
+    EventLike,
+    ToolCall,
+    failed,
+    str_or_none,
+    tool_name,
+)
+
+_ARGUMENT_KEYS: Final = (
+    "gen_ai.tool.call.arguments",
+    "gcp.vertex.agent.tool_call_args",  # google-adk's legacy telemetry schema
+)
+_INVOKE_AGENT = "invoke_agent"
+
+
+def _arguments_from_events(events: Sequence[EventLike]) -> Any:
+    """strands-agents' default schema: the arguments are the ``content`` of a ``gen_ai.tool.message`` event."""
+    for event in events:
+        if event.name == "gen_ai.tool.message":
+            attributes = event.attributes or {}
+            content = attributes.get("content", MISSING)
+            if content is not MISSING:
+                return content
+    return MISSING
+
+
+class GenAIConvention:
+    """Tool spans have ``gen_ai.operation.name == "execute_tool"``; agent runs are ``invoke_agent``.
+
+    Arguments: ``gen_ai.tool.call.arguments``, else google-adk's legacy
+    ``gcp.vertex.agent.tool_call_args``, else strands-agents' ``gen_ai.tool.message`` event.
+    The agent: ``gen_ai.agent.id`` on the tool span is the chain key; agent-run spans are
+    recognized by ``gen_ai.operation.name == "invoke_agent"`` or by a name starting with
+    ``invoke_agent`` (many are named so at start and get their attributes only at the end).
+    """
+
+    __slots__ = ()
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        if attributes.get("gen_ai.operation.name") != "execute_tool":
+            return None
+        tool = tool_name(name, attributes)
+        if tool is None:
+            return None
+        arguments = MISSING
+        for key in _ARGUMENT_KEYS:
+            arguments = attributes.get(key, MISSING)
+            if arguments is not MISSING:
+                break
+        else:
+            arguments = _arguments_from_events(events)
+        return ToolCall(
+            tool_name=tool,
+            arguments=arguments,
+            agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
+            agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
+            error=failed(attributes, events),
+        )
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        if not name.startswith(_INVOKE_AGENT) and attributes.get("gen_ai.operation.name") != _INVOKE_AGENT:
+            return None
+        agent_name = str_or_none(attributes.get("gen_ai.agent.name"))
+        if agent_name is None and name.startswith(_INVOKE_AGENT + " "):
+            agent_name = name[len(_INVOKE_AGENT) + 1 :].strip() or None
+        return AgentRun(agent_id=str_or_none(attributes.get("gen_ai.agent.id")), agent_name=agent_name)

@@ -1,0 +1,46 @@
+"""OpenInference (Arize): ``openinference.span.kind`` TOOL and AGENT spans.
+
+Emitted by the langchain/langgraph, openai-agents, smolagents, llama-index and other
+OpenInference instrumentors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from otel_repeat_guard.conventions.base import MISSING, AgentRun, EventLike, ToolCall, failed, str_or_none, tool_name
+
+_KIND: Final = "openinference.span.kind"
+_REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUTS / hide_inputs records instead of the input
+
+
+class OpenInferenceConvention:
+    """Tool spans have ``openinference.span.kind == "TOOL"``; agent runs ``"AGENT"``.
+
+    The tool name is ``tool.name`` (after ``gen_ai.tool.name``), else the span name, which
+    these instrumentors set to the tool's name. The arguments are ``input.value`` (the
+    openai-agents instrumentor records the model's raw argument string, whitespace and all;
+    canonicalization parses it). ``tool.parameters`` is the tool's schema, never read as
+    arguments. A redacted input (``__REDACTED__``) counts as unknown. Agent runs are named
+    by ``agent.name``, else by the span name (set at start, while ``agent.name`` only
+    arrives at the span's end).
+    """
+
+    __slots__ = ()
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        if attributes.get(_KIND) != "TOOL":
+            return None
+        tool = tool_name(name, attributes) or str_or_none(name)
+        if tool is None:
+            return None
+        arguments = attributes.get("input.value", MISSING)
+        if arguments == _REDACTED:
+            arguments = MISSING
+        return ToolCall(tool_name=tool, arguments=arguments, error=failed(attributes, events))
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        if attributes.get(_KIND) != "AGENT":
+            return None
+        return AgentRun(agent_name=str_or_none(attributes.get("agent.name")) or str_or_none(name))

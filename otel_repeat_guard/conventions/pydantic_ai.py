@@ -1,0 +1,38 @@
+"""pydantic-ai's instrumentation format version 2 (``InstrumentationSettings(version=2)``).
+
+Format 2 names every tool span ``running tool`` and records the arguments in
+``tool_arguments``; it also sets ``gen_ai.operation.name == "execute_tool"``, so this
+convention must come before :class:`GenAIConvention`. Formats 3 and later use the GenAI
+attribute ``gen_ai.tool.call.arguments`` and need nothing extra. (Format 1 no longer
+exists in pydantic-ai 1.x/2.x.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from otel_repeat_guard.conventions.base import MISSING, AgentRun, EventLike, ToolCall, failed, str_or_none, tool_name
+
+
+class PydanticAIV2Convention:
+    """Tool spans named ``running tool``, arguments in ``tool_arguments``; agent runs are GenAI ``invoke_agent``."""
+
+    __slots__ = ()
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        if name != "running tool":
+            return None
+        tool = tool_name(name, attributes)
+        if tool is None:
+            return None
+        return ToolCall(
+            tool_name=tool,
+            arguments=attributes.get("tool_arguments", MISSING),
+            agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
+            agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
+            error=failed(attributes, events),
+        )
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        return None  # format 2's "agent run" span carries gen_ai.operation.name == "invoke_agent"

@@ -1,0 +1,87 @@
+"""OpenLLMetry / Traceloop: ``traceloop.span.kind`` tool, agent and workflow spans."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from otel_repeat_guard.conventions.base import (
+    MISSING,
+    AgentRun,
+    EventLike,
+    ToolCall,
+    failed,
+    first_present,
+    str_or_none,
+    tool_name,
+)
+
+_KIND: Final = "traceloop.span.kind"
+_ARGUMENT_KEYS: Final = ("gen_ai.tool.call.arguments", "traceloop.entity.input")
+
+
+def unwrap_langchain_inputs(value: Any) -> Any:
+    """The real arguments inside OpenLLMetry's LangChain callback wrapper, else ``value`` itself.
+
+    OpenLLMetry records ``{"input_str": <python repr>, "tags": …, "metadata": {…,
+    "langgraph_step": <changes every call>}, "inputs": {<the arguments>}, "kwargs": …}``;
+    hashing the wrapper would never find a repeat.
+    """
+    parsed = value
+    if isinstance(value, str | bytes):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+    if (
+        not isinstance(parsed, dict)
+        or "input_str" not in parsed
+        or ("inputs" not in parsed and "metadata" not in parsed)
+    ):
+        return value
+    inputs = parsed.get("inputs")
+    if inputs is not None:
+        return inputs
+    input_str = parsed.get("input_str")
+    return input_str if isinstance(input_str, str) else MISSING
+
+
+class TraceloopConvention:
+    """Tool spans have ``traceloop.span.kind == "tool"``; agent runs ``agent`` or ``workflow``.
+
+    Arguments come from ``gen_ai.tool.call.arguments`` or ``traceloop.entity.input`` with
+    the LangChain wrapper unwrapped. With content tracing off
+    (``TRACELOOP_TRACE_CONTENT=false``) neither is recorded and the arguments are unknown.
+    Failure: ``gen_ai.task.status == "failure"``, ``error.type`` or an ``exception`` event.
+    """
+
+    __slots__ = ()
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        if attributes.get(_KIND) != "tool":
+            return None
+        tool = tool_name(name, attributes)
+        if tool is None:
+            return None
+        arguments = first_present(attributes, _ARGUMENT_KEYS)
+        if arguments is not MISSING:
+            arguments = unwrap_langchain_inputs(arguments)
+        return ToolCall(
+            tool_name=tool,
+            arguments=arguments,
+            agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
+            agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
+            error=failed(attributes, events),
+        )
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        kind = attributes.get(_KIND)
+        if kind not in {"agent", "workflow"}:
+            return None
+        agent_name = (
+            str_or_none(attributes.get("gen_ai.agent.name"))
+            or str_or_none(attributes.get("traceloop.entity.name"))
+            or str_or_none(name)
+        )
+        return AgentRun(agent_id=str_or_none(attributes.get("gen_ai.agent.id")), agent_name=agent_name)

@@ -1,0 +1,43 @@
+"""What every framework adapter shares: which reminders are due now, and how they read."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from opentelemetry.context import Context
+
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+from otel_repeat_guard.reminders import Reminder
+
+logger = logging.getLogger("otel_repeat_guard")
+
+REMINDER_OPEN = "<system-reminder>"
+REMINDER_CLOSE = "</system-reminder>"
+
+
+def check_sources(guard: object, inbox: object) -> tuple[RepeatGuardSpanProcessor, ReminderInbox]:
+    """Validate an adapter's ``guard`` and ``inbox`` at construction, loudly."""
+    if not isinstance(guard, RepeatGuardSpanProcessor):
+        raise ValueError(f"guard must be a RepeatGuardSpanProcessor, got {guard!r}")
+    if not isinstance(inbox, ReminderInbox):
+        raise ValueError(f"inbox must be a ReminderInbox, got {inbox!r}")
+    return guard, inbox
+
+
+def take_reminders(
+    guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, context: Context | None = None
+) -> list[Reminder]:
+    """Drain the reminders of the agent run the current span (of ``context``) belongs to; never raises."""
+    try:
+        agent_id = guard.current_agent_id(context)
+        return [] if agent_id is None else inbox.drain(agent_id)
+    except Exception:
+        logger.exception("repeat guard could not collect reminders; the model request goes out unchanged")
+        return []
+
+
+def reminder_message(reminders: Sequence[Reminder]) -> str:
+    """The text of the synthetic user message: each reminder in its own ``<system-reminder>`` block."""
+    return "\n".join(f"{REMINDER_OPEN}\n{reminder.text}\n{REMINDER_CLOSE}" for reminder in reminders)

@@ -1,0 +1,114 @@
+"""LangChain 1.x / LangGraph: reminders into the next model call.
+
+For ``langchain.agents.create_agent``, add the middleware::
+
+    from otel_repeat_guard.integrations.langchain import RepeatGuardMiddleware
+
+    agent = create_agent(model, tools, middleware=[RepeatGuardMiddleware(guard=guard, inbox=inbox)])
+
+For LangGraph's prebuilt ``create_react_agent``, use the pre-model hook::
+
+    from otel_repeat_guard.integrations.langchain import repeat_guard_pre_model_hook
+
+    agent = create_react_agent(model, tools, pre_model_hook=repeat_guard_pre_model_hook(guard=guard, inbox=inbox))
+
+Both add one ``HumanMessage`` to that model call only (``ModelRequest.override`` and
+``llm_input_messages`` do not write to the graph state), after the tool messages.
+
+LangChain's instrumentors do not all make their spans current (OpenInference does not), so
+the run is found through LangChain's own run context: the span that the instrumentor's
+callback handler keeps for the current LangChain run (OpenInference's ``get_span(run_id)``,
+OpenLLMetry's ``spans[run_id].span``), else the current OTel span.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.integrations._common import check_sources, reminder_message, take_reminders
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+
+if TYPE_CHECKING:
+    _AgentMiddleware = object
+else:
+    from langchain.agents.middleware import AgentMiddleware as _AgentMiddleware
+
+
+def _span_of_handler(handler: object, run_id: object) -> Any:
+    get_span = getattr(handler, "get_span", None)  # OpenInference's tracer
+    if callable(get_span):
+        span = get_span(run_id)
+        if span is not None:
+            return span
+    spans = getattr(handler, "spans", None)  # OpenLLMetry's callback handler: run id -> SpanHolder
+    if isinstance(spans, dict):
+        holder = spans.get(run_id)
+        return getattr(holder, "span", None)
+    return None
+
+
+def langchain_run_context() -> Context | None:
+    """An OTel context holding the span an instrumentor keeps for the current LangChain run, if any."""
+    from langchain_core.callbacks import BaseCallbackManager
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    config = var_child_runnable_config.get()
+    if not isinstance(config, dict):
+        return None
+    for manager in config.values():
+        if not isinstance(manager, BaseCallbackManager) or manager.parent_run_id is None:
+            continue
+        for handler in [*manager.handlers, *manager.inheritable_handlers]:
+            span = _span_of_handler(handler, manager.parent_run_id)
+            if isinstance(span, trace.Span):
+                return trace.set_span_in_context(span)
+    return None
+
+
+def _with_reminders(messages: list[Any], guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> list[Any] | None:
+    try:
+        context = langchain_run_context()
+    except Exception:  # a LangChain internals change must not break the model call
+        context = None
+    reminders = take_reminders(guard, inbox, context)
+    if not reminders:
+        return None
+    from langchain_core.messages import HumanMessage
+
+    return [*messages, HumanMessage(content=reminder_message(reminders))]
+
+
+class RepeatGuardMiddleware(_AgentMiddleware):
+    """An ``AgentMiddleware`` whose ``wrap_model_call`` adds due reminders to the request."""
+
+    def __init__(self, *, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> None:
+        super().__init__()
+        self._guard, self._inbox = check_sources(guard, inbox)
+
+    def _request(self, request: Any) -> Any:
+        messages = _with_reminders(list(request.messages), self._guard, self._inbox)
+        return request if messages is None else request.override(messages=messages)
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return handler(self._request(request))
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await handler(self._request(request))
+
+
+def repeat_guard_pre_model_hook(
+    *, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A ``pre_model_hook`` for ``create_react_agent``: returns ``llm_input_messages`` for this call."""
+    guard, inbox = check_sources(guard, inbox)
+
+    def pre_model_hook(state: dict[str, Any]) -> dict[str, Any]:
+        messages = list(state["messages"])
+        return {"llm_input_messages": _with_reminders(messages, guard, inbox) or messages}
+
+    return pre_model_hook

@@ -1,0 +1,42 @@
+"""OpenAI Agents SDK: a ``call_model_input_filter`` that adds due reminders to the next model call.
+
+    from otel_repeat_guard.integrations.openai_agents import repeat_guard_input_filter
+
+    Runner.run(agent, prompt, run_config=RunConfig(call_model_input_filter=repeat_guard_input_filter(
+        guard=guard, inbox=inbox)))
+
+The reminder goes into that one model call as a user input item after the tool outputs;
+the SDK does not keep filtered input in the run's history. To combine it with a filter of
+your own, pass that as ``then``: it receives the data with the reminder already added.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.integrations._common import check_sources, reminder_message, take_reminders
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+
+
+def repeat_guard_input_filter(
+    *, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, then: Callable[[Any], Any] | None = None
+) -> Callable[[Any], Any]:
+    """An async ``CallModelInputFilter``: ``(CallModelData) -> ModelInputData``."""
+    guard, inbox = check_sources(guard, inbox)
+    from agents.run_config import ModelInputData
+
+    async def add_reminders(data: Any) -> Any:
+        reminders = take_reminders(guard, inbox)
+        if reminders:
+            model_data = data.model_data
+            item = {"role": "user", "content": reminder_message(reminders)}
+            data.model_data = ModelInputData(input=[*model_data.input, item], instructions=model_data.instructions)
+        if then is None:
+            return data.model_data
+        result = then(data)
+        return await result if inspect.isawaitable(result) else result
+
+    return add_reminders

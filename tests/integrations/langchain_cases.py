@@ -1,0 +1,167 @@
+"""The scenario for LangChain 1.x ``create_agent`` and LangGraph ``create_react_agent``, shared by the
+OpenInference and the OpenLLMetry test modules (each instruments LangChain its own way and
+provides the ``g`` fixture)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .scenario import (
+    FINAL_ANSWER,
+    SCRIPT,
+    SHORT_SCRIPT,
+    Guarded,
+    assert_interleaved,
+    assert_reminders_reached_model,
+    assert_separate_runs,
+    lookup_result,
+    next_call,
+    require,
+    run_lengths,
+    tool_spans_by_trace,
+)
+
+require("langgraph")
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import AgentMiddleware  # noqa: E402
+from langchain_core.language_models.chat_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.prebuilt import ToolNode, create_react_agent  # noqa: E402  (deprecated in LangGraph 1.x, still offered)
+
+from otel_repeat_guard.integrations.langchain import RepeatGuardMiddleware, repeat_guard_pre_model_hook  # noqa: E402
+
+
+class ScriptedChat(BaseChatModel):
+    """Asks for SCRIPT[i] after i tool results since the last user prompt; records what it was sent."""
+
+    script: Any
+    requests: Any  # Any: pydantic would copy a list field, and the test reads this one
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        seen = [
+            ("user" if m.type == "human" else "tool" if m.type == "tool" else "assistant", str(m.content))
+            for m in messages
+        ]
+        self.requests.append(seen)
+        results = 0
+        for role, text in seen:
+            if role == "user" and "<system-reminder>" not in text:
+                results = 0
+            elif role == "tool":
+                results += 1
+        call = next_call(results, self.script)
+        if call is None:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=FINAL_ANSWER))])
+        name, arguments = call
+        message = AIMessage(
+            content="",
+            tool_calls=[
+                {"name": name, "args": dict(arguments), "id": f"call_{len(self.requests)}", "type": "tool_call"}
+            ],
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        await asyncio.sleep(0)  # let concurrent runs interleave
+        return self._generate(messages, stop, run_manager, **kwargs)
+
+
+@tool
+def lookup(city: str, units: str) -> str:
+    """Look up the weather."""
+    return lookup_result(city, units)
+
+
+@tool
+def broken_lookup(city: str, units: str) -> str:
+    """Look up the weather, badly."""
+    raise ValueError(f"the weather service for {city} is down")
+
+
+class ToolErrorsToModel(AgentMiddleware):  # type: ignore[type-arg]
+    """create_agent lets tool exceptions end the run; hand them to the model instead, as harnesses do."""
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        try:
+            return handler(request)
+        except ValueError as error:
+            return ToolMessage(content=f"error: {error}", tool_call_id=request.tool_call["id"], status="error")
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return await handler(request)
+        except ValueError as error:
+            return ToolMessage(content=f"error: {error}", tool_call_id=request.tool_call["id"], status="error")
+
+
+def build(kind: str, g: Guarded, name: str, script: Any = SCRIPT, requests: list[Any] | None = None) -> Any:
+    model = ScriptedChat(script=script, requests=[] if requests is None else requests)
+    if kind == "create_agent":
+        middleware = [RepeatGuardMiddleware(guard=g.guard, inbox=g.inbox), ToolErrorsToModel()]
+        return create_agent(model, [lookup, broken_lookup], name=name, middleware=middleware)
+    tools = ToolNode([lookup, broken_lookup], handle_tool_errors=True)
+    return create_react_agent(
+        model, tools, name=name, pre_model_hook=repeat_guard_pre_model_hook(guard=g.guard, inbox=g.inbox)
+    )
+
+
+KINDS = pytest.mark.parametrize("kind", ["create_agent", "react"])
+PROMPT = {"messages": [HumanMessage(content="Weather in Paris?")]}
+# create_agent: the root span is the agent; the prebuilt ReAct graph named without "agent" is
+# not tagged AGENT by OpenInference, so its root stands for the run.
+NAMES = {"create_agent": ("weather_agent", "travel_agent"), "react": ("weather", "travel")}
+
+
+@KINDS
+def test_one_run_and_the_reminders_reach_the_model(kind: str, g: Guarded) -> None:
+    requests: list[Any] = []
+    out = build(kind, g, NAMES[kind][0], requests=requests).invoke(PROMPT)  # tools run on a thread-pool worker
+    assert out["messages"][-1].content == FINAL_ANSWER
+    assert_separate_runs(g, 1)
+    assert_reminders_reached_model(requests)
+    assert not any("<system-reminder>" in str(m.content) for m in out["messages"])  # per call, not in the state
+
+
+@KINDS
+def test_a_second_prompt_gets_a_fresh_chain(kind: str, g: Guarded) -> None:
+    agent = build(kind, g, NAMES[kind][0], SHORT_SCRIPT)
+    first = agent.invoke(PROMPT)
+    agent.invoke({"messages": [*first["messages"], HumanMessage(content="And again?")]})
+    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+
+
+async def _both(*runs: Any) -> None:
+    await asyncio.gather(*runs)
+
+
+@KINDS
+def test_a_second_agent_running_concurrently_has_its_own_chain(kind: str, g: Guarded) -> None:
+    a, b = (build(kind, g, name) for name in NAMES[kind])
+    asyncio.run(_both(a.ainvoke(PROMPT), b.ainvoke(PROMPT)))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)
+
+
+@KINDS
+def test_two_concurrent_runs_of_one_agent_have_separate_chains(kind: str, g: Guarded) -> None:
+    agent = build(kind, g, NAMES[kind][0])
+    asyncio.run(_both(agent.ainvoke(PROMPT), agent.ainvoke(PROMPT)))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)

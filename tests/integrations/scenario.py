@@ -1,0 +1,192 @@
+"""The acceptance scenario every framework test drives, and the assertions on what came out.
+
+The scripted model of each framework asks for ``SCRIPT[i]`` when it has seen ``i`` tool
+results since the last user prompt, then answers in text. So concurrent runs each follow
+the script on their own, and a second prompt starts it over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_repeat_guard import Reminder, ReminderInbox, RepeatGuardSpanProcessor
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, find_tool_call
+
+PARIS = {"city": "Paris", "units": "metric"}
+PARIS_REORDERED = {"units": "metric", "city": "Paris"}
+SCRIPT: tuple[tuple[str, dict[str, str]], ...] = (
+    *(("lookup", PARIS),) * 5,
+    ("lookup", PARIS_REORDERED),
+    ("broken_lookup", PARIS),  # a failing tool: a different call, flagged as an error
+    ("broken_lookup", PARIS),
+)
+EXPECTED_RUNS = [1, 2, 3, 4, 5, 6, 1, 2]
+SHORT_SCRIPT = (("lookup", PARIS), ("lookup", PARIS))
+FINAL_ANSWER = "Paris: 18 degrees, metric."
+
+
+def next_call(
+    tool_results_since_prompt: int, script: Sequence[tuple[str, dict[str, str]]] = SCRIPT
+) -> tuple[str, dict[str, str]] | None:
+    """What the scripted model asks for next: a tool call, or None for the final answer."""
+    return script[tool_results_since_prompt] if tool_results_since_prompt < len(script) else None
+
+
+def lookup_result(city: str, units: str) -> str:
+    return f"{city}: 18 degrees ({units})"
+
+
+def require(module: str) -> Any:
+    """Import a framework, or skip the test module; in CI (OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1) fail instead."""
+    if os.environ.get("OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS") == "1":
+        return __import__(module, fromlist=["_"])
+    return pytest.importorskip(module)
+
+
+@dataclass
+class Guarded:
+    """A guard with an inbox, and everything exported after it."""
+
+    guard: RepeatGuardSpanProcessor
+    inbox: ReminderInbox
+    exporter: InMemorySpanExporter
+    reminders: list[Reminder] = field(default_factory=list)
+
+    @property
+    def processors(self) -> list[SpanProcessor]:
+        return [self.guard, SimpleSpanProcessor(self.exporter)]
+
+
+def make_guarded() -> Guarded:
+    inbox = ReminderInbox()
+    reminders: list[Reminder] = []
+
+    def on_reminder(reminder: Reminder) -> None:
+        reminders.append(reminder)
+        inbox.put(reminder)
+
+    return Guarded(RepeatGuardSpanProcessor(on_reminder=on_reminder), inbox, InMemorySpanExporter(), reminders)
+
+
+def provider_for(g: Guarded) -> TracerProvider:
+    provider = TracerProvider()
+    for processor in g.processors:
+        provider.add_span_processor(processor)
+    return provider
+
+
+class Switchboard(SpanProcessor):
+    """For frameworks that only use the global provider (set once per process): forwards to the current test's processors."""
+
+    def __init__(self) -> None:
+        self.targets: list[SpanProcessor] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context=parent_context)
+
+    def _on_ending(self, span: Span) -> None:
+        for target in self.targets:
+            hook = getattr(target, "_on_ending", None)
+            if hook is not None:
+                hook(span)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+
+# -- reading the output ----------------------------------------------------------------------
+
+
+def is_tool_span(span: ReadableSpan) -> bool:
+    return find_tool_call(DEFAULT_CONVENTIONS, span.name, span.attributes or {}, span.events) is not None
+
+
+def _repeat(span: ReadableSpan) -> dict[str, Any] | None:
+    for event in span.events:
+        if event.name == "repeat_tool_guard.repeat":
+            return dict(event.attributes or {})
+    return None
+
+
+def run_lengths(spans: Sequence[ReadableSpan]) -> list[int]:
+    return [int(r["repeat_tool_guard.run_length"]) if (r := _repeat(s)) else 1 for s in spans]
+
+
+def tool_spans_by_trace(g: Guarded) -> dict[int, list[ReadableSpan]]:
+    """Tool spans in the order they ended, per trace (each framework run here is its own trace)."""
+    out: dict[int, list[ReadableSpan]] = defaultdict(list)
+    for span in g.exporter.get_finished_spans():
+        if is_tool_span(span):
+            out[span.context.trace_id].append(span)  # type: ignore[union-attr]
+    return dict(out)
+
+
+def assert_no_event_on_non_tool_spans(g: Guarded) -> None:
+    for span in g.exporter.get_finished_spans():
+        if not is_tool_span(span):
+            assert not [e.name for e in span.events if e.name.startswith("repeat_tool_guard")], span.name
+
+
+def assert_scenario_run(g: Guarded, spans: Sequence[ReadableSpan]) -> str:
+    """One run of SCRIPT: runs 1..6 in one chain, reminders at 3 and 5, the failing call distinct and flagged.
+
+    Returns the chain key of the run.
+    """
+    assert run_lengths(spans) == EXPECTED_RUNS, [(s.name, dict(s.attributes or {})) for s in spans]
+    repeats = [_repeat(s) for s in spans]
+    (agent_id,) = {r["repeat_tool_guard.agent_id"] for r in repeats[1:6] if r}
+    assert repeats[7] is not None and repeats[7]["repeat_tool_guard.agent_id"] == agent_id
+    assert [r["repeat_tool_guard.error"] for r in repeats if r] == [False] * 5 + [True]
+    mine = [r for r in g.reminders if r.agent_id == agent_id]
+    assert [(r.tool_name, r.run_length, r.tier) for r in mine] == [("lookup", 3, "gentle"), ("lookup", 5, "detailed")]
+    assert mine[1].arguments_preview == json.dumps(PARIS, separators=(",", ":"))
+    return agent_id
+
+
+def assert_separate_runs(g: Guarded, runs: int) -> list[str]:
+    """``runs`` traces each followed SCRIPT in a chain of its own."""
+    by_trace = tool_spans_by_trace(g)
+    assert len(by_trace) == runs
+    ids = [assert_scenario_run(g, spans) for spans in by_trace.values()]
+    assert len(set(ids)) == runs
+    assert_no_event_on_non_tool_spans(g)
+    return ids
+
+
+def assert_interleaved(g: Guarded) -> None:
+    """The tool spans of the traces really alternated in time (ended in a mixed order)."""
+    order = [s.context.trace_id for s in g.exporter.get_finished_spans() if is_tool_span(s)]  # type: ignore[union-attr]
+    first_of_other = next(i for i, t in enumerate(order) if t != order[0])
+    assert order[0] in order[first_of_other:], "the runs did not interleave"
+
+
+def assert_reminders_reached_model(requests: Sequence[Sequence[tuple[str, str]]]) -> None:
+    """``requests[i]`` is the (role, text) list the scripted model got on its i-th request.
+
+    The request after the 3rd tool call carries the gentle text, the one after the 5th the
+    detailed text, each in a user message tagged <system-reminder>, never in a tool result.
+    """
+
+    def reminder_texts(request: Sequence[tuple[str, str]]) -> list[str]:
+        return [text for role, text in request if "<system-reminder>" in text and role == "user"]
+
+    assert not any("<system-reminder>" in text for request in requests for role, text in request if role != "user")
+    assert not any(reminder_texts(r) for r in requests[:3])
+    gentle = reminder_texts(requests[3])
+    assert gentle and "identical arguments 3 times in a row" in gentle[-1] and gentle[-1].endswith("</system-reminder>")
+    assert not any("5 times in a row" in t for t in reminder_texts(requests[4]))
+    detailed = reminder_texts(requests[5])
+    assert detailed and "5 times in a row" in detailed[-1] and "made no progress" in detailed[-1]

@@ -1,0 +1,148 @@
+"""OpenAI Agents SDK with openinference-instrumentation-openai-agents, a scripted Model, and the input filter."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .scenario import (
+    FINAL_ANSWER,
+    SCRIPT,
+    SHORT_SCRIPT,
+    Guarded,
+    assert_interleaved,
+    assert_reminders_reached_model,
+    assert_separate_runs,
+    lookup_result,
+    make_guarded,
+    next_call,
+    provider_for,
+    require,
+    run_lengths,
+    tool_spans_by_trace,
+)
+
+os.environ.setdefault("OPENAI_API_KEY", "offline")
+require("agents")
+from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool, set_trace_processors  # noqa: E402
+from agents.models.interface import Model  # noqa: E402
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
+from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
+
+from otel_repeat_guard.integrations.openai_agents import repeat_guard_input_filter  # noqa: E402
+
+
+def _seen(items: Any) -> list[tuple[str, str]]:
+    out = []
+    for item in items if isinstance(items, list) else [{"role": "user", "content": items}]:
+        if item.get("role") == "user":
+            out.append(("user", str(item.get("content"))))
+        elif item.get("type") == "function_call_output":
+            out.append(("tool", str(item.get("output"))))
+        else:
+            out.append(("assistant", json.dumps(item, default=str)))
+    return out
+
+
+class ScriptedModel(Model):
+    def __init__(self, script: Any, requests: list[list[tuple[str, str]]]) -> None:
+        self.script, self.requests, self.n = script, requests, 0
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        seen = _seen(input)
+        self.requests.append(seen)
+        results = 0
+        for role, text in seen:
+            if role == "user" and "<system-reminder>" not in text:
+                results = 0
+            elif role == "tool":
+                results += 1
+        await asyncio.sleep(0)
+        self.n += 1
+        call = next_call(results, self.script)
+        if call is None:
+            text = ResponseOutputText(type="output_text", text=FINAL_ANSWER, annotations=[])
+            output: list[Any] = [
+                ResponseOutputMessage(
+                    type="message", id=f"m{self.n}", role="assistant", status="completed", content=[text]
+                )
+            ]
+        else:
+            tool, arguments = call
+            raw = json.dumps(arguments, indent=1)  # the instrumentor records this string verbatim
+            output = [ResponseFunctionToolCall(type="function_call", call_id=f"c{self.n}", name=tool, arguments=raw)]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+        yield
+
+
+def lookup(city: str, units: str) -> str:
+    """Look up the weather."""
+    return lookup_result(city, units)
+
+
+def broken_lookup(city: str, units: str) -> str:
+    """Look up the weather, badly."""
+    raise RuntimeError(f"the weather service for {city} is down")
+
+
+TOOLS = [function_tool(lookup), function_tool(broken_lookup)]  # errors go back to the model as text
+
+
+@pytest.fixture
+def g() -> Iterator[Guarded]:
+    guarded = make_guarded()
+    set_trace_processors([])  # no upload to the OpenAI backend: this runs offline
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider_for(guarded))
+    yield guarded
+    instrumentor.uninstrument()
+    set_trace_processors([])
+
+
+def run(g: Guarded, agent: Agent[Any], prompt: Any = "Weather in Paris?") -> Any:
+    config = RunConfig(call_model_input_filter=repeat_guard_input_filter(guard=g.guard, inbox=g.inbox))
+    return Runner.run(agent, prompt, run_config=config)
+
+
+def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
+    requests: list[list[tuple[str, str]]] = []
+    result = asyncio.run(run(g, Agent(name="weather_agent", model=ScriptedModel(SCRIPT, requests), tools=TOOLS)))
+    assert result.final_output == FINAL_ANSWER
+    assert_separate_runs(g, 1)
+    assert {r.agent_name for r in g.reminders} == {"weather_agent"}
+    assert_reminders_reached_model(requests)
+
+
+def test_a_second_prompt_gets_a_fresh_chain(g: Guarded) -> None:
+    agent = Agent(name="weather_agent", model=ScriptedModel(SHORT_SCRIPT, []), tools=TOOLS)
+    first = asyncio.run(run(g, agent))
+    asyncio.run(run(g, agent, [*first.to_input_list(), {"role": "user", "content": "And again?"}]))
+    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+
+
+async def _both(*runs: Any) -> None:
+    await asyncio.gather(*runs)
+
+
+def test_a_second_agent_running_concurrently_has_its_own_chain(g: Guarded) -> None:
+    a = Agent(name="weather_agent", model=ScriptedModel(SCRIPT, []), tools=TOOLS)
+    b = Agent(name="travel_agent", model=ScriptedModel(SCRIPT, []), tools=TOOLS)
+    asyncio.run(_both(run(g, a), run(g, b)))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)
+    assert {r.agent_name for r in g.reminders} == {"weather_agent", "travel_agent"}
+
+
+def test_two_concurrent_runs_of_one_agent_have_separate_chains(g: Guarded) -> None:
+    agent = Agent(name="weather_agent", model=ScriptedModel(SCRIPT, []), tools=TOOLS)
+    asyncio.run(_both(run(g, agent), run(g, agent)))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)
