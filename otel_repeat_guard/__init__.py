@@ -4,9 +4,11 @@ from otel_repeat_guard.canonical import canonical_arguments
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import AgentRun, Convention, GenAIConvention, ToolCall
 from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.version import __version__
+from otel_repeat_guard.wiring import GuardTelemetry, configure
 
 __all__ = [
     "REMINDER_EVENT",
@@ -15,10 +17,14 @@ __all__ = [
     "Convention",
     "GenAIConvention",
     "GuardConfig",
+    "GuardTelemetry",
     "Reminder",
     "ReminderInbox",
     "RepeatGuardSpanProcessor",
     "ToolCall",
     "__version__",
     "canonical_arguments",
+    "configure",
+    "default_inbox",
+    "installed_guard",
 ]

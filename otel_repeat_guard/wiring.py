@@ -148,9 +148,10 @@ def _metric_readers(environ: Mapping[str, str]) -> list[MetricReader]:
 
 
 def _store_exporter(store: str | Path | bool, config: GuardConfig, store_arguments: bool) -> SpanExporter:
-    store_module = importlib.import_module("otel_repeat_guard.store")  # TODO(issue-4): a plain import after the merge
+    from otel_repeat_guard.store import SQLiteSpanExporter  # noqa: PLC0415 - only programs that keep a store
+
     path = None if store is True else Path(str(store))
-    exporter: SpanExporter = store_module.SQLiteSpanExporter(path, config=config, store_arguments=store_arguments)
+    exporter: SpanExporter = SQLiteSpanExporter(path, config=config, store_arguments=store_arguments)
     return exporter
 
 

@@ -14,7 +14,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
 from otel_repeat_guard.config import GuardConfig
@@ -153,11 +153,14 @@ def run_scenario(
     on_reminder: ReminderSink | None = None,
     counts: Counts | None = None,
     store_arguments: bool = True,
+    extra_exporters: Callable[[], Sequence[SpanExporter]] | None = None,
 ) -> Counts:
     """Run every script to completion and flush the store; returns the final counts.
 
     ``seconds`` paces the run: tool calls sleep their scripted latency, scaled so that the
     longest agent finishes within about that many seconds (0 runs flat out).
+    ``extra_exporters`` makes further exporters for each agent service's provider (the
+    compose stack's demo agent adds OTLP to the Collector this way).
     """
     config = GuardConfig() if config is None else config
     counts = Counts() if counts is None else counts
@@ -174,6 +177,8 @@ def run_scenario(
         provider.add_span_processor(_CountingProcessor(counts))
         exporter = SQLiteSpanExporter(db_path, config=config, store_arguments=store_arguments)
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+        for extra in extra_exporters() if extra_exporters is not None else ():
+            provider.add_span_processor(BatchSpanProcessor(extra, schedule_delay_millis=200))
         providers.append(provider)
         tracers[service] = provider.get_tracer("otel_repeat_guard.demo")
         guards[service] = guard
