@@ -226,7 +226,7 @@ def test_replay_passes_guarded_traces_through(tmp_path: Path, guarded: list[Read
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "otel_repeat_guard.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "otel_repeat_guard.cli", *args], check=False, capture_output=True, text=True, timeout=60
     )
 
 
