@@ -5,6 +5,11 @@ BIN := $(VENV)/bin
 # The oldest opentelemetry-sdk minor we support: the core suite runs against it too.
 SDK_OLDEST ?= 1.40.*
 VENV_OLDEST ?= .venv-sdk-oldest
+# The trace backend the OTLP test exports to: Arize Phoenix, in its own virtualenv (it is large).
+VENV_PHOENIX ?= .venv-phoenix
+PHOENIX_VERSION ?= 20.26.1
+# Extras the main virtualenv needs for the whole suite.
+EXTRAS ?= dev,dashboard,otlp,ingest,backends-test
 CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py
 
 # Agent-framework integration tests: one virtualenv per group of frameworks that install together
@@ -15,13 +20,29 @@ INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integra
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py
 
-.PHONY: test lint typecheck unit sdk-oldest integration $(addprefix integration-,$(INTEGRATION_GROUPS)) clean
+.PHONY: test lint typecheck unit sdk-oldest backends prometheus integration $(addprefix integration-,$(INTEGRATION_GROUPS)) clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
+
+# Debian's Prometheus server and promtool, for the metrics test and the config check.
+prometheus:
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+	  apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y --no-install-recommends prometheus; }; \
+	fi
+	@prometheus --version 2>&1 | head -1
+
+$(VENV_PHOENIX)/.installed:
+	$(PYTHON) -m venv $(VENV_PHOENIX)
+	$(VENV_PHOENIX)/bin/pip install --quiet --upgrade pip
+	$(VENV_PHOENIX)/bin/pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
+	touch $@
+
+backends: prometheus $(VENV_PHOENIX)/.installed
 
 $(VENV_OLDEST)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_OLDEST)
@@ -42,8 +63,10 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy --strict otel_repeat_guard
 
-unit: $(BIN)/.installed
-	$(BIN)/python -m pytest --ignore=tests/integrations --cov --cov-report=term-missing:skip-covered; rc=$$?; \
+# The whole suite but the framework integrations: a missing Prometheus or Phoenix fails the run instead of skipping.
+unit: $(BIN)/.installed backends
+	OTEL_REPEAT_GUARD_REQUIRE_BACKENDS=1 PHOENIX_BIN=$(VENV_PHOENIX)/bin/phoenix \
+	  $(BIN)/python -m pytest --ignore=tests/integrations --cov --cov-report=term-missing:skip-covered; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing, since nothing was proven" >&2; exit 1; fi; exit $$rc
 	$(BIN)/python -m coverage report --include='$(CORE_MODULES)' --fail-under=100 --show-missing
 
@@ -64,4 +87,4 @@ integration: $(addprefix integration-,$(INTEGRATION_GROUPS))
 test: lint typecheck unit sdk-oldest integration
 
 clean:
-	rm -rf $(VENV) $(VENV_OLDEST) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache

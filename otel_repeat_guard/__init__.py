@@ -14,9 +14,11 @@ from otel_repeat_guard.conventions import (
     TraceloopConvention,
 )
 from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.version import __version__
+from otel_repeat_guard.wiring import GuardTelemetry, configure
 
 __all__ = [
     "DEFAULT_CONVENTIONS",
@@ -27,6 +29,7 @@ __all__ = [
     "Convention",
     "GenAIConvention",
     "GuardConfig",
+    "GuardTelemetry",
     "OpenInferenceConvention",
     "PydanticAIV2Convention",
     "Reminder",
@@ -36,4 +39,7 @@ __all__ = [
     "TraceloopConvention",
     "__version__",
     "canonical_arguments",
+    "configure",
+    "default_inbox",
+    "installed_guard",
 ]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The dashboard service: follow the Collector's file-exporter output into the store, and serve
+# the dashboard on it with trace links to Jaeger. The Dockerfile runs this script; so does
+# tests/deploy/test_dashboard_entrypoint.py, with paths and ports pointed at a temp dir.
+set -euo pipefail
+
+TRACES_FILE="${TRACES_FILE:-/var/lib/otel/traces.jsonl}"
+DB="${OTEL_REPEAT_GUARD_DB:-/var/lib/repeat-guard/repeat-guard.db}"
+HOST="${DASHBOARD_HOST:-0.0.0.0}"
+PORT="${DASHBOARD_PORT:-8501}"
+TRACE_URL="${OTEL_REPEAT_GUARD_TRACE_URL:-http://localhost:16686/trace/{trace_id}}"
+
+otel-repeat-guard ingest --follow --quiet --db "$DB" "$TRACES_FILE" &
+ingest=$!
+trap 'kill "$ingest" "${dashboard:-}" 2>/dev/null || true' EXIT INT TERM
+
+for _ in $(seq 1 100); do  # ingest creates the store before it waits for the first trace
+  [ -f "$DB" ] && break
+  sleep 0.1
+done
+
+otel-repeat-guard dashboard --db "$DB" --host "$HOST" --port "$PORT" --trace-url "$TRACE_URL" &
+dashboard=$!
+
+# If either process dies, exit so the container restarts (restart: unless-stopped).
+wait -n "$ingest" "$dashboard"

@@ -1,0 +1,267 @@
+"""The ``otel-repeat-guard`` command: ``demo``, ``dashboard`` and ``ingest``.
+
+Exit codes: 0 success, 2 bad input (missing or unreadable store, wrong schema, missing
+extra), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from otel_repeat_guard.dashboard.settings import TRACE_URL_ENV, check_trace_url
+from otel_repeat_guard.demo.console import Console
+from otel_repeat_guard.demo.runner import Counts, run_scenario
+from otel_repeat_guard.demo.scenario import scenario
+from otel_repeat_guard.store.schema import DB_ENV, StoreError, default_db_path, open_for_reading
+from otel_repeat_guard.version import __version__
+
+EXIT_USAGE = 2
+DEMO_AGENTS = 8  # two of each persona
+DEFAULT_PORT = 8501
+DEFAULT_HOST = "127.0.0.1"
+
+
+class CliError(Exception):
+    """Bad input: printed as ``otel-repeat-guard: error: ...`` with exit code 2."""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {text}")
+    return value
+
+
+def _add_dashboard_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"dashboard port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)"
+    )
+    parser.add_argument(
+        "--trace-url",
+        default=None,
+        help="trace link template with {trace_id} (default: $OTEL_REPEAT_GUARD_TRACE_URL or Jaeger on localhost)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest}")
+    db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
+
+    demo = commands.add_parser("demo", help="run a simulated multi-agent workload through the guard into the store")
+    demo.add_argument("--db", type=Path, default=None, help=db_help)
+    demo.add_argument(
+        "--agents", type=_positive_int, default=DEMO_AGENTS, help=f"top-level agents (default {DEMO_AGENTS})"
+    )
+    demo.add_argument("--seconds", type=_seconds, default=20.0, help="upper bound on the run time (default 20)")
+    demo.add_argument("--dashboard", action="store_true", help="then start the dashboard on the same store")
+    demo.add_argument("--no-arguments", action="store_true", help="store argument digests only, no argument text")
+    demo.add_argument(
+        "--otlp",
+        action="store_true",
+        help="also export spans and the guard's metrics over OTLP, as the OTEL_EXPORTER_OTLP_* variables say",
+    )
+    _add_dashboard_options(demo)
+
+    dashboard = commands.add_parser("dashboard", help="start the Streamlit dashboard on a store")
+    dashboard.add_argument("--db", type=Path, default=None, help=db_help)
+    _add_dashboard_options(dashboard)
+
+    ingest = commands.add_parser(
+        "ingest",
+        help="read OTel Collector file-exporter output (OTLP JSON lines, optionally zstd) into the store",
+        description="Read the OTel Collector file exporter's output into the store. Malformed records are "
+        "reported as PATH:LINE, skipped and counted; spans already in the store are skipped, so ingesting "
+        "a file again inserts nothing twice.",
+    )
+    ingest.add_argument("path", type=Path, metavar="PATH", help="the file exporter's output file")
+    ingest.add_argument("--db", type=Path, default=None, help=db_help)
+    ingest.add_argument(
+        "--follow", action="store_true", help="keep reading as the file grows and rotates, until interrupted"
+    )
+    ingest.add_argument(
+        "--replay",
+        action="store_true",
+        help="run the guard's chain logic over spans recorded without the guard, so their loops show too",
+    )
+    ingest.add_argument("--no-arguments", action="store_true", help="store argument digests only, no argument text")
+    ingest.add_argument("--poll", type=_seconds, default=0.5, help="seconds between checks while following")
+    ingest.add_argument("--quiet", action="store_true", help="no progress line")
+    return parser
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    try:
+        from otel_repeat_guard.ingest.progress import Progress  # noqa: PLC0415 - needs the ingest extra
+        from otel_repeat_guard.ingest.runner import Ingest, IngestOptions  # noqa: PLC0415
+    except ImportError as exc:
+        raise CliError(
+            f"ingest needs its extra ({exc.name} is missing): pip install 'otel-repeat-guard[ingest]'"
+        ) from None
+
+    db: Path = args.db or default_db_path()
+    if not args.follow and not args.path.is_file():
+        raise CliError(f"no file at {args.path}")
+    options = IngestOptions(
+        follow=args.follow, replay=args.replay, store_arguments=not args.no_arguments, poll_seconds=args.poll
+    )
+    job = Ingest(args.path, db, options, progress=None if args.quiet else Progress())
+    if args.follow:
+        print(f"following {args.path} into {db} (Ctrl+C to stop)", flush=True)
+    try:
+        stats = job.run()
+    except KeyboardInterrupt:
+        stats = job.stats
+    print(f"ingested {args.path} into {db}: {stats.summary()}", flush=True)
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    db: Path = args.db or default_db_path()
+    scripts = scenario(args.agents)
+    counts = Counts()
+    print(f"otel-repeat-guard demo: {len(scripts)} agents (plus subagents) writing to {db}", flush=True)
+    started = time.monotonic()
+    extra_exporters, meter_provider = _otlp_for_demo() if args.otlp else (None, None)
+    try:
+        with Console(counts) as console:
+            run_scenario(
+                scripts,
+                db,
+                seconds=args.seconds,
+                on_reminder=console.reminder,
+                counts=counts,
+                store_arguments=not args.no_arguments,
+                extra_exporters=extra_exporters,
+            )
+    finally:
+        if meter_provider is not None:
+            meter_provider.shutdown()  # exports the guard's final metric values
+    print(f"done in {time.monotonic() - started:.1f} s; the store is {db}", flush=True)
+    if args.dashboard:
+        return run_dashboard(db, host=args.host, port=args.port, trace_url=args.trace_url)
+    print(f"see the hotspots with: otel-repeat-guard dashboard --db {db}", flush=True)
+    return 0
+
+
+def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvider]:
+    """OTLP span exporters per demo service, and a global meter provider exporting the guard's metrics."""
+    from opentelemetry import metrics  # noqa: PLC0415 - only with --otlp
+
+    from otel_repeat_guard.wiring import build_resource, otlp_metric_exporter, otlp_span_exporter  # noqa: PLC0415
+
+    try:
+        reader = PeriodicExportingMetricReader(otlp_metric_exporter(), export_interval_millis=2000)
+        otlp_span_exporter()  # fail early and clearly if the exporter is missing or misconfigured
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    meter_provider = MeterProvider(metric_readers=[reader], resource=build_resource("otel-repeat-guard-demo", None))
+    metrics.set_meter_provider(meter_provider)
+    return (lambda: [otlp_span_exporter()]), meter_provider
+
+
+def app_path() -> Path:
+    """The Streamlit script, inside the installed package (works from a wheel too)."""
+    spec = importlib.util.find_spec("otel_repeat_guard.dashboard")
+    if spec is None or spec.origin is None:  # pragma: no cover - the package is importable by definition
+        raise CliError("the otel_repeat_guard.dashboard package is missing from this installation")
+    return Path(spec.origin).parent / "app.py"
+
+
+def dashboard_command(db: Path, host: str, port: int, trace_url: str | None) -> list[str]:
+    """The Streamlit command line for the dashboard."""
+    if importlib.util.find_spec("streamlit") is None:
+        raise CliError("the dashboard needs its extra: pip install 'otel-repeat-guard[dashboard]'")
+    try:
+        conn, _ = open_for_reading(db)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    conn.close()
+    if trace_url is not None:
+        try:
+            check_trace_url(trace_url)
+        except ValueError as exc:
+            raise CliError(f"--trace-url: {exc}") from None
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_path()),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--global.developmentMode",
+        "false",
+    ]
+
+
+def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | None) -> int:
+    db = db or default_db_path()
+    command = dashboard_command(db, host, port, trace_url)
+    env = dict(os.environ)
+    env[DB_ENV] = str(db.resolve())
+    if trace_url is not None:
+        env[TRACE_URL_ENV] = trace_url
+    shown_host = f"[{host}]" if ":" in host else host
+    print(f"dashboard for {db} at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
+    process = subprocess.Popen(command, env=env)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        process.terminate()
+        process.wait(timeout=10)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            return run_demo(args)
+        if args.command == "ingest":
+            return run_ingest(args)
+        return run_dashboard(args.db, host=args.host, port=args.port, trace_url=args.trace_url)
+    except (CliError, StoreError) as exc:
+        print(f"otel-repeat-guard: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

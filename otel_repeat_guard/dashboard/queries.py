@@ -1,0 +1,239 @@
+"""Every question the dashboard asks the store, as parameterized SQL returning DataFrames.
+
+Aggregation happens in SQLite; pandas only receives the (small) results. Values always
+travel as parameters: the SQL text is built only from fixed fragments and placeholders.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+TIERS = ("gentle", "detailed")
+AGENT = "COALESCE(agent_name, agent_key)"
+_SECOND_NS = 1_000_000_000
+Param = int | float | str
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The sidebar's choices. Empty tuples mean "all"; times are epoch nanoseconds of the call's end.
+
+    ``tiers`` narrows only the reminder figures (which reminders count), not the calls.
+    """
+
+    start_ns: int | None = None
+    end_ns: int | None = None
+    services: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+    tiers: tuple[str, ...] = ()
+
+
+def _in(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join('?' * len(values))})"
+
+
+def _where(filters: Filters, *extra: str) -> tuple[str, list[Param]]:
+    clauses: list[str] = list(extra)
+    params: list[Param] = []
+    if filters.start_ns is not None:
+        clauses.append("end_ns >= ?")
+        params.append(filters.start_ns)
+    if filters.end_ns is not None:
+        clauses.append("end_ns <= ?")
+        params.append(filters.end_ns)
+    for column, values in (("service_name", filters.services), (AGENT, filters.agents), ("tool_name", filters.tools)):
+        if values:
+            clauses.append(_in(column, values))
+            params.extend(values)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _reminder(filters: Filters, tier: str | None = None) -> tuple[str, list[Param]]:
+    """A condition true for calls carrying a reminder the tier filter lets through."""
+    tiers = [t for t in (filters.tiers or TIERS) if tier is None or t == tier]
+    if not tiers:
+        return "0", []
+    return _in("reminder_tier", tiers), list(tiers)
+
+
+def _read(conn: sqlite3.Connection, sql: str, params: Sequence[Param]) -> pd.DataFrame:
+    return pd.read_sql_query(sql, conn, params=list(params))
+
+
+def headline(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
+    """One row: calls, repeats, wasted share, reminders by tier, agents with loops, longest run, wasted time."""
+    gentle, gentle_params = _reminder(filters, "gentle")
+    detailed, detailed_params = _reminder(filters, "detailed")
+    where, params = _where(filters)
+    sql = f"""
+        SELECT
+            COUNT(*) FILTER (WHERE tracked) AS tool_calls,
+            COUNT(*) FILTER (WHERE NOT tracked) AS untracked_calls,
+            COUNT(*) FILTER (WHERE run_length >= 2) AS repeated_calls,
+            COUNT(*) FILTER (WHERE {gentle}) AS gentle_reminders,
+            COUNT(*) FILTER (WHERE {detailed}) AS detailed_reminders,
+            COUNT(DISTINCT CASE WHEN run_length >= 2 THEN {AGENT} END) AS agents_with_loops,
+            COALESCE(MAX(run_length), 0) AS longest_run,
+            COALESCE(SUM(duration_ns) FILTER (WHERE run_length >= 2), 0) / 1e9 AS repeated_seconds
+        FROM tool_calls {where}
+    """
+    frame = _read(conn, sql, [*gentle_params, *detailed_params, *params])
+    frame["reminders"] = frame["gentle_reminders"] + frame["detailed_reminders"]
+    calls = frame["tool_calls"].where(frame["tool_calls"] > 0)
+    frame["wasted_share"] = (frame["repeated_calls"] / calls).fillna(0.0)
+    return frame
+
+
+def _grouped(conn: sqlite3.Connection, filters: Filters, key: str, label: str) -> pd.DataFrame:
+    reminder, reminder_params = _reminder(filters)
+    where, params = _where(filters, "tracked")
+    sql = f"""
+        SELECT
+            {key} AS {label},
+            COUNT(*) FILTER (WHERE run_length >= 2) AS repeated_calls,
+            COUNT(*) FILTER (WHERE {reminder}) AS reminders,
+            MAX(run_length) AS longest_run,
+            COALESCE(SUM(duration_ns) FILTER (WHERE run_length >= 2), 0) / 1e9 AS wasted_seconds,
+            COUNT(*) AS calls
+        FROM tool_calls {where}
+        GROUP BY {key}
+        HAVING repeated_calls > 0
+        ORDER BY repeated_calls DESC, {label}
+    """
+    frame = _read(conn, sql, [*reminder_params, *params])
+    frame["repeated_share"] = frame["repeated_calls"] / frame["calls"]
+    return frame
+
+
+def hotspots_by_tool(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
+    """Tools with repeated calls: repeats, reminders, longest run, wasted seconds, calls, repeated share."""
+    return _grouped(conn, filters, "tool_name", "tool")
+
+
+def hotspots_by_agent(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
+    """The same figures per readable agent name."""
+    return _grouped(conn, filters, AGENT, "agent")
+
+
+def bucket_seconds(span_ns: int, target_buckets: int = 60) -> int:
+    """A round bucket width giving about ``target_buckets`` buckets over ``span_ns``."""
+    for width in (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 86400):
+        if span_ns / (width * _SECOND_NS) <= target_buckets:
+            return width
+    return 7 * 86400
+
+
+def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: int) -> pd.DataFrame:
+    """Long form (``bucket``, ``series``, ``count``): repeated calls and reminders by tier per time bucket."""
+    gentle, gentle_params = _reminder(filters, "gentle")
+    detailed, detailed_params = _reminder(filters, "detailed")
+    where, params = _where(filters, "run_length >= 2")
+    bucket_ns = int(bucket_s) * _SECOND_NS
+    sql = f"""
+        SELECT
+            (end_ns / ?) * ? AS bucket_ns,
+            COUNT(*) AS repeated_calls,
+            COUNT(*) FILTER (WHERE {gentle}) AS gentle_reminders,
+            COUNT(*) FILTER (WHERE {detailed}) AS detailed_reminders
+        FROM tool_calls {where}
+        GROUP BY bucket_ns
+        ORDER BY bucket_ns
+    """
+    wide = _read(conn, sql, [bucket_ns, bucket_ns, *gentle_params, *detailed_params, *params])
+    wide["bucket"] = pd.to_datetime(wide["bucket_ns"], unit="ns", utc=True)
+    long = wide.melt(
+        id_vars=["bucket"],
+        value_vars=["repeated_calls", "gentle_reminders", "detailed_reminders"],
+        var_name="series",
+        value_name="count",
+    )
+    long["series"] = long["series"].map(
+        {
+            "repeated_calls": "repeated calls",
+            "gentle_reminders": "gentle reminders",
+            "detailed_reminders": "detailed reminders",
+        }
+    )
+    return long
+
+
+def run_lengths(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
+    """Final run lengths (``run_length``, ``runs``), including runs of one call.
+
+    Every call at position k+1 of a run follows one at position k of the same run, so the
+    runs ending at exactly k are (calls at position k) - (calls at position k+1).
+    """
+    where, params = _where(filters, "tracked", "run_length IS NOT NULL")
+    sql = f"""
+        WITH positions AS (
+            SELECT run_length, COUNT(*) AS calls FROM tool_calls {where} GROUP BY run_length
+        )
+        SELECT run_length,
+               calls - CASE WHEN LEAD(run_length) OVER w = run_length + 1 THEN LEAD(calls) OVER w ELSE 0 END AS runs
+        FROM positions
+        WINDOW w AS (ORDER BY run_length)
+        ORDER BY run_length
+    """
+    frame = _read(conn, sql, params)
+    return frame[frame["runs"] > 0].reset_index(drop=True)
+
+
+def hotspot_runs(conn: sqlite3.Connection, filters: Filters, tool: str, limit: int = 25) -> pd.DataFrame:
+    """The longest runs of ``tool``: one row per run, at its last call (``end_id``).
+
+    A call ends its run when the agent's next tracked call is not the run's next position.
+    (The filter columns in the outer WHERE are unqualified and so refer to ``c``.)
+    """
+    where, params = _where(filters, "c.tool_name = ?", "c.run_length >= 2")
+    sql = f"""
+        SELECT c.id AS end_id, c.agent_key, COALESCE(c.agent_name, c.agent_key) AS agent,
+               c.run_length, c.end_ns, c.trace_id, c.error
+        FROM tool_calls AS c {where}
+          AND (SELECT n.run_length FROM tool_calls AS n
+               WHERE n.agent_key = c.agent_key AND n.id > c.id AND n.tracked
+               ORDER BY n.id LIMIT 1) IS NOT c.run_length + 1
+        ORDER BY c.run_length DESC, c.id DESC
+        LIMIT ?
+    """
+    frame = _read(conn, sql, [tool, *params, int(limit)])
+    frame["ended"] = pd.to_datetime(frame["end_ns"], unit="ns", utc=True)
+    return frame
+
+
+def chain(conn: sqlite3.Connection, agent_key: str, end_id: int, run_length: int) -> pd.DataFrame:
+    """The ordered calls of one run, with any untracked calls made in between."""
+    sql = """
+        WITH run AS (
+            SELECT id FROM tool_calls WHERE agent_key = ? AND id <= ? AND tracked ORDER BY id DESC LIMIT ?
+        )
+        SELECT c.id, c.end_ns, c.duration_ns / 1e6 AS duration_ms, c.tool_name AS tool, c.tracked,
+               c.run_length, c.error, c.reminder_tier, c.trace_id, c.span_id, a.preview AS arguments
+        FROM tool_calls AS c LEFT JOIN tool_call_arguments AS a ON a.call_id = c.id
+        WHERE c.agent_key = ? AND c.id BETWEEN (SELECT MIN(id) FROM run) AND ?
+        ORDER BY c.id
+    """
+    frame = _read(conn, sql, [agent_key, int(end_id), int(run_length), agent_key, int(end_id)])
+    frame["time"] = pd.to_datetime(frame["end_ns"], unit="ns", utc=True)
+    frame["status"] = frame["error"].map({1: "error / denied", 0: "ok"})
+    return frame
+
+
+def filter_options(conn: sqlite3.Connection) -> pd.DataFrame:
+    """Long form (``kind``, ``value``) of the services, agents and tools present."""
+    sql = f"""
+        SELECT 'service' AS kind, service_name AS value FROM (SELECT DISTINCT service_name FROM tool_calls)
+        UNION ALL SELECT 'agent', value FROM (SELECT DISTINCT {AGENT} AS value FROM tool_calls)
+        UNION ALL SELECT 'tool', tool_name FROM (SELECT DISTINCT tool_name FROM tool_calls)
+        ORDER BY kind, value
+    """
+    return _read(conn, sql, [])
+
+
+def time_bounds(conn: sqlite3.Connection) -> pd.DataFrame:
+    """One row: the first and last call end (``first_ns``, ``last_ns``) and the row count."""
+    return _read(conn, "SELECT MIN(end_ns) AS first_ns, MAX(end_ns) AS last_ns, COUNT(*) AS rows FROM tool_calls", [])

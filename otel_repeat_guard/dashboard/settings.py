@@ -1,0 +1,39 @@
+"""Where the dashboard reads from and where its trace links point, from the environment.
+
+The ``otel-repeat-guard dashboard`` command sets these variables for the Streamlit process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from otel_repeat_guard.store.schema import DB_ENV, DEFAULT_DB
+
+TRACE_URL_ENV = "OTEL_REPEAT_GUARD_TRACE_URL"
+DEFAULT_TRACE_URL = "http://localhost:16686/trace/{trace_id}"  # Jaeger
+REFRESH_SECONDS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    db: Path
+    trace_url: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        return cls(Path(env.get(DB_ENV) or DEFAULT_DB), env.get(TRACE_URL_ENV) or DEFAULT_TRACE_URL)
+
+    def trace_link(self, trace_id: str, span_id: str = "") -> str:
+        """The trace URL for one call: ``{trace_id}`` and ``{span_id}`` are filled in."""
+        return self.trace_url.replace("{trace_id}", trace_id).replace("{span_id}", span_id)
+
+
+def check_trace_url(template: str) -> str:
+    """The template if it names ``{trace_id}``; otherwise a ValueError saying so."""
+    if "{trace_id}" not in template:
+        raise ValueError(f"the trace URL template must contain {{trace_id}}, got {template!r}")
+    return template

@@ -1,0 +1,196 @@
+"""Runs the scripted scenario through real OpenTelemetry: a TracerProvider per service, the
+guard, and a ``BatchSpanProcessor`` feeding the SQLite exporter. Agents run on their own
+threads; subagents on theirs, alongside their parent."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import Status, StatusCode
+
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, find_tool_call
+from otel_repeat_guard.demo.scenario import AgentScript, Call, Prompt, Subagent
+from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
+from otel_repeat_guard.reminders import Reminder
+from otel_repeat_guard.store.exporter import SQLiteSpanExporter
+
+ReminderSink = Callable[[Reminder], None]
+
+
+@dataclass
+class Counts:
+    """Live counts of what the demo's tool spans carried, read off the exported spans."""
+
+    calls: int = 0
+    repeats: int = 0
+    reminders: int = 0
+    agents_done: int = 0
+    agents_total: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def snapshot(self) -> tuple[int, int, int, int, int]:
+        with self._lock:
+            return self.calls, self.repeats, self.reminders, self.agents_done, self.agents_total
+
+
+class _CountingProcessor(SpanProcessor):
+    """Counts tool spans and the guard's events on them, for the progress display."""
+
+    def __init__(self, counts: Counts) -> None:
+        self._counts = counts
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if find_tool_call(DEFAULT_CONVENTIONS, span.name, span.attributes or {}, span.events) is None:
+            return
+        names = [event.name for event in span.events]
+        with self._counts._lock:  # noqa: SLF001 - Counts is this module's own record
+            self._counts.calls += 1
+            self._counts.repeats += REPEAT_EVENT in names
+            self._counts.reminders += REMINDER_EVENT in names
+
+
+def critical_path_ms(scripts: Sequence[AgentScript]) -> int:
+    """Scripted time of the longest agent, counting its subagents' calls as if sequential."""
+
+    def step_ms(step: Call | Subagent) -> int:
+        return step.duration_ms if isinstance(step, Call) else sum(call.duration_ms for call in step.calls)
+
+    return max((sum(step_ms(s) for p in script.prompts for s in p.steps) for script in scripts), default=0)
+
+
+class _Agents:
+    """Executes scripts; one instance per demo run."""
+
+    def __init__(
+        self,
+        tracers: dict[str, trace.Tracer],
+        guards: dict[str, RepeatGuardSpanProcessor],
+        scale: float,
+        counts: Counts,
+    ) -> None:
+        self._tracers = tracers
+        self._guards = guards
+        self._scale = scale
+        self._counts = counts
+
+    def run_agent(self, script: AgentScript) -> None:
+        tracer = self._tracers[script.service]
+        for prompt in script.prompts:
+            if script.explicit_id is not None:
+                self._guards[script.service].reset(script.explicit_id)  # a new user prompt
+            self._run_prompt(tracer, script, prompt)
+        with self._counts._lock:  # noqa: SLF001
+            self._counts.agents_done += 1
+
+    def _run_prompt(self, tracer: trace.Tracer, script: AgentScript, prompt: Prompt) -> None:
+        span = tracer.start_span(
+            f"invoke_agent {script.name}",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": script.name},
+        )
+        context = trace.set_span_in_context(span)
+        threads: list[threading.Thread] = []
+        for step in prompt.steps:
+            if isinstance(step, Subagent):
+                worker = threading.Thread(
+                    target=self._run_subagent, args=(tracer, context, step), name=step.name, daemon=True
+                )
+                worker.start()
+                threads.append(worker)
+            else:
+                self._call(tracer, context, step, script)
+        for worker in threads:
+            worker.join()
+        span.end()
+
+    def _run_subagent(self, tracer: trace.Tracer, parent: Context, subagent: Subagent) -> None:
+        span = tracer.start_span(
+            f"invoke_agent {subagent.name}",
+            context=parent,
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": subagent.name},
+        )
+        context = trace.set_span_in_context(span)
+        for call in subagent.calls:
+            self._call(tracer, context, call, None)
+        span.end()
+
+    def _call(self, tracer: trace.Tracer, context: Context, call: Call, script: AgentScript | None) -> None:
+        start = time.time_ns()
+        span = tracer.start_span(
+            f"execute_tool {call.tool}",
+            context=context,
+            start_time=start,
+            attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.tool},
+        )
+        if script is not None and script.explicit_id is not None:
+            span.set_attribute("gen_ai.agent.id", script.explicit_id)
+            span.set_attribute("gen_ai.agent.name", script.name)
+        # Instrumentations record the arguments (and the outcome) after the span starts.
+        span.set_attribute("gen_ai.tool.call.arguments", call.arguments)
+        if self._scale > 0:
+            time.sleep(call.duration_ms / 1000 * self._scale)
+        if call.denied:
+            span.set_attribute("error.type", "permission_denied")
+            span.set_status(Status(StatusCode.ERROR, "denied by the sandbox policy"))
+        span.end(end_time=start + call.duration_ms * 1_000_000)  # the scripted (simulated) latency
+
+
+def run_scenario(
+    scripts: Sequence[AgentScript],
+    db_path: str | Path,
+    *,
+    seconds: float = 0.0,
+    config: GuardConfig | None = None,
+    on_reminder: ReminderSink | None = None,
+    counts: Counts | None = None,
+    store_arguments: bool = True,
+    extra_exporters: Callable[[], Sequence[SpanExporter]] | None = None,
+) -> Counts:
+    """Run every script to completion and flush the store; returns the final counts.
+
+    ``seconds`` paces the run: tool calls sleep their scripted latency, scaled so that the
+    longest agent finishes within about that many seconds (0 runs flat out).
+    ``extra_exporters`` makes further exporters for each agent service's provider (the
+    compose stack's demo agent adds OTLP to the Collector this way).
+    """
+    config = GuardConfig() if config is None else config
+    counts = Counts() if counts is None else counts
+    counts.agents_total = len(scripts)
+    critical = critical_path_ms(scripts)
+    scale = 0.0 if seconds <= 0 or critical == 0 else min(1.0, seconds * 1000 / critical * 0.9)
+    providers: list[TracerProvider] = []
+    tracers: dict[str, trace.Tracer] = {}
+    guards: dict[str, RepeatGuardSpanProcessor] = {}
+    for service in dict.fromkeys(script.service for script in scripts):
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        guard = RepeatGuardSpanProcessor(config, on_reminder)
+        provider.add_span_processor(guard)
+        provider.add_span_processor(_CountingProcessor(counts))
+        exporter = SQLiteSpanExporter(db_path, config=config, store_arguments=store_arguments)
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+        for extra in extra_exporters() if extra_exporters is not None else ():
+            provider.add_span_processor(BatchSpanProcessor(extra, schedule_delay_millis=200))
+        providers.append(provider)
+        tracers[service] = provider.get_tracer("otel_repeat_guard.demo")
+        guards[service] = guard
+    agents = _Agents(tracers, guards, scale, counts)
+    threads = [threading.Thread(target=agents.run_agent, args=(s,), name=s.name, daemon=True) for s in scripts]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for provider in providers:
+            provider.force_flush()
+            provider.shutdown()
+    return counts

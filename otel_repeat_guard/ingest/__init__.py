@@ -1,0 +1,19 @@
+"""Collector ``file`` exporter output (OTLP JSON lines, optionally zstd) into the store."""
+
+from otel_repeat_guard.ingest.framing import Record, RecordSplitter
+from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_line
+from otel_repeat_guard.ingest.replay import Replayer
+from otel_repeat_guard.ingest.runner import Ingest, IngestOptions, IngestStats
+from otel_repeat_guard.ingest.source import FileSource
+
+__all__ = [
+    "FileSource",
+    "Ingest",
+    "IngestOptions",
+    "IngestStats",
+    "MalformedRecord",
+    "Record",
+    "RecordSplitter",
+    "Replayer",
+    "decode_line",
+]

@@ -1,0 +1,193 @@
+"""Cutting the Collector ``file`` exporter's output into records, incrementally.
+
+Three layouts, told apart by the first bytes of the file:
+
+- plain JSON lines (``format: json``): one ``ExportTraceServiceRequest`` per line;
+- ``compression: zstd`` (the exporter's default behaviour): each request is a separate
+  zstd frame, preceded by its length as a 4-byte big-endian integer;
+- ``compression: zstd`` with the ``exporter.file.nativeCompression`` feature gate: the
+  whole file is one zstd stream of JSON lines (a standard ``.zst`` file).
+
+Data arrives in chunks (``feed``) because ``--follow`` reads a file while the Collector
+writes it: a record cut off at the end of the data read so far stays buffered until the
+rest arrives. ``finish`` hands over whatever is left when no more data can come (end of
+file, or the file was rotated away).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zstandard
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_SNIFF_BYTES = 8
+_MAX_RECORD = 512 * 1024 * 1024  # a length prefix beyond this is corruption, not a request
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One request's bytes, or the reason it could not be cut out; ``number`` counts from 1."""
+
+    number: int
+    data: bytes | None
+    error: str | None = None
+
+
+class _Lines:
+    """Splits bytes into newline-terminated lines, keeping an unterminated tail."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._number = 0
+
+    def feed(self, chunk: bytes) -> list[Record]:
+        data = self._tail + chunk
+        *lines, self._tail = data.split(b"\n")
+        return [record for line in lines if (record := self._record(line)) is not None]
+
+    def finish(self) -> list[Record]:
+        tail, self._tail = self._tail, b""
+        record = self._record(tail) if tail.strip() else None
+        return [] if record is None else [record]
+
+    def _record(self, line: bytes) -> Record | None:
+        self._number += 1
+        return Record(self._number, line) if line.strip() else None
+
+    @property
+    def count(self) -> int:
+        """Lines cut so far, blank ones included (so numbers match an editor's)."""
+        return self._number
+
+    @property
+    def pending(self) -> int:
+        return len(self._tail)
+
+
+class _ZstdStream:
+    """A zstd stream (possibly several frames back to back) of JSON lines."""
+
+    def __init__(self) -> None:
+        self._lines = _Lines()
+        self._dctx = zstandard.ZstdDecompressor()
+        self._obj = self._dctx.decompressobj()
+        self._failed: str | None = None
+
+    def feed(self, chunk: bytes) -> list[Record]:
+        if self._failed is not None:
+            return []
+        out: list[bytes] = []
+        try:
+            while chunk:
+                out.append(self._obj.decompress(chunk))
+                if not self._obj.eof:
+                    break
+                chunk = self._obj.unused_data  # the next frame starts here
+                self._obj = self._dctx.decompressobj()
+        except zstandard.ZstdError as exc:
+            self._failed = f"corrupt zstd stream: {exc}"
+            records = self._lines.feed(b"".join(out))
+            return [*records, Record(self._lines.count + 1, None, self._failed)]
+        return self._lines.feed(b"".join(out))
+
+    def finish(self) -> list[Record]:
+        return self._lines.finish()
+
+    @property
+    def pending(self) -> int:
+        return self._lines.pending
+
+
+class _ZstdMessages:
+    """Length-prefixed zstd frames, one request each."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._number = 0
+        self._dctx = zstandard.ZstdDecompressor()
+        self._failed = False
+
+    def feed(self, chunk: bytes) -> list[Record]:
+        if self._failed:
+            return []
+        self._buffer += chunk
+        records: list[Record] = []
+        while len(self._buffer) >= 4:
+            size = int.from_bytes(self._buffer[:4], "big")
+            if size > _MAX_RECORD:
+                self._failed = True  # the framing is lost: nothing after this can be trusted
+                self._number += 1
+                records.append(Record(self._number, None, f"length prefix {size} is not a plausible record size"))
+                self._buffer.clear()
+                break
+            if len(self._buffer) < 4 + size:
+                break  # the rest of this record has not been written yet
+            payload = bytes(self._buffer[4 : 4 + size])
+            del self._buffer[: 4 + size]
+            self._number += 1
+            records.append(self._decompress(payload))
+        return records
+
+    def _decompress(self, payload: bytes) -> Record:
+        try:
+            return Record(self._number, self._dctx.decompressobj().decompress(payload))
+        except zstandard.ZstdError as exc:
+            return Record(self._number, None, f"corrupt zstd frame: {exc}")
+
+    def finish(self) -> list[Record]:
+        if not self._buffer:
+            return []
+        self._buffer.clear()
+        self._number += 1
+        return [Record(self._number, None, "truncated record at the end of the file")]
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+
+class RecordSplitter:
+    """Detects the layout from the first bytes, then cuts records out of fed chunks."""
+
+    def __init__(self) -> None:
+        self._head = b""
+        self._inner: _Lines | _ZstdStream | _ZstdMessages | None = None
+
+    @property
+    def layout(self) -> str | None:
+        """``json-lines``, ``zstd-stream``, ``zstd-messages``, or None until enough bytes arrived."""
+        names = {_Lines: "json-lines", _ZstdStream: "zstd-stream", _ZstdMessages: "zstd-messages"}
+        return None if self._inner is None else names[type(self._inner)]
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back as an incomplete record."""
+        return len(self._head) if self._inner is None else self._inner.pending
+
+    def feed(self, chunk: bytes) -> list[Record]:
+        if self._inner is None:
+            self._head += chunk
+            if len(self._head) < _SNIFF_BYTES:
+                return []
+            chunk, self._head = self._head, b""
+            self._inner = _detect(chunk)
+        return self._inner.feed(chunk)
+
+    def finish(self) -> list[Record]:
+        if self._inner is None:
+            chunk, self._head = self._head, b""
+            if not chunk:
+                return []
+            self._inner = _detect(chunk)
+            records = self._inner.feed(chunk)
+            return records + self._inner.finish()
+        return self._inner.finish()
+
+
+def _detect(head: bytes) -> _Lines | _ZstdStream | _ZstdMessages:
+    if head.startswith(ZSTD_MAGIC):
+        return _ZstdStream()
+    if head[4:8] == ZSTD_MAGIC:
+        return _ZstdMessages()
+    return _Lines()

@@ -1,0 +1,170 @@
+"""OTLP JSON (one ``ExportTraceServiceRequest`` per line) back into SDK ``ReadableSpan`` objects.
+
+The OTel Collector's ``file`` exporter writes the protobuf JSON mapping with one
+exception the OTLP spec makes: trace and span ids are hex strings, not base64. The line
+is parsed into the official ``opentelemetry-proto`` message with ``json_format`` (so
+anything that is not a valid request is rejected, with the reason), and each span
+becomes a ``ReadableSpan``: the very type the SDK hands to exporters, so the store turns
+an ingested span into exactly the row it writes for an exported one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope as SDKScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+_IS_REMOTE = 0x200  # SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_KINDS = {
+    ProtoSpan.SPAN_KIND_INTERNAL: SpanKind.INTERNAL,
+    ProtoSpan.SPAN_KIND_SERVER: SpanKind.SERVER,
+    ProtoSpan.SPAN_KIND_CLIENT: SpanKind.CLIENT,
+    ProtoSpan.SPAN_KIND_PRODUCER: SpanKind.PRODUCER,
+    ProtoSpan.SPAN_KIND_CONSUMER: SpanKind.CONSUMER,
+}
+_HEX = frozenset("0123456789abcdefABCDEF")
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+class MalformedRecord(ValueError):
+    """A record that is not a valid OTLP JSON trace request; the message says why."""
+
+
+def _id_to_base64(value: object, field: str, size: int) -> object:
+    """Hex ids (the OTLP JSON rule) become the base64 that ``json_format`` expects for bytes."""
+    if not isinstance(value, str) or not value:
+        return value
+    if len(value) == size * 2 and _HEX.issuperset(value):
+        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
+    try:  # tolerate producers that kept the plain proto3 mapping (base64)
+        if len(base64.b64decode(value, validate=True)) == size:
+            return value
+    except (binascii.Error, ValueError):
+        pass
+    raise MalformedRecord(f"{field} {value!r} is not a {size}-byte id in hex")
+
+
+def _fix_ids(item: dict[str, Any]) -> None:
+    for field in _ID_FIELDS:
+        if field in item:
+            item[field] = _id_to_base64(item[field], field, 16 if field == "traceId" else 8)
+
+
+def _normalize(document: object) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise MalformedRecord(f"expected a JSON object (an ExportTraceServiceRequest), got {type(document).__name__}")
+    if "resourceSpans" not in document and "resource_spans" not in document:
+        raise MalformedRecord("no resourceSpans: not an OTLP trace request (metrics or logs?)")
+    for resource_spans in _list(document.get("resourceSpans", document.get("resource_spans"))):
+        for scope_spans in _list(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
+            for span in _list(scope_spans.get("spans")):
+                _fix_ids(span)
+                for link in _list(span.get("links")):
+                    _fix_ids(link)
+    return document
+
+
+def _list(value: object) -> Iterator[dict[str, Any]]:
+    if isinstance(value, list):
+        yield from (item for item in value if isinstance(item, dict))
+
+
+def parse_request(data: bytes | str) -> ExportTraceServiceRequest:
+    """Parse one OTLP JSON line; raises :class:`MalformedRecord` with the reason."""
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedRecord(f"not JSON: {exc}") from None
+    request = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(_normalize(document), request, ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise MalformedRecord(f"not an OTLP trace request: {exc}") from None
+    return request
+
+
+def any_value(value: AnyValue) -> Any:
+    """An OTLP ``AnyValue`` as the Python value the SDK would have held."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return tuple(any_value(item) for item in value.array_value.values)
+    if kind == "kvlist_value":
+        return {item.key: any_value(item.value) for item in value.kvlist_value.values}
+    return getattr(value, kind)
+
+
+def attributes(items: Sequence[KeyValue]) -> dict[str, Any]:
+    return {item.key: any_value(item.value) for item in items}
+
+
+def _context(trace_id: bytes, span_id: bytes, flags: int) -> SpanContext:
+    return SpanContext(
+        int.from_bytes(trace_id, "big"),
+        int.from_bytes(span_id, "big"),
+        is_remote=bool(flags & _IS_REMOTE),
+        trace_flags=TraceFlags(flags & 0xFF),
+    )
+
+
+def _scope(scope: InstrumentationScope, schema_url: str) -> SDKScope:
+    return SDKScope(scope.name, scope.version or None, schema_url or None, attributes(scope.attributes) or None)
+
+
+def _span(span: ProtoSpan, resource: Resource, scope: SDKScope) -> ReadableSpan:
+    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+        raise MalformedRecord(f"span {span.name!r} has no valid trace or span id")
+    parent = None
+    if span.parent_span_id:
+        parent = _context(span.trace_id, span.parent_span_id, span.flags)
+    status = Status(StatusCode(span.status.code) if span.status.code in (0, 1, 2) else StatusCode.UNSET)
+    if status.status_code is StatusCode.ERROR and span.status.message:
+        status = Status(StatusCode.ERROR, span.status.message)
+    return ReadableSpan(
+        name=span.name,
+        context=_context(span.trace_id, span.span_id, 0),
+        parent=parent,
+        resource=resource,
+        attributes=attributes(span.attributes),
+        events=tuple(
+            Event(event.name, attributes(event.attributes), event.time_unix_nano or None) for event in span.events
+        ),
+        links=tuple(
+            Link(_context(link.trace_id, link.span_id, link.flags), attributes(link.attributes))
+            for link in span.links
+            if len(link.trace_id) == 16 and len(link.span_id) == 8
+        ),
+        kind=_KINDS.get(span.kind, SpanKind.INTERNAL),
+        status=status,
+        start_time=span.start_time_unix_nano,
+        end_time=span.end_time_unix_nano,
+        instrumentation_scope=scope,
+    )
+
+
+def request_spans(request: ExportTraceServiceRequest) -> list[ReadableSpan]:
+    """Every span of a request, with its resource and instrumentation scope."""
+    spans: list[ReadableSpan] = []
+    for resource_spans in request.resource_spans:
+        resource = Resource(attributes(resource_spans.resource.attributes), resource_spans.schema_url or None)
+        for scope_spans in resource_spans.scope_spans:
+            scope = _scope(scope_spans.scope, scope_spans.schema_url)
+            spans.extend(_span(span, resource, scope) for span in scope_spans.spans)
+    return spans
+
+
+def decode_line(data: bytes | str) -> list[ReadableSpan]:
+    """The spans of one OTLP JSON line; raises :class:`MalformedRecord` if it is not one."""
+    return request_spans(parse_request(data))

@@ -1,0 +1,189 @@
+"""``--replay``: run the guard's own chain logic over spans recorded without the guard.
+
+Spans are held per trace until the trace is complete (its root span arrived), has been
+idle for a while (``--follow``), or the input ended. Then they are played through a real
+:class:`RepeatGuardSpanProcessor` in wrapping mode, in the order the SDK would have seen
+them live: each span starts at its start time and ends at its end time (at equal times,
+parents start before children and children end before parents). The guard resolves each
+tool call's agent through its live ancestors exactly as in the agent process, counts runs
+per agent in end order, and hands back copies of the tool spans with its
+``repeat_tool_guard.repeat`` events, which the store reads like any other.
+
+Two deliberate differences from a live guard:
+
+- no reminder was ever delivered for a replayed run, so replay keeps the repeat events
+  (run lengths) and drops the reminder events: the dashboard's loop figures include the
+  replayed runs, its reminder figures stay the reminders agents actually received;
+- a trace that already carries guard events was recorded with the guard: it is passed
+  through untouched, never counted twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import cast
+
+from opentelemetry.context import Context
+from opentelemetry.metrics import NoOpMeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
+from otel_repeat_guard.processor import REMINDER_EVENT, RepeatGuardSpanProcessor
+
+_GUARD_EVENT_PREFIX = "repeat_tool_guard."
+
+
+class _Collect(SpanProcessor):
+    def __init__(self) -> None:
+        self.ended: list[ReadableSpan] = []
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.ended.append(span)
+
+
+def _guarded(spans: Iterable[ReadableSpan]) -> bool:
+    return any(event.name.startswith(_GUARD_EVENT_PREFIX) for span in spans for event in span.events)
+
+
+def _without_reminders(span: ReadableSpan) -> ReadableSpan:
+    if not any(event.name == REMINDER_EVENT for event in span.events):
+        return span
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes,
+        events=tuple(event for event in span.events if event.name != REMINDER_EVENT),
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+class Replayer:
+    """Buffers spans per trace and replays finished traces through the guard's chain logic."""
+
+    def __init__(
+        self,
+        config: GuardConfig | None = None,
+        *,
+        conventions: Sequence[Convention] = DEFAULT_CONVENTIONS,
+        idle_seconds: float = 30.0,
+        max_spans: int = 1_000_000,
+    ) -> None:
+        self._collect = _Collect()
+        self._guard = RepeatGuardSpanProcessor(
+            config, None, meter_provider=NoOpMeterProvider(), conventions=conventions, downstream=[self._collect]
+        )
+        self._traces: dict[int, list[ReadableSpan]] = {}
+        self._touched: dict[int, float] = {}
+        self._held = 0
+        self._idle_seconds = idle_seconds
+        self._max_spans = max_spans
+        self.replayed_traces = 0
+        self.guarded_traces = 0
+
+    @property
+    def held(self) -> int:
+        """Spans waiting for their trace to finish."""
+        return self._held
+
+    def add(self, spans: Iterable[ReadableSpan], now: float | None = None) -> list[ReadableSpan]:
+        """Take spans; return the spans of traces that are now complete, replayed."""
+        now = time.monotonic() if now is None else now
+        complete: list[int] = []
+        for span in spans:
+            context = span.context
+            if context is None:
+                continue
+            trace = self._traces.setdefault(context.trace_id, [])
+            trace.append(span)
+            self._touched[context.trace_id] = now
+            self._held += 1
+            if span.parent is None:
+                complete.append(context.trace_id)
+        if self._held > self._max_spans:  # bounded memory: the oldest traces go now
+            complete.extend(list(self._touched)[: max(1, len(self._touched) // 2)])
+        return self._replay(complete)
+
+    def flush_idle(self, now: float | None = None) -> list[ReadableSpan]:
+        """Replay traces that got no span for ``idle_seconds`` (their root may never come)."""
+        now = time.monotonic() if now is None else now
+        return self._replay([t for t, seen in self._touched.items() if now - seen >= self._idle_seconds])
+
+    def flush(self) -> list[ReadableSpan]:
+        """Replay everything still held (the input has ended)."""
+        return self._replay(list(self._traces))
+
+    def _replay(self, trace_ids: Iterable[int]) -> list[ReadableSpan]:
+        passed: list[ReadableSpan] = []
+        replay: list[ReadableSpan] = []
+        for trace_id in dict.fromkeys(trace_ids):
+            spans = self._traces.pop(trace_id, None)
+            self._touched.pop(trace_id, None)
+            if spans is None:
+                continue
+            self._held -= len(spans)
+            if _guarded(spans):
+                self.guarded_traces += 1
+                passed.extend(spans)
+            else:
+                self.replayed_traces += 1
+                replay.extend(spans)
+        return passed + self._play(replay)
+
+    def _play(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
+        if not spans:
+            return []
+        depth = _depths(spans)
+        steps: list[tuple[int, int, int, int, ReadableSpan]] = []
+        for index, span in enumerate(spans):
+            d = depth[index]
+            start = span.start_time or 0
+            steps.append((start, 0, d, index, span))  # starts: parents first
+            steps.append((max(start, span.end_time or start), 1, -d, index, span))  # ends: children first
+        steps.sort(key=lambda step: step[:4])
+        for _, phase, _, _, span in steps:
+            if phase == 0:
+                self._guard.on_start(cast(Span, span))
+            else:
+                self._guard.on_end(span)
+        ended, self._collect.ended = self._collect.ended, []
+        return [_without_reminders(span) for span in ended]
+
+
+def _depths(spans: Sequence[ReadableSpan]) -> list[int]:
+    """Each span's depth below its trace's top span among ``spans``."""
+    parents: dict[tuple[int, int], tuple[int, int] | None] = {}
+    for span in spans:
+        context = span.context
+        if context is None:  # pragma: no cover - filtered in add()
+            continue
+        parent = span.parent
+        parents[(context.trace_id, context.span_id)] = (
+            (context.trace_id, parent.span_id) if parent is not None else None
+        )
+    cache: dict[tuple[int, int], int] = {}
+
+    def depth(key: tuple[int, int]) -> int:
+        chain: list[tuple[int, int]] = []
+        current: tuple[int, int] | None = key
+        while current is not None and current in parents and current not in cache and len(chain) <= len(parents):
+            chain.append(current)
+            current = parents[current]
+        base = cache.get(current, -1) if current is not None else -1
+        for item in reversed(chain):
+            base += 1
+            cache[item] = base
+        return cache[key]
+
+    return [depth((s.context.trace_id, s.context.span_id)) if s.context is not None else 0 for s in spans]

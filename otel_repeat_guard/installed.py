@@ -1,0 +1,35 @@
+"""The process-wide guard and reminder inbox, for code that did not build the guard itself.
+
+``configure()`` and the zero-code entry point install a guard here; framework adapters
+default to :func:`installed_guard` and :func:`default_inbox` when they are not handed
+their own, so ``opentelemetry-instrument python agent.py`` needs no code changes.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+
+_lock = threading.Lock()
+_inbox = ReminderInbox()
+_guard: RepeatGuardSpanProcessor | None = None
+
+
+def default_inbox() -> ReminderInbox:
+    """The process-wide inbox that a guard installed by ``configure()`` or zero-code setup fills."""
+    return _inbox
+
+
+def installed_guard() -> RepeatGuardSpanProcessor | None:
+    """The guard installed for this process, or None if there is none."""
+    return _guard
+
+
+def set_installed_guard(guard: RepeatGuardSpanProcessor | None) -> RepeatGuardSpanProcessor | None:
+    """Make ``guard`` the process-wide guard (None uninstalls); returns the previous one."""
+    global _guard
+    with _lock:
+        previous, _guard = _guard, guard
+    return previous

@@ -1,0 +1,188 @@
+"""Turning exported spans into store rows: pure functions over ``ReadableSpan`` data.
+
+Spans are read only through the guard's conventions (:func:`find_tool_call` and
+:func:`find_agent_run`), so the store recognizes exactly the tool calls the guard does.
+Run length and reminder data come from the guard's span events: the store holds what
+went over the wire, not a second opinion.
+
+Agent identity. An exporter sees one span at a time, not its ancestors, so the agent of a
+tool call is taken, in order, from:
+
+1. the tool span's own agent id (``gen_ai.agent.id`` or the convention's equivalent);
+2. the guard's ``repeat_tool_guard.repeat`` event (present from the second call of a run);
+3. otherwise a provisional key ``trace:<trace id>/<parent span id>``, which the exporter
+   replaces with the agent-run span's key once that span (the parent) is exported too.
+   The replacement uses :func:`agent_run_key`, which builds the key exactly as the guard
+   does, so first calls and repeats of one agent run land on the same agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
+
+from otel_repeat_guard.canonical import arguments_digest, canonical_bytes
+from otel_repeat_guard.conventions import MISSING, AgentRun, Convention, find_agent_run, find_tool_call
+from otel_repeat_guard.patterns import ToolFilter
+from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
+from otel_repeat_guard.reminders import arguments_preview
+
+UNKNOWN_SERVICE = "unknown_service"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRow:
+    """One tool call as the store keeps it."""
+
+    start_ns: int
+    end_ns: int
+    service_name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    agent_key: str
+    agent_name: str | None
+    agent_known: bool
+    tool_name: str
+    tracked: bool
+    arguments_digest: str | None
+    arguments_preview: str | None
+    error: bool
+    run_length: int | None
+    reminder_tier: str | None
+    reminder_threshold: int | None
+
+    @property
+    def duration_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+    @property
+    def agent_pending(self) -> bool:
+        """Whether the parent agent-run span may still supply this call's agent key or name."""
+        return self.parent_span_id is not None and (not self.agent_known or self.agent_name is None)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRunRow:
+    """An agent-run span: the key the guard gives the tool calls made directly under it."""
+
+    trace_id: str
+    span_id: str
+    agent_key: str
+    agent_name: str | None
+
+
+def agent_run_key(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
+    """The chain key and readable name the guard gives an agent resolved from this run span.
+
+    Mirrors ``RepeatGuardSpanProcessor._resolve_agent``; ``tests/store`` checks that both
+    agree on real spans, so a change on one side fails loudly.
+    """
+    name = run.agent_name or span_name
+    return run.agent_id or f"{name}#{format_span_id(span_id)}", name
+
+
+def provisional_agent_key(trace_id: str, parent_span_id: str | None) -> str:
+    """The key of a call whose agent is not known yet (see the module docstring)."""
+    return f"trace:{trace_id}/{parent_span_id or '-'}"
+
+
+def _service_name(span: ReadableSpan) -> str:
+    value = span.resource.attributes.get("service.name") if span.resource is not None else None
+    return value if isinstance(value, str) and value else UNKNOWN_SERVICE
+
+
+def _guard_events(span: ReadableSpan) -> tuple[dict[str, object], dict[str, object]]:
+    repeat: dict[str, object] = {}
+    reminder: dict[str, object] = {}
+    for event in span.events:
+        if event.name == REPEAT_EVENT:
+            repeat = dict(event.attributes or {})
+        elif event.name == REMINDER_EVENT:
+            reminder = dict(event.attributes or {})
+    return repeat, reminder
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def tool_call_row(
+    span: ReadableSpan,
+    conventions: Sequence[Convention],
+    tracked: ToolFilter,
+    *,
+    store_arguments: bool,
+    preview_chars: int,
+) -> ToolCallRow | None:
+    """The row for ``span`` if it is a tool span in one of ``conventions``, else None."""
+    call = find_tool_call(conventions, span.name, span.attributes or {}, span.events)
+    context = span.context
+    if call is None or context is None:
+        return None
+    trace_id = format_trace_id(context.trace_id)
+    parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
+    repeat, reminder = _guard_events(span)
+    is_tracked = tracked(call.tool_name)
+
+    digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
+    preview: str | None = None
+    if call.arguments is not MISSING:
+        try:
+            canonical = canonical_bytes(call.arguments)
+        except (TypeError, ValueError, RecursionError):
+            canonical = None  # not JSON-like: the guard cannot compare it either
+        if canonical is not None:
+            digest = digest or arguments_digest(canonical)
+            if store_arguments:
+                preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), preview_chars)
+
+    event_agent = _str_or_none(repeat.get("repeat_tool_guard.agent_id"))
+    agent_key = call.agent_id or event_agent
+    known = agent_key is not None
+    if agent_key is None:
+        agent_key = provisional_agent_key(trace_id, parent_span_id)
+
+    run_length = _int_or_none(repeat.get("repeat_tool_guard.run_length"))
+    if run_length is None and is_tracked:
+        run_length = 1
+    start = span.start_time or 0
+    end = span.end_time or start
+    return ToolCallRow(
+        start_ns=start,
+        end_ns=end,
+        service_name=_service_name(span),
+        trace_id=trace_id,
+        span_id=format_span_id(context.span_id),
+        parent_span_id=parent_span_id,
+        agent_key=agent_key,
+        agent_name=call.agent_name,
+        agent_known=known,
+        tool_name=call.tool_name,
+        tracked=is_tracked,
+        arguments_digest=digest,
+        arguments_preview=preview,
+        error=call.error or span.status.status_code is StatusCode.ERROR,
+        run_length=run_length,
+        reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
+        reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),
+    )
+
+
+def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> AgentRunRow | None:
+    """The row for ``span`` if it is an agent-run span, else None."""
+    context = span.context
+    if context is None:
+        return None
+    run = find_agent_run(conventions, span.name, span.attributes or {})
+    if run is None:
+        return None
+    key, name = agent_run_key(run, span.name, context.span_id)
+    return AgentRunRow(format_trace_id(context.trace_id), format_span_id(context.span_id), key, name)

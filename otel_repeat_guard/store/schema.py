@@ -1,0 +1,173 @@
+"""The store's SQLite schema: creating it, opening it, and refusing files that are not ours.
+
+One file holds every tool call the exporter recognized. The schema is versioned in a
+small table (and mirrored in ``PRAGMA user_version``) so a newer release's file, or a
+SQLite file of some other program, gives a clear error instead of wrong numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+APPLICATION = "otel-repeat-guard"
+SCHEMA_VERSION = 1
+DEFAULT_DB = "repeat-guard.db"
+DB_ENV = "OTEL_REPEAT_GUARD_DB"
+BUSY_TIMEOUT_MS = 30_000
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS repeat_guard_schema (
+        application TEXT NOT NULL,
+        version INTEGER NOT NULL
+    )""",
+    # One row per tool call. Kept narrow (no free text) so the dashboard's scans stay fast.
+    """CREATE TABLE IF NOT EXISTS tool_calls (
+        id INTEGER PRIMARY KEY,
+        start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL,
+        duration_ns INTEGER NOT NULL,
+        service_name TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        agent_key TEXT NOT NULL,
+        agent_name TEXT,
+        agent_known INTEGER NOT NULL,
+        agent_pending INTEGER NOT NULL,
+        tool_name TEXT NOT NULL,
+        tracked INTEGER NOT NULL,
+        arguments_digest TEXT,
+        error INTEGER NOT NULL,
+        run_length INTEGER,
+        reminder_tier TEXT,
+        reminder_threshold INTEGER
+    )""",
+    # Argument text, only when the exporter was allowed to keep it (store_arguments=True).
+    """CREATE TABLE IF NOT EXISTS tool_call_arguments (
+        call_id INTEGER PRIMARY KEY REFERENCES tool_calls(id),
+        preview TEXT NOT NULL
+    )""",
+    # Agent-run spans, used to give first calls (which carry no guard event) their agent.
+    """CREATE TABLE IF NOT EXISTS agent_runs (
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        agent_key TEXT NOT NULL,
+        agent_name TEXT,
+        PRIMARY KEY (trace_id, span_id)
+    ) WITHOUT ROWID""",
+)
+
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS tool_calls_end ON tool_calls(end_ns)",
+    "CREATE INDEX IF NOT EXISTS tool_calls_tool_run ON tool_calls(tool_name, run_length)",
+    "CREATE INDEX IF NOT EXISTS tool_calls_agent ON tool_calls(agent_key, id)",
+    "CREATE INDEX IF NOT EXISTS tool_calls_parent ON tool_calls(trace_id, parent_span_id) WHERE agent_pending = 1",
+    "CREATE INDEX IF NOT EXISTS tool_calls_repeats ON tool_calls(end_ns, run_length) WHERE run_length >= 2",
+)
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message says which file and why."""
+
+
+class MissingDatabaseError(StoreError):
+    """The database file does not exist."""
+
+
+class SchemaError(StoreError):
+    """The file is not an otel-repeat-guard store this version can read."""
+
+
+def default_db_path() -> Path:
+    """``$OTEL_REPEAT_GUARD_DB`` if set, else ``./repeat-guard.db``."""
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+def _connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, uri=uri, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def _user_tables(conn: sqlite3.Connection) -> set[str]:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    return {str(name) for (name,) in rows}
+
+
+def check_schema(conn: sqlite3.Connection, path: Path | str) -> bool:
+    """Raise :class:`SchemaError` unless the file is ours and readable; False if it is empty."""
+    try:
+        tables = _user_tables(conn)
+    except sqlite3.DatabaseError as exc:
+        raise SchemaError(f"{path} is not a SQLite database ({exc})") from exc
+    if not tables:
+        return False
+    if "repeat_guard_schema" not in tables:
+        found = ", ".join(sorted(tables))
+        raise SchemaError(
+            f"{path} is a SQLite database of another program (tables: {found}), "
+            f"not an {APPLICATION} store; pass a different --db path"
+        )
+    row = conn.execute("SELECT application, version FROM repeat_guard_schema").fetchone()
+    if row is None or row[0] != APPLICATION:
+        raise SchemaError(f"{path} has a repeat_guard_schema table without an {APPLICATION} version row")
+    version = int(row[1])
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} uses store schema version {version}, newer than the {SCHEMA_VERSION} this "
+            f"otel-repeat-guard understands; upgrade otel-repeat-guard to read it"
+        )
+    if version < SCHEMA_VERSION:  # pragma: no cover - there is no older version yet
+        raise SchemaError(f"{path} uses store schema version {version}, older than {SCHEMA_VERSION}")
+    return True
+
+
+def open_for_writing(path: Path | str) -> sqlite3.Connection:
+    """Open (creating if needed) a store for the exporter: WAL mode, schema checked or created."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        raise MissingDatabaseError(f"the directory for the store {path} does not exist")
+    try:
+        conn = _connect(str(path))
+        conn.isolation_level = None  # explicit transactions only
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise SchemaError(f"{path} cannot be opened as a SQLite database ({exc})") from exc
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # serializes schema creation between processes
+        if not check_schema(conn, path):
+            for statement in (*_TABLES, *_INDEXES):
+                conn.execute(statement)
+            conn.execute("INSERT INTO repeat_guard_schema VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        conn.close()
+        raise
+    return conn
+
+
+def open_for_reading(path: Path | str) -> tuple[sqlite3.Connection, bool]:
+    """Open an existing store read-only; returns the connection and whether it has a schema.
+
+    Raises :class:`MissingDatabaseError` if there is no file and :class:`SchemaError` if it
+    is not a store this version can read. Never creates or changes the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingDatabaseError(
+            f"no store at {path}: run `otel-repeat-guard demo --db {path}` to create one, or point "
+            f"--db / ${DB_ENV} at the file your SQLiteSpanExporter writes"
+        )
+    conn = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        has_schema = check_schema(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn, has_schema

@@ -1,0 +1,204 @@
+"""``configure()``: a tracer and a meter provider with the guard and OTLP exporters, in one call.
+
+A convenience for programs that do not own their providers yet. It follows the standard
+SDK environment variables, so one build runs unchanged against any OTel backend:
+
+- ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``_TRACES_ENDPOINT`` / ``_METRICS_ENDPOINT``, ``_HEADERS``,
+  ``_TIMEOUT``, ``_COMPRESSION``, certificates: read by the OTLP exporters themselves;
+- ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and the per-signal ``_TRACES_PROTOCOL`` /
+  ``_METRICS_PROTOCOL``): ``http/protobuf`` (the default) or ``grpc``;
+- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp`` (default), ``console`` or ``none``;
+- ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``: they override the
+  ``service_name`` and ``resource_attributes`` given in code, so a deployment can rename
+  a service without a rebuild;
+- ``OTEL_METRIC_EXPORT_INTERVAL``: read by the periodic metric reader;
+- ``OTEL_REPEAT_GUARD_*``: the guard's own configuration, when ``config`` is not given.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.util.types import AttributeValue
+
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.installed import default_inbox, set_installed_guard
+from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+_PROTOCOLS = ("http/protobuf", "grpc")
+
+
+@dataclass(frozen=True)
+class GuardTelemetry:
+    """What ``configure()`` built. ``inbox`` is None when you passed your own ``on_reminder``."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    guard: RepeatGuardSpanProcessor
+    inbox: ReminderInbox | None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        traces = self.tracer_provider.force_flush(timeout_millis)
+        return self.meter_provider.force_flush(timeout_millis) and traces
+
+    def shutdown(self) -> None:
+        """Flush and stop both providers (do this before the process exits)."""
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+def _env(name: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def _protocol(signal: str, environ: Mapping[str, str]) -> str:
+    variable = f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"
+    value = _env(variable, environ)
+    if value is None:
+        variable = "OTEL_EXPORTER_OTLP_PROTOCOL"
+        value = _env(variable, environ) or "http/protobuf"
+    if value not in _PROTOCOLS:
+        raise ValueError(f"{variable} must be one of {', '.join(_PROTOCOLS)}, got {value!r}")
+    return value
+
+
+def _exporter_kind(variable: str, environ: Mapping[str, str]) -> str:
+    value = (_env(variable, environ) or "otlp").lower()
+    if value not in ("otlp", "console", "none"):
+        raise ValueError(f"{variable} must be otlp, console or none for configure(), got {value!r}")
+    return value
+
+
+def _missing_extra(exc: ImportError, protocol: str) -> ValueError:
+    package = "opentelemetry-exporter-otlp-proto-grpc" if protocol == "grpc" else "otel-repeat-guard[otlp]"
+    return ValueError(f"the OTLP {protocol} exporter is not installed ({exc.name}): pip install '{package}'")
+
+
+def _grpc_class(module: str, name: str) -> Any:
+    return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}"), name)
+
+
+def otlp_span_exporter(environ: Mapping[str, str] | None = None) -> SpanExporter:
+    """The OTLP span exporter the environment asks for; it reads its endpoint and headers itself."""
+    protocol = _protocol("TRACES", os.environ if environ is None else environ)
+    try:
+        if protocol == "grpc":  # an optional package: imported by name so the type check needs no stubs
+            grpc_exporter: SpanExporter = _grpc_class("trace_exporter", "OTLPSpanExporter")()
+            return grpc_exporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter as HTTPSpanExporter,
+        )
+    except ImportError as exc:
+        raise _missing_extra(exc, protocol) from None
+    return HTTPSpanExporter()
+
+
+def otlp_metric_exporter(environ: Mapping[str, str] | None = None) -> MetricExporter:
+    """The OTLP metric exporter the environment asks for."""
+    protocol = _protocol("METRICS", os.environ if environ is None else environ)
+    try:
+        if protocol == "grpc":
+            grpc_exporter: MetricExporter = _grpc_class("metric_exporter", "OTLPMetricExporter")()
+            return grpc_exporter
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # noqa: PLC0415
+            OTLPMetricExporter as HTTPMetricExporter,
+        )
+    except ImportError as exc:
+        raise _missing_extra(exc, protocol) from None
+    return HTTPMetricExporter()
+
+
+def build_resource(service_name: str | None, attributes: Mapping[str, AttributeValue] | None) -> Resource:
+    """The SDK's default resource, then the code's attributes, then ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME``."""
+    code: dict[str, AttributeValue] = dict(attributes or {})
+    if service_name is not None:
+        code[SERVICE_NAME] = service_name
+    return Resource.create(code).merge(OTELResourceDetector().detect())
+
+
+def _span_exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
+    kind = _exporter_kind("OTEL_TRACES_EXPORTER", environ)
+    if kind == "none":
+        return []
+    return [ConsoleSpanExporter() if kind == "console" else otlp_span_exporter(environ)]
+
+
+def _metric_readers(environ: Mapping[str, str]) -> list[MetricReader]:
+    kind = _exporter_kind("OTEL_METRICS_EXPORTER", environ)
+    if kind == "none":
+        return []
+    exporter = ConsoleMetricExporter() if kind == "console" else otlp_metric_exporter(environ)
+    return [PeriodicExportingMetricReader(exporter)]
+
+
+def _store_exporter(store: str | Path | bool, config: GuardConfig, store_arguments: bool) -> SpanExporter:
+    from otel_repeat_guard.store import SQLiteSpanExporter  # noqa: PLC0415 - only programs that keep a store
+
+    path = None if store is True else Path(str(store))
+    exporter: SpanExporter = SQLiteSpanExporter(path, config=config, store_arguments=store_arguments)
+    return exporter
+
+
+def configure(
+    config: GuardConfig | None = None,
+    *,
+    on_reminder: ReminderCallback | None = None,
+    service_name: str | None = None,
+    resource_attributes: Mapping[str, AttributeValue] | None = None,
+    span_exporters: Sequence[SpanExporter] | None = None,
+    metric_readers: Sequence[MetricReader] | None = None,
+    store: str | Path | bool = False,
+    store_arguments: bool = True,
+    set_global: bool = True,
+) -> GuardTelemetry:
+    """Build providers with the guard and exporters; by default make them global.
+
+    - ``config``: the guard's configuration; default ``GuardConfig.from_env()``.
+    - ``on_reminder``: the harness callback; default the process-wide
+      :func:`~otel_repeat_guard.installed.default_inbox`, returned as ``.inbox``.
+    - ``span_exporters`` / ``metric_readers``: replace the ones the environment asks for
+      (OTLP by default); pass ``[]`` for none.
+    - ``store``: also write tool calls to the SQLite store the dashboard reads: ``True``
+      for the default path (``$OTEL_REPEAT_GUARD_DB`` or ``./repeat-guard.db``), or a path.
+      ``store_arguments=False`` keeps argument text out of it.
+    - ``set_global``: set the global tracer and meter providers and make this guard the
+      process-wide one (what framework adapters use when not given a guard).
+    """
+    environ = os.environ
+    config = GuardConfig.from_env(environ) if config is None else config
+    resource = build_resource(service_name, resource_attributes)
+    readers = list(_metric_readers(environ) if metric_readers is None else metric_readers)
+    exporters = list(_span_exporters(environ) if span_exporters is None else span_exporters)
+    if store is not False:
+        exporters.append(_store_exporter(store, config, store_arguments))
+
+    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+    inbox = default_inbox() if on_reminder is None else None
+    guard = RepeatGuardSpanProcessor(
+        config, inbox.put if inbox is not None else on_reminder, meter_provider=meter_provider
+    )
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export
+    for exporter in exporters:
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    if set_global:
+        trace.set_tracer_provider(tracer_provider)
+        metrics.set_meter_provider(meter_provider)
+        set_installed_guard(guard)
+    return GuardTelemetry(tracer_provider, meter_provider, guard, inbox)

@@ -1,0 +1,75 @@
+"""Zero-code setup: ``opentelemetry-instrument`` adds the guard when ``OTEL_REPEAT_GUARD_ENABLED=true``.
+
+``opentelemetry-instrument`` (opentelemetry-instrumentation) runs the distro, then one
+``opentelemetry_configurator`` (the SDK's, which builds the ``TracerProvider`` from the
+``OTEL_*`` variables), then the instrumentors, and last every
+``opentelemetry_post_instrument`` entry point, with no arguments. The guard hooks in at
+that last step, through :func:`post_instrument`, so it works with whichever distro and
+configurator the user has: it adds itself to the global provider that already exists.
+Reminders go to the process-wide :func:`~otel_repeat_guard.installed.default_inbox`.
+
+This must never break the instrumented program: every failure is logged, not raised (a
+raise would also skip the post-instrument hooks of other packages).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from opentelemetry import trace
+
+from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
+from otel_repeat_guard.installed import default_inbox, installed_guard, set_installed_guard
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+
+logger = logging.getLogger("otel_repeat_guard")
+
+ENABLED_ENV = ENV_PREFIX + "ENABLED"
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off", ""})
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``OTEL_REPEAT_GUARD_ENABLED`` asks for the guard; an unknown value raises ``ValueError``."""
+    raw = (os.environ if environ is None else environ).get(ENABLED_ENV, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValueError(f"{ENABLED_ENV} must be true or false, got {raw!r}")
+
+
+def install(provider: object | None = None, config: GuardConfig | None = None) -> RepeatGuardSpanProcessor | None:
+    """Add a guard to ``provider`` (default: the global one) unless this process already has one.
+
+    Returns the guard, or None when the provider cannot take span processors (no SDK was
+    configured, so there are no spans to watch).
+    """
+    existing = installed_guard()
+    if existing is not None:
+        return existing
+    provider = trace.get_tracer_provider() if provider is None else provider
+    add = getattr(provider, "add_span_processor", None)
+    if add is None:
+        logger.warning(
+            "%s is set but the tracer provider is %s, not the SDK's: no spans to watch, guard not installed",
+            ENABLED_ENV,
+            type(provider).__name__,
+        )
+        return None
+    guard = RepeatGuardSpanProcessor(GuardConfig.from_env() if config is None else config, default_inbox().put)
+    add(guard)
+    set_installed_guard(guard)
+    logger.info("repeat guard installed on %s (thresholds %s)", type(provider).__name__, guard.config.thresholds)
+    return guard
+
+
+def post_instrument(*_args: object, **_kwargs: object) -> None:
+    """The ``opentelemetry_post_instrument`` entry point. Never raises."""
+    try:
+        if enabled():
+            install()
+    except Exception as exc:
+        logger.error("repeat guard not installed: %s", exc)

@@ -1,0 +1,197 @@
+"""The docker-compose stack, checked without a Docker engine: structure, references, ports, volumes, configs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from tests.backends.servers import ROOT, find_tool
+
+SERVICES = {"volume-init", "otel-collector", "jaeger", "prometheus", "grafana", "dashboard", "demo-agent"}
+ONE_SHOT = {"volume-init"}
+
+
+def load(path: str) -> Any:
+    return yaml.safe_load((ROOT / path).read_text())
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return load("docker-compose.yml")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def collector() -> dict[str, Any]:
+    return load("deploy/otel-collector.yaml")  # type: ignore[no-any-return]
+
+
+def env(service: dict[str, Any]) -> dict[str, str]:
+    value = service.get("environment") or {}
+    return dict(item.split("=", 1) for item in value) if isinstance(value, list) else dict(value)
+
+
+def published(service: dict[str, Any]) -> dict[int, int]:
+    """host port -> container port."""
+    out = {}
+    for spec in service.get("ports", []):
+        host, container = str(spec).split(":")[-2:]
+        out[int(host)] = int(container.split("/")[0])
+    return out
+
+
+def test_services_images_and_healthchecks(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == SERVICES
+    for name, service in services.items():
+        image = service.get("image")
+        assert image, f"{name} has no image"
+        if "build" not in service:
+            repository, _, tag = image.rpartition(":")
+            assert repository and tag and tag != "latest", f"{name}: image {image} is not pinned"
+            assert re.fullmatch(r"v?\d+\.\d+\.\d+", tag), f"{name}: {image} is not pinned to a release"
+        if name not in ONE_SHOT:
+            test = service.get("healthcheck", {}).get("test")
+            assert test and test[0] == "CMD", f"{name} has no healthcheck"
+            assert service.get("restart") == "unless-stopped", name
+        for dependency in service.get("depends_on", {}):
+            assert dependency in services, f"{name} depends on unknown service {dependency}"
+
+
+def test_every_referenced_file_exists(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        if "build" in service:
+            assert (ROOT / service["build"] / "Dockerfile").is_file(), name
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (ROOT / source).exists(), f"{name} mounts missing {source}"
+            else:
+                assert source in compose["volumes"], f"{name} uses undeclared volume {source}"
+
+
+def test_ports_are_unique_and_match_the_configs(compose: dict[str, Any], collector: dict[str, Any]) -> None:
+    services = compose["services"]
+    hosts = [port for service in services.values() for port in published(service)]
+    assert len(hosts) == len(set(hosts)), "a host port is published twice"
+    protocols = collector["receivers"]["otlp"]["protocols"]
+    grpc, http = (int(protocols[p]["endpoint"].rsplit(":", 1)[1]) for p in ("grpc", "http"))
+    assert {grpc: grpc, http: http}.items() <= published(services["otel-collector"]).items()
+    health = int(collector["extensions"]["health_check"]["endpoint"].rsplit(":", 1)[1])
+    assert published(services["otel-collector"])[health] == health
+
+    # the demo agent exports OTLP/HTTP to the Collector's HTTP receiver
+    agent = env(services["demo-agent"])
+    endpoint = urlparse(agent["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    assert (endpoint.hostname, endpoint.port, agent["OTEL_EXPORTER_OTLP_PROTOCOL"]) == (
+        "otel-collector",
+        http,
+        "http/protobuf",
+    )
+    # the Collector sends traces to Jaeger's OTLP gRPC port on the compose network
+    jaeger = collector["exporters"]["otlp/jaeger"]["endpoint"]
+    assert jaeger.split(":")[0] in services and jaeger.endswith(":4317")
+    # Prometheus scrapes the Collector's prometheus exporter
+    scrape_port = int(collector["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
+    targets = [
+        t
+        for job in load("deploy/prometheus.yml")["scrape_configs"]
+        for c in job["static_configs"]
+        for t in c["targets"]
+    ]
+    assert targets == [f"otel-collector:{scrape_port}"]
+    # Grafana reads that Prometheus; the dashboard links to the Jaeger UI that is published
+    datasource = load("deploy/grafana/provisioning/datasources/prometheus.yml")["datasources"][0]["url"]
+    assert datasource == f"http://prometheus:{published(services['prometheus'])[9090]}"
+    trace_url = urlparse(env(services["dashboard"])["OTEL_REPEAT_GUARD_TRACE_URL"])
+    assert trace_url.port in published(services["jaeger"]) and "{trace_id}" in trace_url.path
+
+
+def test_the_file_exporter_output_is_what_the_dashboard_ingests(
+    compose: dict[str, Any], collector: dict[str, Any]
+) -> None:
+    services = compose["services"]
+    path = collector["exporters"]["file"]["path"]
+    mounts = {
+        name: {v.split(":")[1]: v.split(":")[0] for v in services[name]["volumes"]}
+        for name in services
+        if "volumes" in services[name]
+    }
+    directory = str(Path(path).parent)
+    assert mounts["otel-collector"][directory] == mounts["dashboard"][directory] == mounts["volume-init"][directory]
+    assert env(services["dashboard"])["TRACES_FILE"] == path
+    assert services["dashboard"]["volumes"][0].endswith(":ro")  # the dashboard only reads the Collector's file
+
+
+def test_collector_pipelines_reference_only_defined_components(collector: dict[str, Any]) -> None:
+    service = collector["service"]
+    for extension in service["extensions"]:
+        assert extension in collector["extensions"]
+    used: dict[str, set[str]] = {"receivers": set(), "processors": set(), "exporters": set()}
+    for name, pipeline in service["pipelines"].items():
+        assert name.split("/")[0] in {"traces", "metrics", "logs"}
+        for kind, seen in used.items():
+            for component in pipeline.get(kind, []):
+                assert component in collector[kind], f"pipeline {name} uses undefined {kind[:-1]} {component}"
+                seen.add(component)
+    for kind, names in used.items():
+        assert names == set(collector[kind]), f"defined but unused {kind}: {set(collector[kind]) - names}"
+    assert "file" in service["pipelines"]["traces"]["exporters"]
+    assert "prometheus" in service["pipelines"]["metrics"]["exporters"]
+
+
+def test_promtool_accepts_the_prometheus_config() -> None:
+    promtool = find_tool("PROMTOOL_BIN", "/usr/bin/promtool")
+    done = subprocess.run(
+        [str(promtool), "check", "config", str(ROOT / "deploy/prometheus.yml")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS" in done.stdout + done.stderr
+
+
+def test_grafana_dashboard_queries_the_guards_metric_names() -> None:
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/loop-hotspots.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    names = set(re.findall(r"repeat_tool_guard_[a-z_]+?_(?:total|bucket|count|sum)\b", " ".join(exprs)))
+    assert names == {
+        "repeat_tool_guard_repeated_calls_total",
+        "repeat_tool_guard_reminders_total",
+        "repeat_tool_guard_run_length_bucket",
+    }
+
+
+def dockerfile() -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_dockerfile_runs_the_entrypoint_the_tests_run(compose: dict[str, Any]) -> None:
+    lines = dockerfile()
+    assert 'ENTRYPOINT ["dashboard-entrypoint.sh"]' in lines
+    assert "COPY deploy/dashboard-entrypoint.sh /usr/local/bin/dashboard-entrypoint.sh" in lines
+    install = next(line for line in lines if line.startswith("RUN pip install"))
+    extras = set(re.search(r"'\.\[([a-z,-]+)\]'", install).group(1).split(","))  # type: ignore[union-attr]
+    assert {"dashboard", "ingest", "otlp"} <= extras  # what the entrypoint test and demo-agent test import
+    health = next(line for line in lines if line.startswith("HEALTHCHECK"))
+    assert json.loads(health.split("CMD", 1)[1]) == compose["services"]["dashboard"]["healthcheck"]["test"][1:]
+    assert (ROOT / "deploy/dashboard-entrypoint.sh").stat().st_mode & 0o111, "the entrypoint must be executable"
+    script = (ROOT / "deploy/dashboard-entrypoint.sh").read_text()
+    assert 'otel-repeat-guard ingest --follow --quiet --db "$DB" "$TRACES_FILE"' in script
+    assert 'otel-repeat-guard dashboard --db "$DB" --host "$HOST" --port "$PORT" --trace-url "$TRACE_URL"' in script
+    dashboard_env = env(compose["services"]["dashboard"])
+    assert {"TRACES_FILE", "OTEL_REPEAT_GUARD_DB", "DASHBOARD_HOST", "DASHBOARD_PORT"} <= set(dashboard_env)
+    assert shlex.split(f"x {dashboard_env['DASHBOARD_PORT']}")[1] == str(
+        published(compose["services"]["dashboard"])[8501]
+    )

@@ -1,0 +1,245 @@
+"""``ingest`` on real OTLP JSON: same rows as the exporter, idempotent, tolerant, follows rotation, zstd."""
+
+from __future__ import annotations
+
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_repeat_guard.ingest import Ingest, IngestOptions
+from otel_repeat_guard.ingest.progress import Progress
+from otel_repeat_guard.store import SQLiteSpanExporter
+from tests.ingest.otlp import (
+    batches,
+    otlp_json_line,
+    record_workload,
+    store_rows,
+    write_lines,
+    zstd_messages,
+    zstd_stream,
+)
+
+
+def exported_rows(spans: list[ReadableSpan], db: Path, size: int = 3) -> list[tuple[object, ...]]:
+    """The rows the store's own exporter writes for these spans, batch by batch as a BSP would."""
+    exporter = SQLiteSpanExporter(db)
+    for batch in batches(spans, size):
+        exporter.export(batch)
+    exporter.shutdown()
+    return store_rows(db)
+
+
+def ingest(path: Path, db: Path, **options: object) -> tuple[Ingest, str]:
+    errors = io.StringIO()
+    job = Ingest(path, db, IngestOptions(**options), errors=errors)  # type: ignore[arg-type]
+    job.run()
+    return job, errors.getvalue()
+
+
+@pytest.fixture
+def guarded() -> list[ReadableSpan]:
+    return record_workload(guard=True)[0]
+
+
+def test_ingested_rows_equal_exported_rows(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    expected = exported_rows(guarded, tmp_path / "exported.db")
+    path = write_lines(tmp_path / "traces.jsonl", [otlp_json_line(b) for b in batches(guarded, 3)])
+    job, errors = ingest(path, tmp_path / "ingested.db")
+    assert errors == ""
+    assert store_rows(tmp_path / "ingested.db") == expected
+    assert len(expected) == 12  # every tool call of the workload
+    runs = [row[15] for row in expected if row[11] == "grep"]
+    assert runs == [1, 2, 3, 4, 5]
+    tiers = [(row[11], row[16], row[17]) for row in expected if row[16] is not None]
+    assert tiers == [("grep", "gentle", 3), ("grep", "detailed", 5), ("bash", "gentle", 3)]
+    assert job.stats.spans == len(guarded) and job.stats.new_spans == len(guarded)
+
+
+def test_second_ingest_inserts_nothing(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    path = write_lines(tmp_path / "traces.jsonl", [otlp_json_line(b) for b in batches(guarded, 4)])
+    db = tmp_path / "store.db"
+    ingest(path, db)
+    first = store_rows(db)
+    job, _ = ingest(path, db)
+    assert store_rows(db) == first
+    assert job.stats.new_spans == 0 and job.stats.duplicate_spans == len(guarded)
+    # a Collector retry that wrote a batch twice within one file is also stored once
+    doubled = write_lines(tmp_path / "doubled.jsonl", [otlp_json_line(guarded)] * 2)
+    job, _ = ingest(doubled, tmp_path / "doubled.db")
+    assert len(store_rows(tmp_path / "doubled.db")) == len(first)
+    assert job.stats.duplicate_spans == len(guarded)
+
+
+def test_malformed_lines_are_reported_skipped_and_counted(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    good = [otlp_json_line(b) for b in batches(guarded, 4)]
+    lines = [good[0], b'{"resourceSpans": [{"scopeSpans": [', good[1], b"", b"not json at all", *good[2:]]
+    lines.append(good[0][: len(good[0]) // 2])  # the writer died mid-line: no newline, half a request
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    job, errors = ingest(path, tmp_path / "store.db")
+    reported = errors.splitlines()
+    assert [line.split(": ", 1)[0] for line in reported] == [f"{path}:2", f"{path}:5", f"{path}:{len(lines)}"]
+    assert all("skipped malformed record" in line for line in reported)
+    assert job.stats.malformed == 3
+    assert job.stats.records == len(lines) - 1  # the blank line is no record
+    assert len(store_rows(tmp_path / "store.db")) == 12  # every good line made it
+
+
+@pytest.mark.parametrize("layout", [zstd_messages, zstd_stream], ids=["length-prefixed-frames", "native-stream"])
+def test_zstd_layouts(tmp_path: Path, guarded: list[ReadableSpan], layout: Callable[[list[bytes]], bytes]) -> None:
+    expected = exported_rows(guarded, tmp_path / "exported.db")
+    path = tmp_path / "traces.jsonl.zst"
+    path.write_bytes(layout([otlp_json_line(b) for b in batches(guarded, 3)]))
+    job, errors = ingest(path, tmp_path / "store.db")
+    assert errors == ""
+    assert store_rows(tmp_path / "store.db") == expected
+    assert job.stats.malformed == 0
+
+
+def test_corrupt_zstd_frame_is_skipped(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    lines = [otlp_json_line(b) for b in batches(guarded, 3)]
+    data = bytearray(zstd_messages(lines))
+    first = int.from_bytes(data[:4], "big")
+    data[10:first] = b"\x00" * (first - 10)  # destroy the first frame's content, keep its length
+    path = tmp_path / "traces.zst"
+    path.write_bytes(bytes(data))
+    job, errors = ingest(path, tmp_path / "store.db")
+    assert errors.startswith(f"{path}:1: skipped malformed record")
+    assert job.stats.malformed == 1 and job.stats.records == len(lines)
+
+
+@pytest.fixture
+def following(tmp_path: Path) -> Iterator[Callable[..., Ingest]]:
+    jobs: list[tuple[Ingest, threading.Thread]] = []
+
+    def start(path: Path, db: Path, **options: object) -> Ingest:
+        job = Ingest(path, db, IngestOptions(follow=True, poll_seconds=0.05, **options), errors=io.StringIO())  # type: ignore[arg-type]
+        thread = threading.Thread(target=job.run, daemon=True)
+        thread.start()
+        jobs.append((job, thread))
+        return job
+
+    yield start
+    for job, thread in jobs:
+        job.stop.set()
+        thread.join(10)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_follow_handles_growth_a_partial_line_and_rotation(
+    tmp_path: Path, guarded: list[ReadableSpan], following: Callable[..., Ingest]
+) -> None:
+    lines = [otlp_json_line(b) for b in batches(guarded, 2)]
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    path.write_bytes(lines[0] + b"\n")
+    job = following(path, db)
+    wait_for(lambda: job.stats.records == 1)
+    with path.open("ab") as out:  # a partially written line: nothing may be lost or reported
+        out.write(lines[1][:50])
+        out.flush()
+        time.sleep(0.3)
+        assert job.stats.records == 1 and job.stats.malformed == 0
+        out.write(lines[1][50:] + b"\n" + lines[2] + b"\n" + lines[3][:40])
+    time.sleep(0.2)
+    os.rename(path, tmp_path / "traces-2026-01-01T00-00-00.000.jsonl")  # rotation, as lumberjack does it
+    with (tmp_path / "traces-2026-01-01T00-00-00.000.jsonl").open("ab") as old:
+        old.write(lines[3][40:] + b"\n")  # the writer's last flush to the old file
+    path.write_bytes(b"".join(line + b"\n" for line in lines[4:]))
+    wait_for(lambda: job.stats.records == len(lines))
+    wait_for(lambda: len(store_rows(db)) == 12)
+    assert job.stats.malformed == 0
+    assert store_rows(db) == exported_rows(guarded, tmp_path / "exported.db", size=2)
+
+
+def test_follow_restarts_after_truncation(
+    tmp_path: Path, guarded: list[ReadableSpan], following: Callable[..., Ingest]
+) -> None:
+    lines = [otlp_json_line(b) for b in batches(guarded, 6)]
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    job = following(path, db)
+    wait_for(lambda: job.stats.records == len(lines))
+    path.write_bytes(lines[0] + b"\n")  # truncated in place and rewritten
+    wait_for(lambda: job.stats.records == len(lines) + 1)
+    assert job.stats.duplicate_spans == 6 and job.stats.malformed == 0
+
+
+def test_progress_on_a_large_file(tmp_path: Path) -> None:
+    spans = [s for _ in range(30) for s in record_workload(guard=True, service=f"svc-{_}")[0]]
+    path = write_lines(tmp_path / "big.jsonl", [otlp_json_line(b) for b in batches(spans, 5)])
+    assert path.stat().st_size > 1_000_000 / 4
+    shown = io.StringIO()
+    job = Ingest(path, tmp_path / "store.db", progress=Progress(shown, min_bytes=100_000), errors=io.StringIO())
+    job._progress._interval = 0  # type: ignore[union-attr]  # every chunk, so the test sees several
+    job.run()
+    lines = shown.getvalue().splitlines()
+    assert lines and lines[-1].startswith(f"{path}: 100% ")
+    assert f"{len(spans):,} spans ({len(spans):,} new), 0 malformed" in lines[-1]
+
+
+def test_replay_finds_the_loops_of_a_run_recorded_without_the_guard(tmp_path: Path) -> None:
+    unguarded, _ = record_workload(guard=False)
+    assert not any(e.name.startswith("repeat_tool_guard") for s in unguarded for e in s.events)
+    path = write_lines(tmp_path / "traces.jsonl", [otlp_json_line(b) for b in batches(unguarded, 3)])
+
+    job, _ = ingest(path, tmp_path / "plain.db")
+    assert {row[15] for row in store_rows(tmp_path / "plain.db")} <= {1, None}  # no loops without replay
+
+    job, _ = ingest(path, tmp_path / "replayed.db", replay=True)
+    assert job.stats.replayed_traces == 2 and job.stats.guarded_traces == 0
+    replayed = store_rows(tmp_path / "replayed.db")
+    # the same workload recorded live with the guard: same agents, same run lengths
+    live = exported_rows(record_workload(guard=True)[0], tmp_path / "live.db")
+
+    def loops(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+        return [(r[8], r[11], r[14], r[15]) for r in rows]  # agent name, tool, error, run length
+
+    assert loops(replayed) == loops(live)
+    assert [r[15] for r in replayed if r[11] == "grep"] == [1, 2, 3, 4, 5]
+    assert [r[15] for r in replayed if r[11] == "bash"] == [1, 2, 3, 1]
+    assert all(r[16] is None for r in replayed)  # no reminder was delivered to these agents
+    agents = {r[7] for r in replayed}
+    assert "coder-1" in agents and any(str(a).startswith("researcher#") for a in agents)
+
+
+def test_replay_passes_guarded_traces_through(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    path = write_lines(tmp_path / "traces.jsonl", [otlp_json_line(guarded)])
+    job, _ = ingest(path, tmp_path / "store.db", replay=True)
+    assert job.stats.guarded_traces == 2 and job.stats.replayed_traces == 0
+    assert store_rows(tmp_path / "store.db") == exported_rows(guarded, tmp_path / "exported.db")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "otel_repeat_guard.cli", *args], check=False, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_cli_ingest(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    path = write_lines(tmp_path / "traces.jsonl", [otlp_json_line(guarded), b"garbage"])
+    db = tmp_path / "store.db"
+    done = cli("ingest", str(path), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert f"{path}:2: skipped malformed record: not JSON" in done.stderr
+    assert f"{len(guarded)} spans: {len(guarded)} new, 0 already stored; 1 malformed" in done.stdout
+    again = cli("ingest", str(path), "--db", str(db))
+    assert f"0 new, {len(guarded)} already stored" in again.stdout
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM tool_calls").fetchone() == (12,)
+    missing = cli("ingest", str(tmp_path / "nope.jsonl"), "--db", str(db))
+    assert missing.returncode == 2 and "no file at" in missing.stderr

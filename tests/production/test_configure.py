@@ -1,0 +1,126 @@
+"""``configure()`` with real OTLP/HTTP exporters, honoring the standard OTEL_* variables."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_repeat_guard import GuardConfig, configure
+from tests.production.agent import looping_agent
+from tests.production.receiver import otlp_receiver
+
+
+def test_configure_exports_spans_events_and_metrics_over_otlp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with otlp_receiver() as (endpoint, received):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,service.name=overridden")
+        monkeypatch.setenv("OTEL_REPEAT_GUARD_THRESHOLDS", "3,4")
+        telemetry = configure(service_name="from-code", store=tmp_path / "store.db", set_global=False)
+        assert telemetry.guard.config == GuardConfig(thresholds=(3, 4))
+        looping_agent(telemetry.tracer_provider, calls=5)
+        telemetry.shutdown()
+
+        spans = received.spans()
+        assert {r["service.name"] for r, _ in spans} == {"from-env"}  # OTEL_SERVICE_NAME beats code and attributes
+        assert {r["deployment.environment"] for r, _ in spans} == {"test"}
+        tools = [s for _, s in spans if s.name == "execute_tool read_file"]
+        assert len(tools) == 5
+        run_lengths = [
+            next(
+                (
+                    kv.value.int_value
+                    for e in s.events
+                    for kv in e.attributes
+                    if kv.key == "repeat_tool_guard.run_length"
+                ),
+                1,
+            )
+            for s in sorted(tools, key=lambda s: s.end_time_unix_nano)
+        ]
+        assert run_lengths == [1, 2, 3, 4, 5]
+        reminders = {
+            kv.value.string_value
+            for s in tools
+            for e in s.events
+            if e.name == "repeat_tool_guard.reminder"
+            for kv in e.attributes
+            if kv.key == "repeat_tool_guard.tier"
+        }
+        assert reminders == {"gentle", "detailed"}
+
+        points = received.metric_points("repeat_tool_guard.reminders")
+        assert sorted((p["repeat_tool_guard.tier"], p["repeat_tool_guard.threshold"], v) for p, v in points) == [
+            ("detailed", 4, 1),
+            ("gentle", 3, 1),
+        ]
+        assert {p["gen_ai.tool.name"] for p, _ in points} == {"read_file"}
+        repeated = received.metric_points("repeat_tool_guard.repeated_calls")
+        assert repeated == [({"gen_ai.tool.name": "read_file"}, 4)]
+
+    assert telemetry.inbox is not None
+    assert [r.threshold for r in telemetry.inbox.drain("agent-1")] == [3, 4]
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        rows = conn.execute("SELECT tool_name, run_length, reminder_tier FROM tool_calls ORDER BY end_ns").fetchall()
+    assert rows == [
+        ("read_file", 1, None),
+        ("read_file", 2, None),
+        ("read_file", 3, "gentle"),
+        ("read_file", 4, "detailed"),
+        ("read_file", 5, None),
+        ("grep", 1, None),
+    ]
+
+
+def test_exporters_can_be_turned_off_or_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    seen: list[str] = []
+    telemetry = configure(GuardConfig(thresholds=(2,)), on_reminder=lambda r: seen.append(r.tier), set_global=False)
+    assert telemetry.inbox is None
+    looping_agent(telemetry.tracer_provider, calls=2)
+    telemetry.shutdown()
+    assert seen == ["gentle"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "OTEL_EXPORTER_OTLP_PROTOCOL must be one of"),
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "carrier-pigeon", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
+        ("OTEL_TRACES_EXPORTER", "zipkin", "OTEL_TRACES_EXPORTER must be otlp, console or none"),
+        ("OTEL_REPEAT_GUARD_THRESHOLDS", "1", "thresholds must be at least 2"),
+    ],
+)
+def test_bad_settings_raise_with_the_variable_name(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=message):
+        configure(set_global=False)
+
+
+def test_grpc_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.metric_exporter", None)
+    with pytest.raises(ValueError, match="opentelemetry-exporter-otlp-proto-grpc"):
+        configure(set_global=False)
+
+
+def test_configure_sets_the_globals_and_the_process_wide_guard() -> None:
+    script = (
+        "from opentelemetry import trace, metrics\n"
+        "import otel_repeat_guard as g\n"
+        "t = g.configure(span_exporters=[], metric_readers=[])\n"
+        "assert trace.get_tracer_provider() is t.tracer_provider\n"
+        "assert metrics.get_meter_provider() is t.meter_provider\n"
+        "assert g.installed_guard() is t.guard and t.inbox is g.default_inbox()\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
