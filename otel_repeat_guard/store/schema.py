@@ -70,7 +70,8 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS tool_calls_tool_repeats ON tool_calls(tool_name, run_length) WHERE run_length >= 2",
     "CREATE INDEX IF NOT EXISTS tool_calls_agent ON tool_calls(agent_key, id)",
     "CREATE INDEX IF NOT EXISTS tool_calls_parent ON tool_calls(trace_id, parent_span_id) WHERE agent_pending = 1",
-    "CREATE INDEX IF NOT EXISTS tool_calls_repeats ON tool_calls(end_ns, run_length) WHERE run_length >= 2",
+    # Covers the over-time chart: repeated calls and their reminder tier, by time.
+    "CREATE INDEX IF NOT EXISTS tool_calls_repeats ON tool_calls(end_ns, reminder_tier) WHERE run_length >= 2",
 )
 
 
