@@ -78,8 +78,8 @@ def dashboard_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        server.terminate()  # the command stops its Streamlit child on SIGTERM
+        assert server.wait(timeout=20) == 130
 
 
 @pytest.fixture(scope="module")
