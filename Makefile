@@ -9,8 +9,12 @@ VENV_OLDEST ?= .venv-sdk-oldest
 VENV_PHOENIX ?= .venv-phoenix
 PHOENIX_VERSION ?= 20.26.1
 # Extras the main virtualenv needs for the whole suite.
-EXTRAS ?= dev,dashboard,otlp,ingest,backends-test
+EXTRAS ?= dev,dashboard,test,otlp,ingest,backends-test
 CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py
+
+# Debian's browser for the real-browser dashboard test (Playwright never downloads one here).
+CHROMIUM ?= /usr/bin/chromium
+DB ?= repeat-guard.db
 
 # Agent-framework integration tests: one virtualenv per group of frameworks that install together
 # (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1). `make -j3 integration` installs in parallel.
@@ -20,7 +24,8 @@ INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integra
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py
 
-.PHONY: test lint typecheck unit sdk-oldest backends prometheus integration $(addprefix integration-,$(INTEGRATION_GROUPS)) clean
+.PHONY: test lint typecheck unit sdk-oldest backends prometheus chromium integration \
+	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +49,23 @@ $(VENV_PHOENIX)/.installed:
 
 backends: prometheus $(VENV_PHOENIX)/.installed
 
+$(BIN)/.installed-dashboard: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dashboard]'
+	touch $@
+
+# The quick start: a simulated multi-agent workload through the guard into $(DB), then the dashboard.
+demo: $(BIN)/.installed-dashboard
+	$(BIN)/otel-repeat-guard demo --db $(DB) --dashboard
+
+dashboard: $(BIN)/.installed-dashboard
+	$(BIN)/otel-repeat-guard dashboard --db $(DB)
+
+# Installs Debian's chromium only when it is absent (CI runs as root on a fresh machine).
+chromium:
+	@test -x $(CHROMIUM) || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
+
 $(VENV_OLDEST)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_OLDEST)
 	$(VENV_OLDEST)/bin/pip install --quiet --upgrade pip
@@ -64,7 +86,7 @@ typecheck: $(BIN)/.installed
 	$(BIN)/mypy --strict otel_repeat_guard
 
 # The whole suite but the framework integrations: a missing Prometheus or Phoenix fails the run instead of skipping.
-unit: $(BIN)/.installed backends
+unit: $(BIN)/.installed backends chromium
 	OTEL_REPEAT_GUARD_REQUIRE_BACKENDS=1 PHOENIX_BIN=$(VENV_PHOENIX)/bin/phoenix \
 	  $(BIN)/python -m pytest --ignore=tests/integrations --cov --cov-report=term-missing:skip-covered; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing, since nothing was proven" >&2; exit 1; fi; exit $$rc
@@ -85,6 +107,14 @@ $(foreach group,$(INTEGRATION_GROUPS),$(eval $(call integration_rule,$(group))))
 integration: $(addprefix integration-,$(INTEGRATION_GROUPS))
 
 test: lint typecheck unit sdk-oldest integration
+
+# Refreshes docs/dashboard.png from the browser test.
+screenshot: $(BIN)/.installed chromium
+	REPEAT_GUARD_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(BIN)/python -m pytest -q tests/dashboard/test_browser.py
+
+# 1,000,000 tool calls: the time of each dashboard query and of a cold page run.
+benchmark: $(BIN)/.installed
+	$(BIN)/python benchmarks/dashboard_queries.py
 
 clean:
 	rm -rf $(VENV) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -240,12 +241,22 @@ def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | Non
     shown_host = f"[{host}]" if ":" in host else host
     print(f"dashboard for {db} at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
     process = subprocess.Popen(command, env=env)
+
+    def stop(signum: int, frame: object) -> None:  # SIGTERM: take the server down with us
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         return process.wait()
     except KeyboardInterrupt:
         process.terminate()
-        process.wait(timeout=10)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

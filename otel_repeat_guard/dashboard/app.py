@@ -18,12 +18,13 @@ from otel_repeat_guard.store.schema import StoreError, open_for_reading
 
 CACHE_TTL_SECONDS = 5
 TIME_RANGES: dict[str, int | None] = {
-    "All time": None,
     "Last 15 minutes": 15 * 60,
     "Last hour": 3600,
     "Last 24 hours": 86400,
     "Last 7 days": 7 * 86400,
+    "All time": None,
 }
+DEFAULT_TIME_RANGE = "Last 24 hours"
 FEED_HELP = """
 This store has no tool calls yet. Feed it in either of two ways:
 
@@ -115,8 +116,9 @@ def _sidebar(db: str) -> tuple[Filters, bool]:
 
     sidebar = st.sidebar
     sidebar.header("Filters")
-    label = sidebar.selectbox("Time range", list(TIME_RANGES), key="time_range")
-    seconds = TIME_RANGES[label or "All time"]
+    ranges = list(TIME_RANGES)
+    label = sidebar.selectbox("Time range", ranges, index=ranges.index(DEFAULT_TIME_RANGE), key="time_range")
+    seconds = TIME_RANGES[label or DEFAULT_TIME_RANGE]
     now_ns = int(time.time() // CACHE_TTL_SECONDS * CACHE_TTL_SECONDS) * 1_000_000_000  # cache-friendly
     filters = Filters(
         start_ns=None if seconds is None else now_ns - seconds * 1_000_000_000,
@@ -161,7 +163,7 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str) -> None:
         shown.assign(repeated_share=shown["repeated_share"] * 100),
         key=key,
         hide_index=True,
-        use_container_width=True,
+        width="stretch",
         column_config={
             label: st.column_config.TextColumn(label.capitalize()),
             "repeated_calls": st.column_config.NumberColumn("Repeated calls"),
@@ -184,7 +186,7 @@ def _grouped_section(title: str, frame: pd.DataFrame, label: str, key: str) -> N
     with left:
         _hotspot_table(frame, label, key)
     with right:
-        st.altair_chart(charts.hotspot_bars(frame, label, f"Repeated calls by {label}"), use_container_width=True)
+        st.altair_chart(charts.hotspot_bars(frame, label, f"Repeated calls by {label}"), width="stretch")
 
 
 def _trends_section(db: str, filters: Filters) -> None:
@@ -198,7 +200,7 @@ def _trends_section(db: str, filters: Filters) -> None:
         if frame.empty:
             st.caption("No repeated calls in this selection.")
         else:
-            st.altair_chart(charts.over_time(frame, bucket_s), use_container_width=True)
+            st.altair_chart(charts.over_time(frame, bucket_s), width="stretch")
     with right:
         st.subheader("Run-length distribution")
         lengths = _run_lengths(db, filters)
@@ -207,7 +209,7 @@ def _trends_section(db: str, filters: Filters) -> None:
         if loops.empty:
             st.caption("No runs of two or more identical calls in this selection.")
         else:
-            st.altair_chart(charts.run_length_histogram(loops), use_container_width=True)
+            st.altair_chart(charts.run_length_histogram(loops), width="stretch")
         st.caption(f"{single:,} calls were not repeated (runs of one).")
 
 
@@ -237,7 +239,7 @@ def _drill_down(db: str, filters: Filters, tools: list[str], settings: Settings)
         calls[["time", "tool", "position", "status", "reminder_tier", "duration_ms", "arguments", "trace"]],
         key="drill_chain",
         hide_index=True,
-        use_container_width=True,
+        width="stretch",
         column_config={
             "time": st.column_config.DatetimeColumn("Ended (UTC)", format="HH:mm:ss.SSS"),
             "tool": st.column_config.TextColumn("Tool"),

@@ -224,16 +224,15 @@ def chain(conn: sqlite3.Connection, agent_key: str, end_id: int, run_length: int
 
 
 def filter_options(conn: sqlite3.Connection) -> pd.DataFrame:
-    """Long form (``kind``, ``value``) of the services, agents and tools present."""
-    sql = f"""
-        SELECT 'service' AS kind, service_name AS value FROM (SELECT DISTINCT service_name FROM tool_calls)
-        UNION ALL SELECT 'agent', value FROM (SELECT DISTINCT {AGENT} AS value FROM tool_calls)
-        UNION ALL SELECT 'tool', tool_name FROM (SELECT DISTINCT tool_name FROM tool_calls)
-        ORDER BY kind, value
-    """
-    return _read(conn, sql, [])
+    """Long form (``kind``, ``value``) of the services, agents and tools seen (kept by the exporter)."""
+    return _read(conn, "SELECT kind, value FROM dimensions ORDER BY kind, value", [])
 
 
 def time_bounds(conn: sqlite3.Connection) -> pd.DataFrame:
-    """One row: the first and last call end (``first_ns``, ``last_ns``) and the row count."""
-    return _read(conn, "SELECT MIN(end_ns) AS first_ns, MAX(end_ns) AS last_ns, COUNT(*) AS rows FROM tool_calls", [])
+    """One row: the first and last call end (``first_ns``, ``last_ns``) and whether there are any (``rows``)."""
+    sql = """
+        SELECT (SELECT MIN(end_ns) FROM tool_calls) AS first_ns,
+               (SELECT MAX(end_ns) FROM tool_calls) AS last_ns,
+               EXISTS (SELECT 1 FROM tool_calls) AS rows
+    """  # separate subqueries: each MIN/MAX is then one index lookup
+    return _read(conn, sql, [])

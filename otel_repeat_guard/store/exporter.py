@@ -38,6 +38,7 @@ SET agent_key = CASE WHEN agent_known THEN agent_key ELSE :key END,
     agent_pending = 0
 WHERE trace_id = :trace_id AND parent_span_id = :span_id AND agent_pending = 1
 """
+_INSERT_DIMENSION = "INSERT OR IGNORE INTO dimensions (kind, value) VALUES (?, ?)"
 _LOCK_RETRIES = 5
 
 
@@ -126,20 +127,28 @@ class SQLiteSpanExporter(SpanExporter):
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            dimensions: set[tuple[str, str]] = set()
             for call in calls:
-                self._insert_call(conn, call)
+                agent = self._insert_call(conn, call)
+                dimensions.update((("service", call.service_name), ("tool", call.tool_name)))
+                if agent is not None:
+                    dimensions.add(("agent", agent))
             for run in runs:
                 conn.execute(_INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
-                conn.execute(
+                resolved = conn.execute(
                     _RESOLVE_PENDING,
                     {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
-                )
+                ).rowcount
+                if resolved:
+                    dimensions.add(("agent", run.agent_name or run.agent_key))
+            conn.executemany(_INSERT_DIMENSION, sorted(dimensions))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
 
-    def _insert_call(self, conn: sqlite3.Connection, call: ToolCallRow) -> None:
+    def _insert_call(self, conn: sqlite3.Connection, call: ToolCallRow) -> str | None:
+        """Insert one call; returns its agent's label for the filter lists, unless still provisional."""
         key, name, known, pending = call.agent_key, call.agent_name, call.agent_known, call.agent_pending
         if pending:  # the agent-run span was exported first (unusual, but possible)
             found = conn.execute(
@@ -175,3 +184,6 @@ class SQLiteSpanExporter(SpanExporter):
         )
         if call.arguments_preview is not None:
             conn.execute(_INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
+        if pending and not known:
+            return None  # labelled when its agent-run span arrives
+        return name or key

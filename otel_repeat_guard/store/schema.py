@@ -49,6 +49,12 @@ _TABLES = (
         call_id INTEGER PRIMARY KEY REFERENCES tool_calls(id),
         preview TEXT NOT NULL
     )""",
+    # The services, agents and tools seen, for the dashboard's filter lists (kind, value).
+    """CREATE TABLE IF NOT EXISTS dimensions (
+        kind TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (kind, value)
+    ) WITHOUT ROWID""",
     # Agent-run spans, used to give first calls (which carry no guard event) their agent.
     """CREATE TABLE IF NOT EXISTS agent_runs (
         trace_id TEXT NOT NULL,
@@ -61,10 +67,11 @@ _TABLES = (
 
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS tool_calls_end ON tool_calls(end_ns)",
-    "CREATE INDEX IF NOT EXISTS tool_calls_tool_run ON tool_calls(tool_name, run_length)",
+    "CREATE INDEX IF NOT EXISTS tool_calls_tool_repeats ON tool_calls(tool_name, run_length) WHERE run_length >= 2",
     "CREATE INDEX IF NOT EXISTS tool_calls_agent ON tool_calls(agent_key, id)",
     "CREATE INDEX IF NOT EXISTS tool_calls_parent ON tool_calls(trace_id, parent_span_id) WHERE agent_pending = 1",
-    "CREATE INDEX IF NOT EXISTS tool_calls_repeats ON tool_calls(end_ns, run_length) WHERE run_length >= 2",
+    # Covers the over-time chart: repeated calls and their reminder tier, by time.
+    "CREATE INDEX IF NOT EXISTS tool_calls_repeats ON tool_calls(end_ns, reminder_tier) WHERE run_length >= 2",
 )
 
 

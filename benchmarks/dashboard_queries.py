@@ -1,0 +1,193 @@
+"""How fast the dashboard is on a large store: fill N tool calls, time each query and a cold page.
+
+    python benchmarks/dashboard_queries.py [--calls 1000000] [--db PATH]
+
+The rows go straight into the store's schema (through the exporter's own insert path would
+take minutes and measures the exporter, not the dashboard); their shape follows the
+demo: many agents and tools, most calls single, some runs of 2 to 15 with reminders at
+3, 5 and 8, a few denied calls, a few excluded calls. Goals: every query < 1 s, the full
+page (a cold ``AppTest`` run, caches cleared) < 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from otel_repeat_guard.dashboard import queries
+from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.store import DB_ENV, open_for_reading, open_for_writing
+
+TOOLS = [f"tool_{i:02d}" for i in range(40)] + ["todo_write"]
+SERVICES = ["support-bot", "coding-agent", "ops-bot", "research-assistant", "billing-agent"]
+THRESHOLDS = {3: ("gentle", 3), 5: ("detailed", 5), 8: ("detailed", 8)}
+COLUMNS = (
+    "start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id, agent_key, agent_name, "
+    "agent_known, agent_pending, tool_name, tracked, arguments_digest, error, run_length, reminder_tier, "
+    "reminder_threshold"
+)
+
+
+def fill(db: Path, calls: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    conn = open_for_writing(db)
+    now = time.time_ns()
+    start = now - 7 * 86400 * 1_000_000_000  # a week of traffic
+    step = (now - start) // calls
+    agents = 5000
+    rows = []
+    made = 0
+    while made < calls:
+        agent = rng.randrange(agents)
+        service = SERVICES[agent % len(SERVICES)]
+        key, name = f"agent-{agent}#{agent:016x}", f"agent-{agent % 400}"
+        trace_id = f"{rng.getrandbits(128):032x}"
+        tool = rng.choice(TOOLS)
+        length = 1 if rng.random() < 0.85 else rng.choice((2, 2, 2, 3, 3, 4, 5, 6, 8, 10, 15))
+        digest = f"{rng.getrandbits(128):032x}"
+        denied = rng.random() < 0.03
+        for position in range(1, length + 1):
+            if made >= calls:
+                break
+            end = start + made * step
+            duration = rng.randrange(5, 3000) * 1_000_000
+            tracked = tool != "todo_write"
+            tier, threshold = THRESHOLDS.get(position, (None, None)) if tracked else (None, None)
+            rows.append(
+                (
+                    end - duration,
+                    end,
+                    duration,
+                    service,
+                    trace_id,
+                    f"{rng.getrandbits(64):016x}",
+                    f"{agent:016x}",
+                    key,
+                    name,
+                    1,
+                    0,
+                    tool,
+                    tracked,
+                    digest,
+                    denied,
+                    position if tracked else None,
+                    tier,
+                    threshold,
+                )
+            )
+            made += 1
+        if len(rows) >= 50_000:
+            _insert(conn, rows)
+            rows.clear()
+    _insert(conn, rows)
+    conn.execute(  # what the exporter keeps for the filter lists
+        "INSERT OR IGNORE INTO dimensions SELECT 'service', service_name FROM tool_calls GROUP BY service_name"
+        " UNION ALL SELECT 'agent', agent_name FROM tool_calls GROUP BY agent_name"
+        " UNION ALL SELECT 'tool', tool_name FROM tool_calls GROUP BY tool_name"
+    )
+    conn.execute("ANALYZE")
+    conn.close()
+
+
+def _insert(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(f"INSERT INTO tool_calls ({COLUMNS}) VALUES ({', '.join('?' * 18)})", rows)
+    conn.execute("COMMIT")
+
+
+def timed(label: str, action: Callable[[], pd.DataFrame], results: list[tuple[str, float]]) -> pd.DataFrame:
+    started = time.perf_counter()
+    value = action()
+    elapsed = time.perf_counter() - started
+    results.append((label, elapsed))
+    print(f"  {label:<44} {elapsed * 1000:8.1f} ms", flush=True)
+    return value
+
+
+def bench_queries(db: Path) -> list[tuple[str, float]]:
+    results: list[tuple[str, float]] = []
+    conn, _ = open_for_reading(db)
+    try:
+        bounds = queries.time_bounds(conn).iloc[0]
+        span = int(bounds["last_ns"]) - int(bounds["first_ns"])
+        bucket = queries.bucket_seconds(span)
+        for title, filters in (
+            ("all time, no filters", Filters()),
+            ("last 24 hours", Filters(start_ns=int(bounds["last_ns"]) - 86400 * 1_000_000_000)),
+            ("one service + one tool", Filters(services=("ops-bot",), tools=("tool_07",))),
+        ):
+            print(f"{title}:")
+            timed("time_bounds", partial(queries.time_bounds, conn), results)
+            timed("filter_options", partial(queries.filter_options, conn), results)
+            timed("headline", partial(queries.headline, conn, filters), results)
+            timed("hotspots_by_tool", partial(queries.hotspots_by_tool, conn, filters), results)
+            timed("hotspots_by_agent", partial(queries.hotspots_by_agent, conn, filters), results)
+            timed("over_time", partial(queries.over_time, conn, filters, bucket), results)
+            timed("run_lengths", partial(queries.run_lengths, conn, filters), results)
+            runs = timed("hotspot_runs(tool_07)", partial(queries.hotspot_runs, conn, filters, "tool_07"), results)
+            first = runs.iloc[0]
+            key, end_id, length = str(first["agent_key"]), int(first["end_id"]), int(first["run_length"])
+            timed("chain(longest run)", partial(queries.chain, conn, key, end_id, length), results)
+    finally:
+        conn.close()
+    return results
+
+
+def bench_page(db: Path) -> list[float]:
+    os.environ[DB_ENV] = str(db)
+    app = Path(__file__).resolve().parents[1] / "otel_repeat_guard" / "dashboard" / "app.py"
+    times = []
+    for attempt in range(3):
+        st.cache_data.clear()
+        started = time.perf_counter()
+        test = AppTest.from_file(str(app), default_timeout=120)
+        test.run()
+        times.append(time.perf_counter() - started)
+        assert not test.exception, [e.message for e in test.exception]
+        print(f"  cold page run {attempt + 1} (AppTest, caches cleared) {times[-1] * 1000:8.1f} ms", flush=True)
+        print(f"    headline shown: {[(m.label, m.value) for m in test.metric]}", flush=True)
+    st.cache_data.clear()
+    started = time.perf_counter()
+    test.selectbox(key="time_range").set_value("All time").run()
+    assert not test.exception, [e.message for e in test.exception]
+    print(f"  page rerun with 'All time' (caches cleared) {(time.perf_counter() - started) * 1000:8.1f} ms", flush=True)
+    print(f"    headline shown: {[(m.label, m.value) for m in test.metric]}", flush=True)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=1_000_000)
+    parser.add_argument("--db", type=Path, default=None, help="reuse or create this store (default: a temp file)")
+    args = parser.parse_args()
+    workdir = tempfile.TemporaryDirectory() if args.db is None else None
+    db = args.db or Path(workdir.name) / "bench.db"  # type: ignore[union-attr]
+    try:
+        if not db.exists():
+            started = time.perf_counter()
+            fill(db, args.calls)
+            print(f"filled {args.calls:,} tool calls in {time.perf_counter() - started:.1f} s", flush=True)
+        print(f"store: {db} ({db.stat().st_size / 1e6:.0f} MB)")
+        results = bench_queries(db)
+        page = bench_page(db)
+        worst = max(results, key=lambda r: r[1])
+        print(f"slowest query: {worst[0]} {worst[1] * 1000:.1f} ms (goal < 1000 ms)")
+        print(f"cold page: first {page[0] * 1000:.0f} ms, best {min(page) * 1000:.0f} ms (goal < 3000 ms)")
+    finally:
+        if workdir is not None:
+            workdir.cleanup()
+
+
+if __name__ == "__main__":
+    main()
