@@ -46,8 +46,14 @@ def canonical_arguments(value: Any) -> str:
 
 
 def arguments_key(canonical: bytes) -> bytes:
-    """What a chain remembers of the arguments: short forms as they are, long ones digested."""
-    return canonical if len(canonical) <= KEY_INLINE_LIMIT else xxhash.xxh3_128_digest(canonical)
+    """What a chain remembers of the arguments: short forms as they are, long ones digested.
+
+    A short form is copied: orjson's output can sit in a buffer of several KB, which a
+    chain would otherwise keep alive for as long as the agent.
+    """
+    if len(canonical) <= KEY_INLINE_LIMIT:
+        return bytes(memoryview(canonical))
+    return xxhash.xxh3_128_digest(canonical)
 
 
 def arguments_digest(canonical: bytes) -> str:

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_bytes
+from otel_repeat_guard.canonical import KEY_INLINE_LIMIT, arguments_digest, arguments_key, canonical_bytes
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import (
@@ -211,7 +211,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     ) -> tuple[list[EventSpec], Reminder | None]:
         tool = call.tool_name
         error = call.error or span.status.status_code is StatusCode.ERROR
-        digest = arguments_digest(canonical) if key is canonical or key is None else key.hex()
+        digest = key.hex() if key is not None and len(canonical) > KEY_INLINE_LIMIT else arguments_digest(canonical)
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": run,
             "repeat_tool_guard.agent_id": agent_id,

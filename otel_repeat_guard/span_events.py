@@ -15,6 +15,7 @@ whose failed lookups raise and catch ``KeyError`` (about 10x a dict miss), and
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -42,14 +43,23 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
 def events_of(span: ReadableSpan) -> Sequence[Any]:
     """The span's events without copying them (``span.events`` builds a tuple every time)."""
     held = span._events  # noqa: SLF001 - see the module docstring
-    return held if isinstance(held, Sequence) else span.events
+    return held if type(held) is BoundedList or type(held) is tuple else span.events
 
 
 def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int | None, limits: SpanLimits) -> Event:
-    bounded = BoundedAttributes(
-        limits.max_event_attributes, attributes, max_value_len=limits.max_attribute_length, immutable=True
+    """An event whose attributes obey the span's limits.
+
+    The guard's own attributes are few and valid, so when they already fit they go in as
+    they are: ``BoundedAttributes`` re-validates every value under a lock, which costs more
+    than the rest of a repeat's handling.
+    """
+    max_count, max_length = limits.max_event_attributes, limits.max_attribute_length
+    fits = (max_count is None or len(attributes) <= max_count) and (
+        max_length is None or all(not isinstance(v, str) or len(v) <= max_length for v in attributes.values())
     )
-    return Event(name, bounded, timestamp)
+    if fits:
+        return Event(name, MappingProxyType(attributes), timestamp)
+    return Event(name, BoundedAttributes(max_count, attributes, max_value_len=max_length, immutable=True), timestamp)
 
 
 def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
