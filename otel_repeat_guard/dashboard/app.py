@@ -14,7 +14,7 @@ import streamlit as st
 from otel_repeat_guard.dashboard import charts, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS, Settings
-from otel_repeat_guard.store.schema import StoreError, open_for_reading
+from otel_repeat_guard.store.schema import StoreError, open_for_reading, store_error
 
 CACHE_TTL_SECONDS = 5
 TIME_RANGES: dict[str, int | None] = {
@@ -282,7 +282,7 @@ def main() -> None:
     except StoreError as exc:
         st.error(f"Cannot read the store: {exc}")
     except sqlite3.Error as exc:
-        st.error(f"Cannot read the store at {db}: {exc}. Is it an otel-repeat-guard database?")
+        st.error(f"Cannot read the store: {store_error(db, exc)}")
 
 
 if __name__ == "__main__":

@@ -87,6 +87,45 @@ class SchemaError(StoreError):
     """The file is not an otel-repeat-guard store this version can read."""
 
 
+class CorruptStoreError(SchemaError):
+    """The file is damaged: corrupt, truncated, or not a SQLite file at all."""
+
+
+class StoreAccessError(StoreError):
+    """The file or its directory cannot be written (or, for a WAL store, read) by this process."""
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK)
+
+
+def store_error(path: Path | str, exc: sqlite3.Error, *, writing: bool = False) -> StoreError:
+    """A one-line :class:`StoreError` saying what is wrong with the store at ``path`` and where.
+
+    SQLite's own messages ("attempt to write a readonly database", "database disk image is
+    malformed") name neither the file nor the cause, so they are translated here.
+    """
+    path = Path(path)
+    text = str(exc)
+    directory = path.resolve().parent
+    if isinstance(exc, sqlite3.OperationalError) and ("readonly" in text or "unable to open" in text):
+        if not _writable(directory):
+            need = f"{path.name}-wal and {path.name}-shm" if writing else f"{path.name}-shm"
+            return StoreAccessError(
+                f"cannot {'write' if writing else 'read'} the store {path}: its directory {directory} is not "
+                f"writable, and SQLite must create {need} there ({text})"
+            )
+        if path.exists() and not _writable(path):
+            return StoreAccessError(f"cannot write the store {path}: the file is read-only ({text})")
+        return StoreAccessError(f"cannot open the store {path} ({text})")
+    if "malformed" in text or "not a database" in text:
+        return CorruptStoreError(
+            f"{path} is corrupt, truncated or not a SQLite database ({text}); "
+            f"restore it from a backup or pass a different --db path"
+        )
+    return StoreError(f"cannot use the store {path} ({text})")
+
+
 def default_db_path() -> Path:
     """``$OTEL_REPEAT_GUARD_DB`` if set, else ``./repeat-guard.db``."""
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
@@ -104,30 +143,35 @@ def _user_tables(conn: sqlite3.Connection) -> set[str]:
 
 
 def check_schema(conn: sqlite3.Connection, path: Path | str) -> bool:
-    """Raise :class:`SchemaError` unless the file is ours and readable; False if it is empty."""
+    """Raise a :class:`StoreError` unless the file is ours and readable; False if it is empty."""
     try:
         tables = _user_tables(conn)
-    except sqlite3.DatabaseError as exc:
-        raise SchemaError(f"{path} is not a SQLite database ({exc})") from exc
-    if not tables:
-        return False
-    if "repeat_guard_schema" not in tables:
-        found = ", ".join(sorted(tables))
-        raise SchemaError(
-            f"{path} is a SQLite database of another program (tables: {found}), "
-            f"not an {APPLICATION} store; pass a different --db path"
-        )
-    row = conn.execute("SELECT application, version FROM repeat_guard_schema").fetchone()
+        if not tables:
+            return False
+        if "repeat_guard_schema" not in tables:
+            found = ", ".join(sorted(tables))
+            raise SchemaError(
+                f"{path} is a SQLite database of another program (tables: {found}), "
+                f"not an {APPLICATION} store; pass a different --db path"
+            )
+        row = conn.execute("SELECT application, version FROM repeat_guard_schema").fetchone()
+    except sqlite3.Error as exc:  # damaged pages, or a WAL store SQLite cannot open here
+        raise store_error(path, exc) from exc
     if row is None or row[0] != APPLICATION:
         raise SchemaError(f"{path} has a repeat_guard_schema table without an {APPLICATION} version row")
-    version = int(row[1])
+    version = row[1]
+    if not isinstance(version, int):
+        raise SchemaError(f"{path} has a store schema version {version!r} that is not a number")
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"{path} uses store schema version {version}, newer than the {SCHEMA_VERSION} this "
             f"otel-repeat-guard understands; upgrade otel-repeat-guard to read it"
         )
-    if version < SCHEMA_VERSION:  # pragma: no cover - there is no older version yet
-        raise SchemaError(f"{path} uses store schema version {version}, older than {SCHEMA_VERSION}")
+    if version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path} uses store schema version {version}, older than the {SCHEMA_VERSION} this "
+            f"otel-repeat-guard understands; it was not written by otel-repeat-guard"
+        )
     return True
 
 
@@ -138,12 +182,12 @@ def open_for_writing(path: Path | str) -> sqlite3.Connection:
         raise MissingDatabaseError(f"the directory for the store {path} does not exist")
     try:
         conn = _connect(str(path))
+    except sqlite3.Error as exc:
+        raise store_error(path, exc, writing=True) from exc
+    try:
         conn.isolation_level = None  # explicit transactions only
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.DatabaseError as exc:
-        raise SchemaError(f"{path} cannot be opened as a SQLite database ({exc})") from exc
-    try:
         conn.execute("BEGIN IMMEDIATE")  # serializes schema creation between processes
         if not check_schema(conn, path):
             for statement in (*_TABLES, *_INDEXES):
@@ -151,19 +195,36 @@ def open_for_writing(path: Path | str) -> sqlite3.Connection:
             conn.execute("INSERT INTO repeat_guard_schema VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         conn.close()
+        if isinstance(exc, sqlite3.Error):
+            raise store_error(path, exc, writing=True) from exc
         raise
     return conn
+
+
+def _read_uri(path: Path) -> str:
+    """A read-only URI; ``immutable`` when SQLite could not create the -shm file it needs otherwise.
+
+    A WAL store is read through its -shm file, which the reader creates next to the store.
+    In a directory this process cannot write, that fails. If there is no -wal file either,
+    every committed row is in the main file and no writer has it open in WAL mode (it would
+    have created the -wal), so the file is read as immutable instead.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if not _writable(path.resolve().parent) and not wal.exists():
+        uri += "&immutable=1"
+    return uri
 
 
 def open_for_reading(path: Path | str) -> tuple[sqlite3.Connection, bool]:
     """Open an existing store read-only; returns the connection and whether it has a schema.
 
-    Raises :class:`MissingDatabaseError` if there is no file and :class:`SchemaError` if it
-    is not a store this version can read. Never creates or changes the file.
+    Raises :class:`MissingDatabaseError` if there is no file and another :class:`StoreError`
+    if it is not a store this version can read. Never creates or changes the file.
     """
     path = Path(path)
     if not path.is_file():
@@ -171,7 +232,10 @@ def open_for_reading(path: Path | str) -> tuple[sqlite3.Connection, bool]:
             f"no store at {path}: run `otel-repeat-guard demo --db {path}` to create one, or point "
             f"--db / ${DB_ENV} at the file your SQLiteSpanExporter writes"
         )
-    conn = _connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        conn = _connect(_read_uri(path), uri=True)
+    except sqlite3.Error as exc:
+        raise store_error(path, exc) from exc
     try:
         has_schema = check_schema(conn, path)
     except BaseException:

@@ -256,7 +256,7 @@ def test_newer_schema_is_refused(db: Path) -> None:
 
 def test_not_a_database_is_refused(db: Path) -> None:
     db.write_text("hello, I am a text file\n" * 100)
-    with pytest.raises(SchemaError, match=r"store\.db cannot be opened as a SQLite database \(file is not"):
+    with pytest.raises(SchemaError, match=r"store\.db is corrupt, truncated or not a SQLite database \(file is not"):
         SQLiteSpanExporter(db)
 
 
