@@ -24,7 +24,7 @@ from otel_repeat_guard.dashboard.settings import TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
-from otel_repeat_guard.store.schema import DB_ENV, StoreError, default_db_path, open_for_reading
+from otel_repeat_guard.store.schema import DB_ENV, StoreError, check_integrity, default_db_path, open_for_reading
 from otel_repeat_guard.version import __version__
 
 EXIT_USAGE = 2
@@ -120,6 +120,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_store(db: Path, *, must_exist: bool) -> None:
+    """Refuse a store that is missing (if it must exist), damaged or not ours, before it is used.
+
+    The whole file is checked (``PRAGMA quick_check``), not only its schema, so damage deep in
+    it stops the command with exit code 2 instead of failing writes or dashboard queries later.
+    """
+    if not must_exist and not db.exists():
+        return  # a writer creates it
+    try:
+        conn, _ = open_for_reading(db)
+        try:
+            check_integrity(conn, db)
+        finally:
+            conn.close()
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+
+
 def run_ingest(args: argparse.Namespace) -> int:
     try:
         from otel_repeat_guard.ingest.progress import Progress  # noqa: PLC0415 - needs the ingest extra
@@ -132,6 +150,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     db: Path = args.db or default_db_path()
     if not args.follow and not args.path.is_file():
         raise CliError(f"no file at {args.path}")
+    check_store(db, must_exist=False)
     options = IngestOptions(
         follow=args.follow, replay=args.replay, store_arguments=not args.no_arguments, poll_seconds=args.poll
     )
@@ -148,6 +167,7 @@ def run_ingest(args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     db: Path = args.db or default_db_path()
+    check_store(db, must_exist=False)
     scripts = scenario(args.agents)
     counts = Counts()
     print(f"otel-repeat-guard demo: {len(scripts)} agents (plus subagents) writing to {db}", flush=True)
@@ -202,11 +222,7 @@ def dashboard_command(db: Path, host: str, port: int, trace_url: str | None) -> 
     """The Streamlit command line for the dashboard."""
     if importlib.util.find_spec("streamlit") is None:
         raise CliError("the dashboard needs its extra: pip install 'otel-repeat-guard[dashboard]'")
-    try:
-        conn, _ = open_for_reading(db)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
-    conn.close()
+    check_store(db, must_exist=True)
     if trace_url is not None:
         try:
             check_trace_url(trace_url)

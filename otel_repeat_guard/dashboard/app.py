@@ -256,7 +256,20 @@ def _drill_down(db: str, filters: Filters, tools: list[str], settings: Settings)
     st.code(str(arguments.iloc[-1]) if not arguments.empty else "(arguments not stored)", language=None)
 
 
+def _store_failed(db: str, exc: Exception) -> None:
+    error = exc if isinstance(exc, StoreError) else store_error(db, exc) if isinstance(exc, sqlite3.Error) else exc
+    st.error(f"Cannot read the store: {error}")
+
+
 def _content(settings: Settings, filters: Filters) -> None:
+    """The page body; a fragment (re-run alone on auto-refresh), so it reports store errors itself."""
+    try:
+        _draw(settings, filters)
+    except (StoreError, sqlite3.Error) as exc:
+        _store_failed(str(settings.db), exc)
+
+
+def _draw(settings: Settings, filters: Filters) -> None:
     db = str(settings.db)
     _headline_section(db, filters)
     by_tool = _by_tool(db, filters)
@@ -279,10 +292,8 @@ def main() -> None:
         filters, auto = _sidebar(db)
         body = st.fragment(run_every=REFRESH_SECONDS if auto else None)(_content)
         body(settings, filters)
-    except StoreError as exc:
-        st.error(f"Cannot read the store: {exc}")
-    except sqlite3.Error as exc:
-        st.error(f"Cannot read the store: {store_error(db, exc)}")
+    except (StoreError, sqlite3.Error) as exc:
+        _store_failed(db, exc)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,13 @@ def _reminder(filters: Filters, tier: str | None = None) -> tuple[str, list[Para
 
 
 def _read(conn: sqlite3.Connection, sql: str, params: Sequence[Param]) -> pd.DataFrame:
-    return pd.read_sql_query(sql, conn, params=list(params))
+    try:
+        return pd.read_sql_query(sql, conn, params=list(params))
+    except pd.errors.DatabaseError as exc:
+        # pandas wraps SQLite's error (a damaged page, a vanished file); callers handle sqlite3.Error.
+        if isinstance(exc.__cause__, sqlite3.Error):
+            raise exc.__cause__ from None
+        raise
 
 
 def headline(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
