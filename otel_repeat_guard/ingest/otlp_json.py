@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
@@ -75,6 +76,42 @@ def _normalize(document: object) -> dict[str, Any]:
     return document
 
 
+def _repeated(field: FieldDescriptor) -> bool:
+    flag = getattr(field, "is_repeated", None)  # protobuf >= 5.29; ``label`` is gone in 7
+    return bool(flag) if flag is not None else getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED
+
+
+def _check_types(value: object, descriptor: Descriptor, where: str) -> None:
+    """Reject the wrong JSON types ``json_format`` lets through with ``ignore_unknown_fields``.
+
+    That flag (needed: newer OTLP versions add fields) also makes it read a string or a list
+    given for a message as an object with no known keys, and ignore a number or a bool given
+    for an enum, so ``"status": "error"`` would silently become an unset status. Unknown
+    field names and unknown enum names stay accepted, as the OTLP JSON rules ask.
+    """
+    if not isinstance(value, dict):
+        raise MalformedRecord(f"{where} must be an object, got {type(value).__name__}")
+    fields = descriptor.fields_by_camelcase_name
+    for key, item in value.items():
+        field = fields.get(key) or descriptor.fields_by_name.get(key)
+        if field is None or item is None:
+            continue
+        path = f"{where}.{key}"
+        if _repeated(field):
+            if not isinstance(item, list):
+                raise MalformedRecord(f"{path} must be a list, got {type(item).__name__}")
+            items: list[object] = item
+        else:
+            items = [item]
+        for element in items:
+            if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None:
+                _check_types(element, field.message_type, path)
+            elif field.type == FieldDescriptor.TYPE_ENUM and (
+                isinstance(element, bool) or not isinstance(element, int | str)
+            ):
+                raise MalformedRecord(f"{path} must be an enum name or number, got {element!r}")
+
+
 def _list(value: object) -> Iterator[dict[str, Any]]:
     if isinstance(value, list):
         yield from (item for item in value if isinstance(item, dict))
@@ -88,8 +125,12 @@ def parse_request(data: bytes | str) -> ExportTraceServiceRequest:
         raise MalformedRecord(f"not JSON: {exc}") from None
     request = ExportTraceServiceRequest()
     try:
-        json_format.ParseDict(_normalize(document), request, ignore_unknown_fields=True)
+        document = _normalize(document)
+        _check_types(document, request.DESCRIPTOR, "request")
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except json_format.ParseError as exc:
+        raise MalformedRecord(f"not an OTLP trace request: {exc}") from None
+    except (RecursionError, TypeError) as exc:  # nesting deeper than the type check can walk
         raise MalformedRecord(f"not an OTLP trace request: {exc}") from None
     return request
 

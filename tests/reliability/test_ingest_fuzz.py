@@ -1,0 +1,162 @@
+"""Fuzzing ``ingest``: files mixing good OTLP JSON lines with broken ones.
+
+Good lines are real SDK spans (a TracerProvider with the guard), encoded by the official
+OTLP encoder and ``json_format`` exactly as the Collector's file exporter writes them.
+Bad lines are made from good ones: cut off anywhere, a field given a value of the wrong
+type, or a trace/span/parent id of the wrong length. Every bad line must be reported as
+``PATH:LINE`` and skipped; every span of every good line must be stored.
+"""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.trace import format_span_id, format_trace_id
+
+from otel_repeat_guard.ingest import Ingest, IngestOptions
+from tests.ingest.otlp import batches, otlp_json_line, record_workload
+
+EXAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class GoodLine:
+    data: bytes
+    tool_spans: frozenset[tuple[str, str]]
+    agent_spans: frozenset[tuple[str, str]]
+
+
+def _good_lines() -> list[GoodLine]:
+    lines = []
+    for n in range(12):
+        spans, _ = record_workload(guard=True, service=f"svc-{n}")
+        for batch in batches(spans, 5):
+            ids = {s: (format_trace_id(s.context.trace_id), format_span_id(s.context.span_id)) for s in batch}
+            lines.append(
+                GoodLine(
+                    otlp_json_line(batch),
+                    frozenset(ids[s] for s in batch if s.name.startswith("execute_tool")),
+                    frozenset(ids[s] for s in batch if s.name.startswith("invoke_agent")),
+                )
+            )
+    return lines
+
+
+GOOD = _good_lines()
+HEX = "0123456789abcdef"
+
+# Values no OTLP JSON parser may accept for these span fields.
+WRONG_TYPES: dict[str, list[Any]] = {
+    "name": [7, 1.5, True, [], {"text": "x"}],
+    "startTimeUnixNano": ["soon", [], {}, True, -5, 1.5],
+    "endTimeUnixNano": ["later", [1], {"n": 1}, False, -1],
+    "attributes": ["gen_ai.tool.name=grep", 7, {"key": "k"}, [{"key": "k", "value": {"intValue": "seven"}}]],
+    "kind": [[], {}, 1.5, True],  # (an unknown enum *name* is accepted: ignore_unknown_fields, for newer OTLP)
+    "status": ["ok", 7, [], {"code": 1.5}, {"code": True}],  # (an unknown code *name* is accepted, like kind)
+    "events": ["repeat", 3, {"name": "x"}, [{"timeUnixNano": "never"}]],
+    "flags": ["remote", -1, [], 1.5],
+}
+# Lengths a hex id must not have (trace ids are 32 hex digits, span ids 16; a parent may be empty).
+BAD_LENGTHS = {"traceId": [n for n in range(65) if n != 32], "spanId": [n for n in range(1, 33) if n != 16]}
+BAD_LENGTHS["parentSpanId"] = BAD_LENGTHS["spanId"]
+
+
+def _spans(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [span for rs in document["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+
+
+@st.composite
+def truncated(draw: st.DrawFn) -> bytes:
+    line = draw(st.sampled_from(GOOD)).data
+    return line[: draw(st.integers(1, len(line) - 1))]
+
+
+@st.composite
+def wrong_type(draw: st.DrawFn) -> bytes:
+    document = orjson.loads(draw(st.sampled_from(GOOD)).data)
+    target = draw(st.sampled_from(["span", "spans", "scopeSpans", "resourceSpans", "document"]))
+    if target == "document":
+        return orjson.dumps(draw(st.sampled_from([[document], "resourceSpans", 42, None, True])))
+    if target == "span":
+        field = draw(st.sampled_from(sorted(WRONG_TYPES)))
+        draw(st.sampled_from(_spans(document)))[field] = draw(st.sampled_from(WRONG_TYPES[field]))
+    elif target == "spans":
+        document["resourceSpans"][0]["scopeSpans"][0]["spans"] = draw(st.sampled_from(["x", 7, {"name": "x"}]))
+    elif target == "scopeSpans":
+        document["resourceSpans"][0]["scopeSpans"] = draw(st.sampled_from(["x", 7, [7], {"spans": []}]))
+    else:
+        document["resourceSpans"] = draw(st.sampled_from(["x", 7, [7], {"scopeSpans": []}]))
+    return orjson.dumps(document)
+
+
+@st.composite
+def wrong_id(draw: st.DrawFn) -> bytes:
+    document = orjson.loads(draw(st.sampled_from(GOOD)).data)
+    field = draw(st.sampled_from(sorted(BAD_LENGTHS)))
+    size = draw(st.sampled_from(BAD_LENGTHS[field]))
+    span = draw(st.sampled_from(_spans(document)))
+    span[field] = draw(st.text(alphabet=HEX, min_size=size, max_size=size))
+    return orjson.dumps(document)
+
+
+@dataclass(frozen=True)
+class Case:
+    lines: list[bytes]  # without newlines; b"" is a blank line
+    good: list[GoodLine]
+    bad_numbers: list[int]
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> Case:
+    good = draw(st.lists(st.sampled_from(GOOD), unique=True, max_size=6))
+    bad = draw(st.lists(st.one_of(truncated(), wrong_type(), wrong_id()), min_size=1, max_size=6))
+    blank = draw(st.integers(0, 2))
+    items: list[GoodLine | bytes | None] = [*good, *bad, *([None] * blank)]
+    order = draw(st.permutations(range(len(items))))
+    lines, bad_numbers = [], []
+    for number, index in enumerate(order, start=1):
+        item = items[index]
+        if isinstance(item, GoodLine):
+            lines.append(item.data)
+        elif item is None:
+            lines.append(b"")
+        else:
+            lines.append(item)
+            bad_numbers.append(number)
+    return Case(lines, good, bad_numbers)
+
+
+def stored(db: Path, table: str) -> set[tuple[str, str]]:
+    with sqlite3.connect(db) as conn:
+        return {(str(t), str(s)) for t, s in conn.execute(f"SELECT trace_id, span_id FROM {table}")}
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(), final_newline=st.booleans())
+def test_every_bad_line_is_reported_and_every_good_line_stored(case: Case, final_newline: bool) -> None:
+    assert all(b"\n" not in line for line in case.lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        path, db = Path(tmp) / "traces.jsonl", Path(tmp) / "store.db"
+        path.write_bytes(b"\n".join(case.lines) + (b"\n" if final_newline else b""))
+        errors = io.StringIO()
+        job = Ingest(path, db, IngestOptions(), errors=errors)
+        stats = job.run()
+
+        reported = errors.getvalue().splitlines()
+        assert [line.split(": skipped malformed record: ", 1)[0] for line in reported] == [
+            f"{path}:{n}" for n in case.bad_numbers
+        ]
+        assert all(line.split(": skipped malformed record: ", 1)[1] for line in reported)  # each says why
+        assert stats.malformed == len(case.bad_numbers)
+        assert stats.records == sum(1 for line in case.lines if line)
+        assert stats.spans == stats.new_spans == sum(len(g.tool_spans) + len(g.agent_spans) for g in case.good)
+        assert stored(db, "tool_calls") == set().union(*(g.tool_spans for g in case.good))
+        assert stored(db, "agent_runs") == set().union(*(g.agent_spans for g in case.good))
