@@ -65,10 +65,19 @@ def test_nothing_is_recorded_without_repeats() -> None:
     assert _points(reader) == {}
 
 
-def test_metrics_attribute_cache_is_bounded() -> None:
-    from otel_repeat_guard.metrics import GuardMetrics
+def test_tools_past_the_series_limit_share_the_overflow_series() -> None:
+    from otel_repeat_guard.metrics import MAX_SERIES, GuardMetrics
 
-    metrics = GuardMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
-    for i in range(GuardMetrics._CACHE_LIMIT + 5):
+    reader = InMemoryMetricReader()
+    metrics = GuardMetrics(MeterProvider(metric_readers=[reader]))
+    for i in range(MAX_SERIES + 5):
         metrics.repeated_call(f"tool{i}")
-    assert len(metrics._tool_attrs) <= GuardMetrics._CACHE_LIMIT
+        metrics.reminder(f"tool{i}", "gentle", 3)
+        metrics.run_ended(f"tool{i}", 2)
+    points = _points(reader)
+    for name in ("repeat_tool_guard.repeated_calls", "repeat_tool_guard.reminders"):
+        overflow = [p for p in points[name] if p.attributes.get("otel.metric.overflow")]
+        assert len(points[name]) == MAX_SERIES + 1
+        assert sum(p.value for p in points[name]) == MAX_SERIES + 5
+        assert [p.value for p in overflow] == [5]
+    assert len(metrics._tool_attrs) == MAX_SERIES
