@@ -86,7 +86,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._on_reminder = on_reminder
         self._max_live_spans = _positive_int("max_live_spans", max_live_spans)
         self._conventions = tuple(conventions)
-        self._may_be_tool, self._may_name_agent_id = prefilters(self._conventions)
+        self._route_tool_span, self._may_name_agent_id = prefilters(self._conventions)
         self._downstream = tuple(downstream)
         self._wrapping = bool(self._downstream) or not _HAS_ENDING_HOOK
         self._limits = SpanLimits()
@@ -264,9 +264,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def _tool_call(self, span: ReadableSpan) -> ToolCall | None:
         name, attributes = span.name, attributes_of(span)
-        if self._may_be_tool is not None and not self._may_be_tool(name, attributes):
-            return None
-        return find_tool_call(self._conventions, name, attributes, events_of(span))
+        candidates = self._route_tool_span(name, attributes)
+        return find_tool_call(candidates, name, attributes, events_of(span)) if candidates else None
 
     def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return find_agent_run(self._conventions, name, attributes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -81,3 +82,17 @@ def test_tools_past_the_series_limit_share_the_overflow_series() -> None:
         assert sum(p.value for p in points[name]) == MAX_SERIES + 5
         assert [p.value for p in overflow] == [5]
     assert len(metrics._tool_attrs) == MAX_SERIES
+
+
+def test_finished_runs_reach_every_reader_even_past_the_pending_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import otel_repeat_guard.metrics as guard_metrics
+
+    monkeypatch.setattr(guard_metrics, "MAX_PENDING_RUNS", 2)
+    first, second = InMemoryMetricReader(), InMemoryMetricReader()
+    metrics = guard_metrics.GuardMetrics(MeterProvider(metric_readers=[first, second]))
+    for length in (2, 3, 4, 5, 5):  # (grep, 4) and (grep, 5) do not fit: recorded at once
+        metrics.run_ended("grep", length)
+    for reader in (first, second):
+        (point,) = _points(reader)["repeat_tool_guard.run_length"]
+        assert (point.count, point.sum, point.max) == (5, 19, 5)
+    assert metrics._pending_runs == {}
