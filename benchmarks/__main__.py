@@ -39,7 +39,7 @@ def main() -> int:
         lambda: [cases.comparison_anchor(settings)],
         lambda: cases.memory(settings),
         lambda: cases.scaling(settings),
-        *cases.EXTRA_CASES,
+        lambda: [cases.store_write(settings)],
     ):
         for row in step():
             rows.append(row)

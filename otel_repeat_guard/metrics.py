@@ -1,9 +1,19 @@
-"""The guard's OTel instruments. Recorded only on repeats, never on every tool call."""
+"""The guard's OTel instruments. Recorded only on repeats, never on every tool call.
+
+The two counters are observable: a repeat adds one to a plain dict, and the SDK reads the
+totals when it collects. The histogram has no observable form in OpenTelemetry, so a
+finished run is counted in a dict too, and handed to the histogram when the counters'
+callbacks run, just before the SDK collects the histogram. A synchronous SDK ``add`` or
+``record`` costs 5-11 us, about as much as a small span: on the agent's thread it would
+double the guard's cost of a repeated call.
+"""
 
 from __future__ import annotations
 
-from opentelemetry.metrics import MeterProvider, get_meter_provider
-from opentelemetry.util.types import Attributes
+import threading
+from collections.abc import Iterable
+
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
 from otel_repeat_guard.version import __version__
 
@@ -11,22 +21,36 @@ REPEATED_CALLS = "repeat_tool_guard.repeated_calls"
 REMINDERS = "repeat_tool_guard.reminders"
 RUN_LENGTH = "repeat_tool_guard.run_length"
 _RUN_LENGTH_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
+MAX_SERIES = 2000
+"""Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
+MAX_PENDING_RUNS = 10_000
+"""Distinct (tool, run length) pairs waiting for a collection; past it, runs are recorded at once."""
+_OVERFLOW: dict[str, bool] = {"otel.metric.overflow": True}
 
 
 class GuardMetrics:
     """Counters and a histogram keyed by tool (never by agent: its cardinality is unbounded)."""
 
-    __slots__ = ("_reminders", "_repeated", "_run_length", "_tool_attrs")
-
-    _CACHE_LIMIT = 4096
+    __slots__ = ("_lock", "_pending_runs", "_reminders", "_repeats", "_run_length", "_tool_attrs")
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         meter = (meter_provider or get_meter_provider()).get_meter("otel_repeat_guard", __version__)
-        self._repeated = meter.create_counter(
-            REPEATED_CALLS, unit="{call}", description="Tool calls identical to the agent's previous tracked call."
+        self._lock = threading.Lock()
+        self._repeats: dict[str, int] = {}
+        self._reminders: dict[tuple[str, str, int], int] = {}
+        self._pending_runs: dict[tuple[str, int], int] = {}
+        self._tool_attrs: dict[str, dict[str, str]] = {}
+        meter.create_observable_counter(
+            REPEATED_CALLS,
+            callbacks=[self._observe_repeats],
+            unit="{call}",
+            description="Tool calls identical to the agent's previous tracked call.",
         )
-        self._reminders = meter.create_counter(
-            REMINDERS, unit="{reminder}", description="Reminders handed to the harness, by tier and threshold."
+        meter.create_observable_counter(
+            REMINDERS,
+            callbacks=[self._observe_reminders],
+            unit="{reminder}",
+            description="Reminders handed to the harness, by tier and threshold.",
         )
         self._run_length = meter.create_histogram(
             RUN_LENGTH,
@@ -34,26 +58,61 @@ class GuardMetrics:
             description="Final length of each run of two or more identical tool calls.",
             explicit_bucket_boundaries_advisory=_RUN_LENGTH_BUCKETS,
         )
-        self._tool_attrs: dict[str, Attributes] = {}
 
     def repeated_call(self, tool: str) -> None:
-        self._repeated.add(1, self._attributes(tool))
+        with self._lock:
+            counts = self._repeats
+            if tool in counts or len(counts) < MAX_SERIES:
+                counts[tool] = counts.get(tool, 0) + 1
+            else:
+                counts[""] = counts.get("", 0) + 1
 
     def reminder(self, tool: str, tier: str, threshold: int) -> None:
-        attributes: Attributes = {
-            "gen_ai.tool.name": tool,
-            "repeat_tool_guard.tier": tier,
-            "repeat_tool_guard.threshold": threshold,
-        }
-        self._reminders.add(1, attributes)
+        key = (tool, tier, threshold)
+        with self._lock:
+            counts = self._reminders
+            if key not in counts and len(counts) >= MAX_SERIES:
+                key = ("", tier, threshold)
+            counts[key] = counts.get(key, 0) + 1
 
     def run_ended(self, tool: str, run_length: int) -> None:
+        key = (tool, run_length)
+        with self._lock:
+            pending = self._pending_runs
+            if key in pending or len(pending) < MAX_PENDING_RUNS:
+                pending[key] = pending.get(key, 0) + 1
+                return
         self._run_length.record(run_length, self._attributes(tool))
 
-    def _attributes(self, tool: str) -> Attributes:
+    def _record_pending_runs(self) -> None:
+        with self._lock:
+            pending, self._pending_runs = self._pending_runs, {}
+        for (tool, run_length), count in pending.items():
+            attributes = self._attributes(tool)
+            for _ in range(count):
+                self._run_length.record(run_length, attributes)
+
+    def _observe_repeats(self, options: CallbackOptions) -> Iterable[Observation]:
+        self._record_pending_runs()  # the SDK runs every callback before it collects the histogram
+        with self._lock:
+            totals = list(self._repeats.items())
+        return [Observation(n, self._attributes(tool)) for tool, n in totals]
+
+    def _observe_reminders(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._reminders.items())
+        return [
+            Observation(
+                n, {**self._attributes(tool), "repeat_tool_guard.tier": tier, "repeat_tool_guard.threshold": threshold}
+            )
+            for (tool, tier, threshold), n in totals
+        ]
+
+    def _attributes(self, tool: str) -> dict[str, str] | dict[str, bool]:
+        """``{"gen_ai.tool.name": tool}``, built once per tool; "" is the overflow series."""
         attributes = self._tool_attrs.get(tool)
         if attributes is None:
-            if len(self._tool_attrs) >= self._CACHE_LIMIT:
-                self._tool_attrs.clear()
+            if not tool or len(self._tool_attrs) >= MAX_SERIES:
+                return _OVERFLOW
             attributes = self._tool_attrs[tool] = {"gen_ai.tool.name": tool}
         return attributes

@@ -57,7 +57,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     ``TracerProvider`` like any processor; reminders go to ``on_reminder`` on the thread
     that ends the tool span, and repetition events go on the tool span itself. With
     ``downstream`` it instead wraps those processors and hands them a copy of each span
-    with the events added (for SDKs without the end-of-span hook).
+    with the events added (for SDKs without the end-of-span hook). ``redact`` rewrites the
+    canonical arguments text before a reminder quotes it (in its text, its preview and the
+    reminder span event); detection always compares the real arguments.
     """
 
     def __init__(
@@ -70,17 +72,21 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         max_live_spans: int = 100_000,
         conventions: Sequence[Convention] = DEFAULT_CONVENTIONS,
         downstream: Sequence[SpanProcessor] = (),
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         config = GuardConfig() if config is None else config
         if not isinstance(config, GuardConfig):
             raise ValueError(f"config must be a GuardConfig, got {config!r}")
         if on_reminder is not None and not callable(on_reminder):
             raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
+        if redact is not None and not callable(redact):
+            raise ValueError(f"redact must be callable or None, got {redact!r}")
+        self._redact = redact
         self._config = config
         self._on_reminder = on_reminder
         self._max_live_spans = _positive_int("max_live_spans", max_live_spans)
         self._conventions = tuple(conventions)
-        self._may_be_tool, self._may_name_agent_id = prefilters(self._conventions)
+        self._route_tool_span, self._may_name_agent_id = prefilters(self._conventions)
         self._downstream = tuple(downstream)
         self._wrapping = bool(self._downstream) or not _HAS_ENDING_HOOK
         self._limits = SpanLimits()
@@ -224,7 +230,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         tier = self._tiers.get(run)
         if tier is None:
             return events, None
-        preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), self._config.arguments_preview_chars)
+        shown = canonical.decode("utf-8", "surrogatepass")
+        if self._redact is not None:
+            shown = self._redact(shown)
+        preview = arguments_preview(shown, self._config.arguments_preview_chars)
         text = reminder_text(tier, tool, run, preview)
         events.append(
             (
@@ -255,9 +264,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def _tool_call(self, span: ReadableSpan) -> ToolCall | None:
         name, attributes = span.name, attributes_of(span)
-        if self._may_be_tool is not None and not self._may_be_tool(name, attributes):
-            return None
-        return find_tool_call(self._conventions, name, attributes, events_of(span))
+        candidates = self._route_tool_span(name, attributes)
+        return find_tool_call(candidates, name, attributes, events_of(span)) if candidates else None
 
     def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return find_agent_run(self._conventions, name, attributes)

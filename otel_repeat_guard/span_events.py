@@ -81,13 +81,18 @@ def copy_with_events(span: ReadableSpan, events: Sequence[EventSpec], limits: Sp
     merged.dropped += span.dropped_events
     for name, attributes in events:
         merged.append(_event(name, attributes, span.end_time, limits))
+    return replace_events(span, merged)
+
+
+def replace_events(span: ReadableSpan, events: Sequence[Event]) -> ReadableSpan:
+    """A copy of an ended span that differs only in its events."""
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
         attributes=span.attributes,
-        events=merged,
+        events=events,
         links=span.links,
         kind=span.kind,
         status=span.status,

@@ -29,17 +29,17 @@ DEFAULT_CONVENTIONS: tuple[Convention, ...] = (
 
 _BUILT_IN: tuple[type, ...] = (PydanticAIV2Convention, TraceloopConvention, GenAIConvention, OpenInferenceConvention)
 
-ToolPrefilter = Callable[[str, Mapping[str, Any]], bool]
+ToolRouter = Callable[[str, Mapping[str, Any]], Sequence[Convention]]
 AgentIdPrefilter = Callable[[Mapping[str, Any]], bool]
 
 
-def _may_be_built_in_tool_span(name: str, attributes: Mapping[str, Any]) -> bool:
-    """False when no built-in convention would read a tool call here: the one check most spans get."""
+def _discriminants(name: str, attributes: Mapping[str, Any]) -> int:
+    """Which built-in vocabularies' tool-span marks a span carries, one bit each (see ``_BUILT_IN``)."""
     return (
-        attributes.get("gen_ai.operation.name") == "execute_tool"
-        or attributes.get("openinference.span.kind") == "TOOL"
-        or attributes.get("traceloop.span.kind") == "tool"
-        or name == "running tool"
+        (name == "running tool")
+        | (attributes.get("traceloop.span.kind") == "tool") << 1
+        | (attributes.get("gen_ai.operation.name") == "execute_tool") << 2
+        | (attributes.get("openinference.span.kind") == "TOOL") << 3
     )
 
 
@@ -48,16 +48,21 @@ def _may_name_a_built_in_agent_id(attributes: Mapping[str, Any]) -> bool:
     return "gen_ai.agent.id" in attributes
 
 
-def prefilters(conventions: Sequence[Convention]) -> tuple[ToolPrefilter | None, AgentIdPrefilter | None]:
-    """Combined fast pre-checks for a set made only of built-in conventions, else (None, None).
+def prefilters(conventions: Sequence[Convention]) -> tuple[ToolRouter, AgentIdPrefilter | None]:
+    """Fast pre-checks: which conventions to ask about a span, and whether it may name an agent id.
 
-    Asking four conventions in turn costs four method calls per span; one function with
-    three dict lookups rejects the spans that are neither tool spans nor agent runs with an
-    id, which is nearly all of them. A set with any user convention is asked in full.
+    Asking every convention in turn costs a method call each, per span. For a set made only
+    of built-in conventions, three dict lookups and a name comparison say which of them can
+    recognize the span as a tool span (none, for nearly all spans), in their configured
+    order. A set with any user convention is asked in full.
     """
-    if all(type(convention) in _BUILT_IN for convention in conventions):
-        return _may_be_built_in_tool_span, _may_name_a_built_in_agent_id
-    return None, None
+    conventions = tuple(conventions)
+    if not all(type(convention) in _BUILT_IN for convention in conventions):
+        return (lambda name, attributes: conventions), None
+    routes = tuple(
+        tuple(c for c in conventions if mask & (1 << _BUILT_IN.index(type(c)))) for mask in range(1 << len(_BUILT_IN))
+    )
+    return (lambda name, attributes: routes[_discriminants(name, attributes)]), _may_name_a_built_in_agent_id
 
 
 def find_tool_call(

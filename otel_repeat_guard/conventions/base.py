@@ -115,3 +115,16 @@ def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
         return True
     # len() first: iterating the SDK's event list copies it under a lock, and most spans have none
     return bool(len(events)) and any(event.name == "exception" for event in events)
+
+
+def tool_call_with_gen_ai_agent(
+    tool: str, arguments: Any, attributes: Mapping[str, Any], events: Sequence[EventLike]
+) -> ToolCall:
+    """A tool call whose agent comes from the ``gen_ai.agent.*`` attributes on the tool span itself."""
+    return ToolCall(
+        tool_name=tool,
+        arguments=arguments,
+        agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
+        agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
+        error=failed(attributes, events),
+    )

@@ -14,8 +14,9 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     EventLike,
     ToolCall,
-    failed,
+    first_present,
     str_or_none,
+    tool_call_with_gen_ai_agent,
     tool_name,
 )
 
@@ -55,20 +56,10 @@ class GenAIConvention:
         tool = tool_name(name, attributes)
         if tool is None:
             return None
-        arguments = MISSING
-        for key in _ARGUMENT_KEYS:
-            arguments = attributes.get(key, MISSING)
-            if arguments is not MISSING:
-                break
-        else:
+        arguments = first_present(attributes, _ARGUMENT_KEYS)
+        if arguments is MISSING:
             arguments = _arguments_from_events(events)
-        return ToolCall(
-            tool_name=tool,
-            arguments=arguments,
-            agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
-            agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
-            error=failed(attributes, events),
-        )
+        return tool_call_with_gen_ai_agent(tool, arguments, attributes, events)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if not name.startswith(_INVOKE_AGENT) and attributes.get("gen_ai.operation.name") != _INVOKE_AGENT:

@@ -11,9 +11,9 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     EventLike,
     ToolCall,
-    failed,
     first_present,
     str_or_none,
+    tool_call_with_gen_ai_agent,
     tool_name,
 )
 
@@ -67,13 +67,7 @@ class TraceloopConvention:
         arguments = first_present(attributes, _ARGUMENT_KEYS)
         if arguments is not MISSING:
             arguments = unwrap_langchain_inputs(arguments)
-        return ToolCall(
-            tool_name=tool,
-            arguments=arguments,
-            agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
-            agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
-            error=failed(attributes, events),
-        )
+        return tool_call_with_gen_ai_agent(tool, arguments, attributes, events)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         kind = attributes.get(_KIND)

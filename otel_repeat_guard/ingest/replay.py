@@ -31,6 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.processor import REMINDER_EVENT, RepeatGuardSpanProcessor
+from otel_repeat_guard.span_events import replace_events
 
 _GUARD_EVENT_PREFIX = "repeat_tool_guard."
 
@@ -53,20 +54,7 @@ def _guarded(spans: Iterable[ReadableSpan]) -> bool:
 def _without_reminders(span: ReadableSpan) -> ReadableSpan:
     if not any(event.name == REMINDER_EVENT for event in span.events):
         return span
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=span.attributes,
-        events=tuple(event for event in span.events if event.name != REMINDER_EVENT),
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return replace_events(span, tuple(event for event in span.events if event.name != REMINDER_EVENT))
 
 
 class Replayer:

@@ -419,8 +419,8 @@ def test_the_default_conventions_are_the_processors_default() -> None:
 def test_the_combined_prefilter_agrees_with_the_built_in_conventions() -> None:
     from otel_repeat_guard.conventions import prefilters
 
-    may_be_tool, may_name_agent_id = prefilters(DEFAULT_CONVENTIONS)
-    assert may_be_tool is not None and may_name_agent_id is not None
+    route, may_name_agent_id = prefilters(DEFAULT_CONVENTIONS)
+    assert may_name_agent_id is not None
     cases = [
         ("running tool", {}),
         ("execute_tool x", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}),
@@ -430,13 +430,22 @@ def test_the_combined_prefilter_agrees_with_the_built_in_conventions() -> None:
         ("x", {"openinference.span.kind": "AGENT"}),
     ]
     for name, attributes in cases:
-        if find_tool_call(DEFAULT_CONVENTIONS, name, attributes, ()) is not None:
-            assert may_be_tool(name, attributes)
+        # routing never changes what the full, ordered set would read
+        assert find_tool_call(route(name, attributes), name, attributes, ()) == find_tool_call(
+            DEFAULT_CONVENTIONS, name, attributes, ()
+        )
+    both = {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}
+    assert [type(c).__name__ for c in route("execute_tool x", both)] == ["TraceloopConvention", "GenAIConvention"]
+    reordered, _ = prefilters(list(reversed(DEFAULT_CONVENTIONS)))
+    assert [type(c).__name__ for c in reordered("execute_tool x", both)] == ["GenAIConvention", "TraceloopConvention"]
     for name, attributes in [
         ("invoke_agent a", {"gen_ai.agent.id": "i"}),
         ("w", {"traceloop.span.kind": "agent", "gen_ai.agent.id": "i"}),
     ]:
         run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
         assert run is not None and run.agent_id is not None and may_name_agent_id(attributes)
-    assert not may_be_tool("chat", {"gen_ai.operation.name": "chat"})
-    assert prefilters([AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]) == (None, None)
+    assert route("chat", {"gen_ai.operation.name": "chat"}) == ()
+    custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
+    everything, no_prefilter = prefilters(custom)
+    assert tuple(everything("chat", {})) == tuple(custom)
+    assert no_prefilter is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -65,10 +66,33 @@ def test_nothing_is_recorded_without_repeats() -> None:
     assert _points(reader) == {}
 
 
-def test_metrics_attribute_cache_is_bounded() -> None:
-    from otel_repeat_guard.metrics import GuardMetrics
+def test_tools_past_the_series_limit_share_the_overflow_series() -> None:
+    from otel_repeat_guard.metrics import MAX_SERIES, GuardMetrics
 
-    metrics = GuardMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
-    for i in range(GuardMetrics._CACHE_LIMIT + 5):
+    reader = InMemoryMetricReader()
+    metrics = GuardMetrics(MeterProvider(metric_readers=[reader]))
+    for i in range(MAX_SERIES + 5):
         metrics.repeated_call(f"tool{i}")
-    assert len(metrics._tool_attrs) <= GuardMetrics._CACHE_LIMIT
+        metrics.reminder(f"tool{i}", "gentle", 3)
+        metrics.run_ended(f"tool{i}", 2)
+    points = _points(reader)
+    for name in ("repeat_tool_guard.repeated_calls", "repeat_tool_guard.reminders"):
+        overflow = [p for p in points[name] if p.attributes.get("otel.metric.overflow")]
+        assert len(points[name]) == MAX_SERIES + 1
+        assert sum(p.value for p in points[name]) == MAX_SERIES + 5
+        assert [p.value for p in overflow] == [5]
+    assert len(metrics._tool_attrs) == MAX_SERIES
+
+
+def test_finished_runs_reach_every_reader_even_past_the_pending_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import otel_repeat_guard.metrics as guard_metrics
+
+    monkeypatch.setattr(guard_metrics, "MAX_PENDING_RUNS", 2)
+    first, second = InMemoryMetricReader(), InMemoryMetricReader()
+    metrics = guard_metrics.GuardMetrics(MeterProvider(metric_readers=[first, second]))
+    for length in (2, 3, 4, 5, 5):  # (grep, 4) and (grep, 5) do not fit: recorded at once
+        metrics.run_ended("grep", length)
+    for reader in (first, second):
+        (point,) = _points(reader)["repeat_tool_guard.run_length"]
+        assert (point.count, point.sum, point.max) == (5, 19, 5)
+    assert metrics._pending_runs == {}
