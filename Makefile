@@ -25,7 +25,7 @@ INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.p
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py
 
 .PHONY: test lint typecheck unit sdk-oldest backends prometheus chromium integration \
-	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark clean
+	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -115,6 +115,10 @@ screenshot: $(BIN)/.installed chromium
 # 1,000,000 tool calls: the time of each dashboard query and of a cold page run.
 benchmark: $(BIN)/.installed
 	$(BIN)/python benchmarks/dashboard_queries.py
+
+# The guard's cost, side by side with its baselines (not part of `make test`): see benchmarks/RESULTS.md.
+bench: $(BIN)/.installed
+	$(BIN)/python -m benchmarks
 
 clean:
 	rm -rf $(VENV) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache
