@@ -191,7 +191,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     # -- extract, decide, record -----------------------------------------------------
 
     def _decide(self, span: ReadableSpan) -> tuple[list[EventSpec], Reminder | None] | None:
-        call = self._tool_call(span)
+        name, attributes = span.name, attributes_of(span)
+        candidates = self._route_tool_span(name, attributes)  # nearly every span stops here
+        if not candidates:
+            return None
+        call = find_tool_call(candidates, name, attributes, events_of(span))
         if call is None or not self._tracked(call.tool_name):
             return None
         agent = self._resolve_agent(span, call)
@@ -261,11 +265,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             span_id=format_span_id(context.span_id) if context else "0" * 16,
         )
         return events, reminder
-
-    def _tool_call(self, span: ReadableSpan) -> ToolCall | None:
-        name, attributes = span.name, attributes_of(span)
-        candidates = self._route_tool_span(name, attributes)
-        return find_tool_call(candidates, name, attributes, events_of(span)) if candidates else None
 
     def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return find_agent_run(self._conventions, name, attributes)

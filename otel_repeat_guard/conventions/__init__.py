@@ -33,16 +33,6 @@ ToolRouter = Callable[[str, Mapping[str, Any]], Sequence[Convention]]
 AgentIdPrefilter = Callable[[Mapping[str, Any]], bool]
 
 
-def _discriminants(name: str, attributes: Mapping[str, Any]) -> int:
-    """Which built-in vocabularies' tool-span marks a span carries, one bit each (see ``_BUILT_IN``)."""
-    return (
-        (name == "running tool")
-        | (attributes.get("traceloop.span.kind") == "tool") << 1
-        | (attributes.get("gen_ai.operation.name") == "execute_tool") << 2
-        | (attributes.get("openinference.span.kind") == "TOOL") << 3
-    )
-
-
 def _may_name_a_built_in_agent_id(attributes: Mapping[str, Any]) -> bool:
     """False when no built-in convention would read an agent id here (only gen_ai.agent.id carries one)."""
     return "gen_ai.agent.id" in attributes
@@ -62,7 +52,17 @@ def prefilters(conventions: Sequence[Convention]) -> tuple[ToolRouter, AgentIdPr
     routes = tuple(
         tuple(c for c in conventions if mask & (1 << _BUILT_IN.index(type(c)))) for mask in range(1 << len(_BUILT_IN))
     )
-    return (lambda name, attributes: routes[_discriminants(name, attributes)]), _may_name_a_built_in_agent_id
+
+    def route(name: str, attributes: Mapping[str, Any]) -> Sequence[Convention]:
+        # One bit per built-in vocabulary whose tool-span mark the span carries, in _BUILT_IN's order.
+        return routes[
+            (name == "running tool")
+            | (attributes.get("traceloop.span.kind") == "tool") << 1
+            | (attributes.get("gen_ai.operation.name") == "execute_tool") << 2
+            | (attributes.get("openinference.span.kind") == "TOOL") << 3
+        ]
+
+    return route, _may_name_a_built_in_agent_id
 
 
 def find_tool_call(
