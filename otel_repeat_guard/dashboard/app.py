@@ -140,8 +140,8 @@ def _seconds(value: float) -> str:
     return f"{value:,.1f} s" if value < 120 else f"{value / 60:,.1f} min"
 
 
-def _headline_section(db: str, filters: Filters) -> None:
-    row = _headline(db, filters).iloc[0]
+def _headline_section(headline: pd.DataFrame) -> None:
+    row = headline.iloc[0]
     first, second = st.columns(4), st.columns(4)
     first[0].metric(
         "Tool calls",
@@ -189,21 +189,22 @@ def _grouped_section(title: str, frame: pd.DataFrame, label: str, key: str) -> N
         st.altair_chart(charts.hotspot_bars(frame, label, f"Repeated calls by {label}"), width="stretch")
 
 
-def _trends_section(db: str, filters: Filters) -> None:
+def _bucket_seconds(db: str, filters: Filters) -> int:
+    bounds = _bounds(db).iloc[0]
+    start = filters.start_ns if filters.start_ns is not None else int(bounds["first_ns"])
+    return queries.bucket_seconds(max(0, int(bounds["last_ns"]) - start))
+
+
+def _trends_section(over_time: pd.DataFrame, bucket_s: int, lengths: pd.DataFrame) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Over time")
-        bounds = _bounds(db).iloc[0]
-        start = filters.start_ns if filters.start_ns is not None else int(bounds["first_ns"])
-        bucket_s = queries.bucket_seconds(max(0, int(bounds["last_ns"]) - start))
-        frame = _over_time(db, filters, bucket_s)
-        if frame.empty:
+        if over_time.empty:
             st.caption("No repeated calls in this selection.")
         else:
-            st.altair_chart(charts.over_time(frame, bucket_s), width="stretch")
+            st.altair_chart(charts.over_time(over_time, bucket_s), width="stretch")
     with right:
         st.subheader("Run-length distribution")
-        lengths = _run_lengths(db, filters)
         loops = lengths[lengths["run_length"] >= 2]
         single = int(lengths.loc[lengths["run_length"] == 1, "runs"].sum())
         if loops.empty:
@@ -271,11 +272,15 @@ def _content(settings: Settings, filters: Filters) -> None:
 
 def _draw(settings: Settings, filters: Filters) -> None:
     db = str(settings.db)
-    _headline_section(db, filters)
-    by_tool = _by_tool(db, filters)
+    # Every section's query first, then the drawing: a store that fails part-way through
+    # (a damaged page in one table) shows one message, not half a page.
+    headline, by_tool, by_agent = _headline(db, filters), _by_tool(db, filters), _by_agent(db, filters)
+    bucket_s = _bucket_seconds(db, filters)
+    over_time, lengths = _over_time(db, filters, bucket_s), _run_lengths(db, filters)
+    _headline_section(headline)
     _grouped_section("Loop hotspots by tool", by_tool, "tool", "hotspots_by_tool")
-    _grouped_section("By agent", _by_agent(db, filters), "agent", "hotspots_by_agent")
-    _trends_section(db, filters)
+    _grouped_section("By agent", by_agent, "agent", "hotspots_by_agent")
+    _trends_section(over_time, bucket_s, lengths)
     _drill_down(db, filters, [str(t) for t in by_tool["tool"]], settings)
 
 

@@ -16,7 +16,7 @@ from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.store.records import AgentRunRow, ToolCallRow, agent_run_row, tool_call_row
-from otel_repeat_guard.store.schema import default_db_path, open_for_writing
+from otel_repeat_guard.store.schema import ROLLUP_BUCKET_NS, default_db_path, open_for_writing
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -39,7 +39,108 @@ SET agent_key = CASE WHEN agent_known THEN agent_key ELSE :key END,
 WHERE trace_id = :trace_id AND parent_span_id = :span_id AND agent_pending = 1
 """
 _INSERT_DIMENSION = "INSERT OR IGNORE INTO dimensions (kind, value) VALUES (?, ?)"
+# The pending calls a run span is about to resolve, as the roll-up sees them.
+_PENDING_UNDER = """
+SELECT end_ns, service_name, agent_key, agent_name, agent_known, tool_name, tracked, run_length,
+       reminder_tier, duration_ns
+FROM tool_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
+"""
+_ADD_ROLLUP = """
+INSERT INTO call_rollup (
+    bucket_ns, service_name, agent, tool_name, tracked,
+    calls, repeated_calls, gentle_reminders, detailed_reminders, longest_run, repeated_ns
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (bucket_ns, service_name, agent, tool_name, tracked) DO UPDATE SET
+    calls = calls + excluded.calls,
+    repeated_calls = repeated_calls + excluded.repeated_calls,
+    gentle_reminders = gentle_reminders + excluded.gentle_reminders,
+    detailed_reminders = detailed_reminders + excluded.detailed_reminders,
+    longest_run = MAX(longest_run, excluded.longest_run),
+    repeated_ns = repeated_ns + excluded.repeated_ns
+"""
+_SUBTRACT_ROLLUP = """
+UPDATE call_rollup SET
+    calls = calls - ?, repeated_calls = repeated_calls - ?, gentle_reminders = gentle_reminders - ?,
+    detailed_reminders = detailed_reminders - ?, repeated_ns = repeated_ns - ?
+WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND tool_name = ? AND tracked = ?
+RETURNING calls, longest_run
+"""
+_DROP_EMPTY_ROLLUP = """
+DELETE FROM call_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND tool_name = ? AND tracked = ?
+"""
+# The longest run left in a group that lost calls to another agent label (rare: only when
+# the group still holds calls and lost its longest); reads one day of calls by time.
+_RECOUNT_LONGEST = """
+UPDATE call_rollup SET longest_run = (
+    SELECT COALESCE(MAX(run_length), 0) FROM tool_calls
+    WHERE end_ns >= :bucket AND end_ns < :bucket + :width AND service_name = :service
+      AND COALESCE(agent_name, agent_key) = :agent AND tool_name = :tool AND tracked = :tracked
+)
+WHERE bucket_ns = :bucket AND service_name = :service AND agent = :agent AND tool_name = :tool AND tracked = :tracked
+"""
 _LOCK_RETRIES = 5
+
+
+def _label(name: str | None, key: str) -> str:
+    """The agent label the dashboard shows: ``COALESCE(agent_name, agent_key)``."""
+    return name if name is not None else key
+
+
+RollupKey = tuple[int, str, str, str, bool]  # bucket_ns, service, agent label, tool, tracked
+
+
+class _Rollup:
+    """Per-group figures of some calls: added to (or taken from) ``call_rollup`` in one statement each."""
+
+    def __init__(self) -> None:
+        # calls, repeated calls, gentle, detailed, longest run, repeated ns
+        self.groups: dict[RollupKey, list[int]] = {}
+
+    def add(
+        self,
+        end_ns: int,
+        service: str,
+        agent: str,
+        tool: str,
+        tracked: bool,
+        run_length: int | None,
+        tier: str | None,
+        duration_ns: int,
+    ) -> None:
+        key = (end_ns - end_ns % ROLLUP_BUCKET_NS, service, agent, tool, bool(tracked))
+        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0])
+        repeated = run_length is not None and run_length >= 2
+        figures[0] += 1
+        figures[1] += repeated
+        figures[2] += tier == "gentle"
+        figures[3] += tier == "detailed"
+        figures[4] = max(figures[4], run_length or 0)
+        figures[5] += duration_ns if repeated else 0
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        conn.executemany(_ADD_ROLLUP, [(*key, *figures) for key, figures in sorted(self.groups.items())])
+
+    def take_from(self, conn: sqlite3.Connection) -> None:
+        """Subtract these calls from their groups (after they moved to another agent label)."""
+        for key, (calls, repeated, gentle, detailed, longest, repeated_ns) in sorted(self.groups.items()):
+            left = conn.execute(_SUBTRACT_ROLLUP, (calls, repeated, gentle, detailed, repeated_ns, *key)).fetchone()
+            if left is None:  # pragma: no cover - every stored call is in the roll-up
+                continue
+            if left[0] <= 0:
+                conn.execute(_DROP_EMPTY_ROLLUP, key)
+            elif longest >= left[1]:
+                bucket, service, agent, tool, tracked = key
+                conn.execute(
+                    _RECOUNT_LONGEST,
+                    {
+                        "bucket": bucket,
+                        "width": ROLLUP_BUCKET_NS,
+                        "service": service,
+                        "agent": agent,
+                        "tool": tool,
+                        "tracked": tracked,
+                    },
+                )
 
 
 class SQLiteSpanExporter(SpanExporter):
@@ -128,17 +229,32 @@ class SQLiteSpanExporter(SpanExporter):
         conn.execute("BEGIN IMMEDIATE")
         try:
             dimensions: set[tuple[str, str]] = set()
+            rollup = _Rollup()
             for call in calls:
-                agent = self._insert_call(conn, call)
+                label, agent = self._insert_call(conn, call)
+                rollup.add(
+                    call.end_ns,
+                    call.service_name,
+                    label,
+                    call.tool_name,
+                    call.tracked,
+                    call.run_length,
+                    call.reminder_tier,
+                    call.duration_ns,
+                )
                 dimensions.update((("service", call.service_name), ("tool", call.tool_name)))
                 if agent is not None:
                     dimensions.add(("agent", agent))
+            rollup.apply(conn)  # before any run below moves some of these calls to another label
             for run in runs:
                 conn.execute(_INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
+                old, new = self._relabelled(conn, run)
                 resolved = conn.execute(
                     _RESOLVE_PENDING,
                     {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
                 ).rowcount
+                new.apply(conn)
+                old.take_from(conn)
                 if resolved:
                     dimensions.add(("agent", run.agent_name or run.agent_key))
             conn.executemany(_INSERT_DIMENSION, sorted(dimensions))
@@ -147,8 +263,27 @@ class SQLiteSpanExporter(SpanExporter):
             conn.execute("ROLLBACK")
             raise
 
-    def _insert_call(self, conn: sqlite3.Connection, call: ToolCallRow) -> str | None:
-        """Insert one call; returns its agent's label for the filter lists, unless still provisional."""
+    @staticmethod
+    def _relabelled(conn: sqlite3.Connection, run: AgentRunRow) -> tuple[_Rollup, _Rollup]:
+        """The calls ``run`` is about to resolve (see _RESOLVE_PENDING) whose agent label changes.
+
+        Returns them grouped under their old labels and under their new ones; read before the
+        UPDATE, applied after it (so a recount of an old group no longer sees them).
+        """
+        old, new = _Rollup(), _Rollup()
+        for end_ns, service, key, name, known, tool, tracked, run_length, tier, duration_ns in conn.execute(
+            _PENDING_UNDER, (run.trace_id, run.span_id)
+        ):
+            before = _label(name, key)
+            after = _label(name if name is not None else run.agent_name, key if known else run.agent_key)
+            if after != before:
+                figures = (end_ns, service, tool, bool(tracked), run_length, tier, duration_ns)
+                old.add(figures[0], service, before, *figures[2:])
+                new.add(figures[0], service, after, *figures[2:])
+        return old, new
+
+    def _insert_call(self, conn: sqlite3.Connection, call: ToolCallRow) -> tuple[str, str | None]:
+        """Insert one call; returns its agent label and the label for the filter lists (None while provisional)."""
         key, name, known, pending = call.agent_key, call.agent_name, call.agent_known, call.agent_pending
         if pending:  # the agent-run span was exported first (unusual, but possible)
             found = conn.execute(
@@ -185,5 +320,5 @@ class SQLiteSpanExporter(SpanExporter):
         if call.arguments_preview is not None:
             conn.execute(_INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
         if pending and not known:
-            return None  # labelled when its agent-run span arrives
-        return name or key
+            return _label(name, key), None  # labelled when its agent-run span arrives
+        return _label(name, key), name or key

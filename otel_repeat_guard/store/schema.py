@@ -3,6 +3,15 @@
 One file holds every tool call the exporter recognized. The schema is versioned in a
 small table (and mirrored in ``PRAGMA user_version``) so a newer release's file, or a
 SQLite file of some other program, gives a clear error instead of wrong numbers.
+
+Version history:
+
+1. ``tool_calls`` and its side tables.
+2. Adds ``call_rollup`` (per UTC day x service x agent x tool x tracked: counts, sums and
+   the longest run), kept by the exporter in the same transaction as the calls, so the
+   dashboard's headline and hotspot tables read about one row per group and day instead
+   of every call; and widens the repeats index so the over-time chart never reads the
+   table. A version 1 file is upgraded in place the first time an exporter opens it.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ import sqlite3
 from pathlib import Path
 
 APPLICATION = "otel-repeat-guard"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = "repeat-guard.db"
 DB_ENV = "OTEL_REPEAT_GUARD_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -55,6 +64,24 @@ _TABLES = (
         value TEXT NOT NULL,
         PRIMARY KEY (kind, value)
     ) WITHOUT ROWID""",
+    # Per UTC day (bucket_ns = start of the day) x service x agent label x tool x tracked:
+    # what the dashboard's headline and hotspot tables sum. ``agent`` is the label the
+    # dashboard shows, COALESCE(agent_name, agent_key); ``longest_run`` is 0 when no call
+    # of the group has a run length. Kept equal to ROLLUP_FROM_CALLS by the exporter.
+    """CREATE TABLE IF NOT EXISTS call_rollup (
+        bucket_ns INTEGER NOT NULL,
+        service_name TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        tracked INTEGER NOT NULL,
+        calls INTEGER NOT NULL,
+        repeated_calls INTEGER NOT NULL,
+        gentle_reminders INTEGER NOT NULL,
+        detailed_reminders INTEGER NOT NULL,
+        longest_run INTEGER NOT NULL,
+        repeated_ns INTEGER NOT NULL,
+        PRIMARY KEY (bucket_ns, service_name, agent, tool_name, tracked)
+    ) WITHOUT ROWID""",
     # Agent-run spans, used to give first calls (which carry no guard event) their agent.
     """CREATE TABLE IF NOT EXISTS agent_runs (
         trace_id TEXT NOT NULL,
@@ -70,9 +97,42 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS tool_calls_tool_repeats ON tool_calls(tool_name, run_length) WHERE run_length >= 2",
     "CREATE INDEX IF NOT EXISTS tool_calls_agent ON tool_calls(agent_key, id)",
     "CREATE INDEX IF NOT EXISTS tool_calls_parent ON tool_calls(trace_id, parent_span_id) WHERE agent_pending = 1",
-    # Covers the over-time chart: repeated calls and their reminder tier, by time.
-    "CREATE INDEX IF NOT EXISTS tool_calls_repeats ON tool_calls(end_ns, reminder_tier) WHERE run_length >= 2",
+    # Covers the over-time chart, filters included: repeated calls and their reminder tier, by time.
+    "CREATE INDEX IF NOT EXISTS tool_calls_repeats_by_time ON tool_calls"
+    "(end_ns, reminder_tier, service_name, tool_name, agent_name, agent_key) WHERE run_length >= 2",
 )
+
+ROLLUP_BUCKET_NS = 86400 * 1_000_000_000
+"""The roll-up's time bucket: one UTC day. Coarse enough to be ~10x smaller than the calls
+on a busy store; the dashboard reads the partial days at a range's edges from the calls."""
+
+# The roll-up computed from the calls themselves: how a version 1 file is upgraded, how a
+# bulk load fills it, and what the exporter's incremental upkeep must always equal.
+ROLLUP_FROM_CALLS = f"""
+SELECT end_ns - end_ns % {ROLLUP_BUCKET_NS} AS bucket_ns, service_name,
+       COALESCE(agent_name, agent_key) AS agent, tool_name, tracked,
+       COUNT(*) AS calls,
+       COUNT(*) FILTER (WHERE run_length >= 2) AS repeated_calls,
+       COUNT(*) FILTER (WHERE reminder_tier = 'gentle') AS gentle_reminders,
+       COUNT(*) FILTER (WHERE reminder_tier = 'detailed') AS detailed_reminders,
+       COALESCE(MAX(run_length), 0) AS longest_run,
+       COALESCE(SUM(duration_ns) FILTER (WHERE run_length >= 2), 0) AS repeated_ns
+FROM tool_calls
+GROUP BY 1, 2, 3, 4, 5
+"""
+
+
+def rebuild_rollup(conn: sqlite3.Connection) -> None:
+    """Recompute ``call_rollup`` from ``tool_calls`` (call inside a write transaction)."""
+    conn.execute("DELETE FROM call_rollup")
+    conn.execute(f"INSERT INTO call_rollup {ROLLUP_FROM_CALLS}")
+
+
+def _upgrade_from_1(conn: sqlite3.Connection) -> None:
+    for statement in (*_TABLES, *_INDEXES):
+        conn.execute(statement)
+    conn.execute("DROP INDEX IF EXISTS tool_calls_repeats")  # replaced by tool_calls_repeats_by_time
+    rebuild_rollup(conn)
 
 
 class StoreError(Exception):
@@ -142,8 +202,11 @@ def _user_tables(conn: sqlite3.Connection) -> set[str]:
     return {str(name) for (name,) in rows}
 
 
-def check_schema(conn: sqlite3.Connection, path: Path | str) -> bool:
-    """Raise a :class:`StoreError` unless the file is ours and readable; False if it is empty."""
+def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool = False) -> bool:
+    """Raise a :class:`StoreError` unless the file is ours and readable; False if it is empty.
+
+    With ``upgradable``, an older version we know how to upgrade passes (the caller upgrades it).
+    """
     try:
         tables = _user_tables(conn)
         if not tables:
@@ -167,12 +230,24 @@ def check_schema(conn: sqlite3.Connection, path: Path | str) -> bool:
             f"{path} uses store schema version {version}, newer than the {SCHEMA_VERSION} this "
             f"otel-repeat-guard understands; upgrade otel-repeat-guard to read it"
         )
-    if version < SCHEMA_VERSION:
+    if version < SCHEMA_VERSION and not (upgradable and version in _UPGRADES):
+        hint = (
+            f"it is upgraded in place the next time a SQLiteSpanExporter (or `otel-repeat-guard demo --db {path}`) opens it"
+            if version in _UPGRADES
+            else "it was not written by a released otel-repeat-guard"
+        )
         raise SchemaError(
             f"{path} uses store schema version {version}, older than the {SCHEMA_VERSION} this "
-            f"otel-repeat-guard understands; it was not written by otel-repeat-guard"
+            f"otel-repeat-guard reads; {hint}"
         )
     return True
+
+
+_UPGRADES = {1: _upgrade_from_1}
+
+
+def _stored_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT version FROM repeat_guard_schema").fetchone()[0])
 
 
 def open_for_writing(path: Path | str) -> sqlite3.Connection:
@@ -189,10 +264,15 @@ def open_for_writing(path: Path | str) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")  # serializes schema creation between processes
-        if not check_schema(conn, path):
+        if not check_schema(conn, path, upgradable=True):
             for statement in (*_TABLES, *_INDEXES):
                 conn.execute(statement)
             conn.execute("INSERT INTO repeat_guard_schema VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif (version := _stored_version(conn)) < SCHEMA_VERSION:
+            for step in range(version, SCHEMA_VERSION):
+                _UPGRADES[step](conn)
+            conn.execute("UPDATE repeat_guard_schema SET version = ?", (SCHEMA_VERSION,))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException as exc:

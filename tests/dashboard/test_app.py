@@ -12,7 +12,7 @@ from replay import replay
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.demo.scenario import AgentScript
-from otel_repeat_guard.store import DB_ENV, open_for_writing
+from otel_repeat_guard.store import DB_ENV, SCHEMA_VERSION, open_for_writing
 
 APP = Path(__file__).resolve().parents[2] / "otel_repeat_guard" / "dashboard" / "app.py"
 CHECKOUT_APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -145,4 +145,4 @@ def test_newer_schema_is_a_message_not_a_traceback(monkeypatch: pytest.MonkeyPat
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE repeat_guard_schema SET version = 99")
     app = run_app(monkeypatch, db)
-    assert "schema version 99, newer than the 1" in app.error[0].value
+    assert f"schema version 99, newer than the {SCHEMA_VERSION}" in app.error[0].value

@@ -14,7 +14,7 @@ import pytest
 from otel_repeat_guard.cli import dashboard_command, main
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.dashboard.queries import Filters
-from otel_repeat_guard.store import open_for_reading, open_for_writing
+from otel_repeat_guard.store import SCHEMA_VERSION, open_for_reading, open_for_writing
 
 CLI = shutil.which("otel-repeat-guard") or str(Path(sys.executable).with_name("otel-repeat-guard"))
 
@@ -91,7 +91,7 @@ def test_dashboard_on_a_newer_store_exits_2(tmp_path: Path, capsys: pytest.Captu
     open_for_writing(db).close()
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE repeat_guard_schema SET version = 7")
-    assert "schema version 7, newer than the 1" in error_of(capsys, ["dashboard", "--db", str(db)])
+    assert f"schema version 7, newer than the {SCHEMA_VERSION}" in error_of(capsys, ["dashboard", "--db", str(db)])
 
 
 def test_bad_trace_url_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,7 @@ from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.demo.scenario import AgentScript
 from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store.schema import ROLLUP_FROM_CALLS
 
 
 @pytest.fixture
@@ -118,3 +119,10 @@ def test_filter_options_and_bounds(conn: sqlite3.Connection) -> None:
 @pytest.mark.parametrize(("span_s", "width"), [(0, 1), (59, 1), (600, 10), (3600, 60), (10**7, 7 * 86400)])
 def test_bucket_width_gives_about_sixty_buckets(span_s: int, width: int) -> None:
     assert queries.bucket_seconds(span_s * 1_000_000_000) == width
+
+
+def test_the_demo_store_rollup_equals_its_calls(conn: sqlite3.Connection) -> None:
+    # The demo writes through the exporter with real batching, so first calls are resolved late.
+    kept = conn.execute("SELECT * FROM call_rollup ORDER BY 1, 2, 3, 4, 5").fetchall()
+    assert kept == conn.execute(f"{ROLLUP_FROM_CALLS} ORDER BY 1, 2, 3, 4, 5").fetchall()
+    assert not [row for row in kept if str(row[2]).startswith("trace:")]

@@ -28,6 +28,7 @@ from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard import RepeatGuardSpanProcessor, cli
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_writing
+from otel_repeat_guard.store.schema import SCHEMA_VERSION
 from tests.ingest.otlp import otlp_json_line, record_workload, write_lines
 
 WRITER = Path(__file__).with_name("store_writer.py")
@@ -210,8 +211,16 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
         "is corrupt, truncated or not a SQLite database",
         "is corrupt, truncated or not a SQLite database",
     ),
-    "newer-schema": (schema_version(99), "uses store schema version 99, newer than the 1", "newer than the 1"),
-    "older-schema": (schema_version(0), "uses store schema version 0, older than the 1", "older than the 1"),
+    "newer-schema": (
+        schema_version(99),
+        f"uses store schema version 99, newer than the {SCHEMA_VERSION}",
+        f"newer than the {SCHEMA_VERSION}",
+    ),
+    "older-schema": (
+        schema_version(0),
+        f"uses store schema version 0, older than the {SCHEMA_VERSION}",
+        f"older than the {SCHEMA_VERSION}",
+    ),
     "non-numeric-schema": (schema_version("one"), "has a store schema version 'one' that is not a number", "'one'"),
 }
 
