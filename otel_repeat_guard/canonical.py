@@ -29,6 +29,10 @@ def canonical_bytes(value: Any) -> bytes:
             value = _decode(value)
         except (msgspec.DecodeError, UnicodeEncodeError):
             return _from_text_exactly(value)
+        try:
+            return orjson.dumps(value, option=_SORT_KEYS)  # msgspec yields no NaN or Infinity
+        except TypeError:  # integers beyond 64 bits, lone surrogates
+            return _exact_dumps(value)
     try:
         out = orjson.dumps(value, option=_SORT_KEYS)
     except TypeError:  # integers beyond 64 bits, lone surrogates, non-JSON types
