@@ -230,8 +230,9 @@ class SQLiteSpanExporter(SpanExporter):
         try:
             dimensions: set[tuple[str, str]] = set()
             rollup = _Rollup()
+            runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}
             for call in calls:
-                label, agent = self._insert_call(conn, call)
+                label, agent = self._insert_call(conn, call, runs_seen)
                 rollup.add(
                     call.end_ns,
                     call.service_name,
@@ -282,14 +283,25 @@ class SQLiteSpanExporter(SpanExporter):
                 new.add(figures[0], service, after, *figures[2:])
         return old, new
 
-    def _insert_call(self, conn: sqlite3.Connection, call: ToolCallRow) -> tuple[str, str | None]:
-        """Insert one call; returns its agent label and the label for the filter lists (None while provisional)."""
+    def _insert_call(
+        self,
+        conn: sqlite3.Connection,
+        call: ToolCallRow,
+        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
+    ) -> tuple[str, str | None]:
+        """Insert one call; returns its agent label and the label for the filter lists (None while provisional).
+
+        ``runs_seen`` remembers, for this batch, which parents are known agent runs: a batch's
+        first calls mostly share a few parents, so each is looked up once, not once per call.
+        """
         key, name, known, pending = call.agent_key, call.agent_name, call.agent_known, call.agent_pending
-        if pending:  # the agent-run span was exported first (unusual, but possible)
-            found = conn.execute(
-                "SELECT agent_key, agent_name FROM agent_runs WHERE trace_id = ? AND span_id = ?",
-                (call.trace_id, call.parent_span_id),
-            ).fetchone()
+        if pending:  # the agent-run span may have been exported first (unusual, but possible)
+            parent = (call.trace_id, call.parent_span_id)
+            if parent not in runs_seen:
+                runs_seen[parent] = conn.execute(
+                    "SELECT agent_key, agent_name FROM agent_runs WHERE trace_id = ? AND span_id = ?", parent
+                ).fetchone()
+            found = runs_seen[parent]
             if found is not None:
                 key = key if known else str(found[0])
                 name = name if name is not None else found[1]

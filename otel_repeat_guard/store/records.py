@@ -18,8 +18,9 @@ tool call is taken, in order, from:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
@@ -29,6 +30,7 @@ from otel_repeat_guard.conventions import MISSING, AgentRun, Convention, find_ag
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
 from otel_repeat_guard.reminders import arguments_preview
+from otel_repeat_guard.span_events import attributes_of, events_of
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -95,14 +97,14 @@ def _service_name(span: ReadableSpan) -> str:
     return value if isinstance(value, str) and value else UNKNOWN_SERVICE
 
 
-def _guard_events(span: ReadableSpan) -> tuple[dict[str, object], dict[str, object]]:
-    repeat: dict[str, object] = {}
-    reminder: dict[str, object] = {}
-    for event in span.events:
+def _guard_events(events: Sequence[Any]) -> tuple[Mapping[str, object], Mapping[str, object]]:
+    repeat: Mapping[str, object] = {}
+    reminder: Mapping[str, object] = {}
+    for event in events:
         if event.name == REPEAT_EVENT:
-            repeat = dict(event.attributes or {})
+            repeat = event.attributes or {}
         elif event.name == REMINDER_EVENT:
-            reminder = dict(event.attributes or {})
+            reminder = event.attributes or {}
     return repeat, reminder
 
 
@@ -123,13 +125,14 @@ def tool_call_row(
     preview_chars: int,
 ) -> ToolCallRow | None:
     """The row for ``span`` if it is a tool span in one of ``conventions``, else None."""
-    call = find_tool_call(conventions, span.name, span.attributes or {}, span.events)
+    events = events_of(span)
+    call = find_tool_call(conventions, span.name, attributes_of(span), events)
     context = span.context
     if call is None or context is None:
         return None
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
-    repeat, reminder = _guard_events(span)
+    repeat, reminder = _guard_events(events)
     is_tracked = tracked(call.tool_name)
 
     digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
