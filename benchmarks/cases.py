@@ -215,36 +215,35 @@ def _bytes_per_agent(agents: int, size: int) -> float:
 
 
 def scaling(s: Settings) -> list[Row]:
-    rows = []
+    """Time per call with N agents in the state, each N side by side with a guard holding one agent."""
     arguments = orjson.dumps({"path": "src/app.py", "limit": 200}).decode()
-    baseline_us = 0.0
-    counts = [n for n in (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000) if n <= s.max_scale]
+    counts = [n for n in (10, 100, 1_000, 10_000, 100_000, 1_000_000) if n <= s.max_scale]
+    one = _filled_pipeline(1, s.segment)
+    picks_one = ["agent-0"] * s.segment
+    rows = []
     for n in counts:
-        guard = _guard(max_agents=max(n, 1))
-        for i in range(n):  # fill the state directly: what the processor would have stored
-            guard._chains.observe(f"agent-{i}", "read_file", b"seed")
-        p = w.pipeline(guard, capacity=s.segment + 10)
-        picks = [f"agent-{(i * 7919) % n}" for i in range(s.segment)]
-        samples = []
-        for _ in range(5):
-            with quiet_gc():
-                samples.append(w.tool_segment_for_agents(p, picks, arguments) * 1e6)
-            p.flush()
-        us = sorted(samples)[2]
-        baseline_us = baseline_us or us
-        ratio = us / baseline_us
-        met = ratio <= 1.5 if n == counts[-1] else None
-        rows.append(
-            Row(
-                f"scaling: {n:>9,} agents",
-                f"{us:.1f} us per call ({ratio:.2f}x of 1 agent)",
-                "flat (<= 1.5x)" if met is not None else "report",
-                met,
-            )
+        many = _filled_pipeline(n, s.segment)
+        picks_many = [f"agent-{(i * 7919) % n}" for i in range(s.segment)]
+        c = compare(
+            lambda: w.tool_segment_for_agents(one, picks_one, arguments),
+            lambda m=many, k=picks_many: w.tool_segment_for_agents(m, k, arguments),
+            s.rounds,
+            _flush(one, many),
         )
-        del guard, p
+        met = c.ratio <= 1.25 if n == counts[-1] else None
+        rows.append(
+            Row(f"scaling: {n:>9,} agents vs 1", _fmt(c), "flat (<= 1.25)" if met is not None else "report", met)
+        )
+        del many
         gc.collect()
     return rows
+
+
+def _filled_pipeline(agents: int, segment: int) -> w.Pipeline:
+    guard = _guard(max_agents=agents)
+    for i in range(agents):  # fill the state directly: what the processor would have stored
+        guard._chains.observe(f"agent-{i}", "read_file", b"seed")
+    return w.pipeline(guard, capacity=segment + 10)
 
 
 def python_info() -> str:
@@ -271,7 +270,7 @@ def store_write(s: Settings) -> Row:
     )
     spans = [span for span in memory.get_finished_spans() if span.name.startswith("execute_tool")]
     rates = []
-    for _ in range(3):
+    for _ in range(5):
         with tempfile.TemporaryDirectory() as folder:
             exporter = SQLiteSpanExporter(Path(folder) / "bench.db")
             start = time.perf_counter()

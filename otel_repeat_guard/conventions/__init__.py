@@ -97,6 +97,7 @@ __all__ = [
     "PydanticAIV2Convention",
     "SpanMatcher",
     "ToolCall",
+    "ToolRouter",
     "TraceloopConvention",
     "find_agent_run",
     "find_tool_call",

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
 
 from otel_repeat_guard.canonical import arguments_digest, canonical_bytes
-from otel_repeat_guard.conventions import MISSING, AgentRun, Convention, find_agent_run, find_tool_call
+from otel_repeat_guard.conventions import MISSING, AgentRun, Convention, ToolRouter, find_agent_run, find_tool_call
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
 from otel_repeat_guard.reminders import arguments_preview
@@ -118,15 +118,16 @@ def _str_or_none(value: object) -> str | None:
 
 def tool_call_row(
     span: ReadableSpan,
-    conventions: Sequence[Convention],
+    route: ToolRouter,
     tracked: ToolFilter,
     *,
     store_arguments: bool,
     preview_chars: int,
 ) -> ToolCallRow | None:
-    """The row for ``span`` if it is a tool span in one of ``conventions``, else None."""
-    events = events_of(span)
-    call = find_tool_call(conventions, span.name, attributes_of(span), events)
+    """The row for ``span`` if it is a tool span in one of the conventions ``route`` picks, else None."""
+    attributes, events = attributes_of(span), events_of(span)
+    candidates = route(span.name, attributes)
+    call = find_tool_call(candidates, span.name, attributes, events) if candidates else None
     context = span.context
     if call is None or context is None:
         return None
