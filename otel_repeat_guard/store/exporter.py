@@ -22,12 +22,11 @@ logger = logging.getLogger("otel_repeat_guard")
 
 _INSERT_CALL = """
 INSERT INTO tool_calls (
-    id, start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
+    start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
     agent_key, agent_name, agent_known, agent_pending, tool_name, tracked, arguments_digest,
     error, run_length, reminder_tier, reminder_threshold
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
-_NEXT_CALL_ID = "SELECT COALESCE(MAX(id), 0) + 1 FROM tool_calls"
 _INSERT_ARGUMENTS = "INSERT INTO tool_call_arguments (call_id, preview) VALUES (?, ?)"
 _INSERT_RUN = "INSERT OR REPLACE INTO agent_runs (trace_id, span_id, agent_key, agent_name) VALUES (?, ?, ?, ?)"
 # Calls made directly under an agent-run span take its key (if theirs was provisional) and name.
@@ -233,16 +232,8 @@ class SQLiteSpanExporter(SpanExporter):
             dimensions: set[tuple[str, str]] = set()
             rollup = _Rollup()
             runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}
-            # Ids are handed out here, under the write lock, so that the calls and their argument
-            # previews go in with one executemany each rather than two statements per call.
-            (next_id,) = conn.execute(_NEXT_CALL_ID).fetchone()
-            call_rows: list[tuple[object, ...]] = []
-            previews: list[tuple[int, str]] = []
-            for call_id, call in enumerate(calls, start=next_id):
-                row, label, agent = self._call_row(conn, call_id, call, runs_seen)
-                call_rows.append(row)
-                if call.arguments_preview is not None:
-                    previews.append((call_id, call.arguments_preview))
+            for call in calls:
+                label, agent = self._insert_call(conn, call, runs_seen)
                 rollup.add(
                     call.end_ns,
                     call.service_name,
@@ -256,8 +247,6 @@ class SQLiteSpanExporter(SpanExporter):
                 dimensions.update((("service", call.service_name), ("tool", call.tool_name)))
                 if agent is not None:
                     dimensions.add(("agent", agent))
-            conn.executemany(_INSERT_CALL, call_rows)
-            conn.executemany(_INSERT_ARGUMENTS, previews)
             rollup.apply(conn)  # before any run below moves some of these calls to another label
             for run in runs:
                 conn.execute(_INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
@@ -295,15 +284,13 @@ class SQLiteSpanExporter(SpanExporter):
                 new.add(figures[0], service, after, *figures[2:])
         return old, new
 
-    @staticmethod
-    def _call_row(
+    def _insert_call(
+        self,
         conn: sqlite3.Connection,
-        call_id: int,
         call: ToolCallRow,
         runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-    ) -> tuple[tuple[object, ...], str, str | None]:
-        """One call's parameters for ``_INSERT_CALL``, its agent label, and the label for the
-        filter lists (None while provisional).
+    ) -> tuple[str, str | None]:
+        """Insert one call; returns its agent label and the label for the filter lists (None while provisional).
 
         ``runs_seen`` remembers, for this batch, which parents are known agent runs: a batch's
         first calls mostly share a few parents, so each is looked up once, not once per call.
@@ -320,27 +307,31 @@ class SQLiteSpanExporter(SpanExporter):
                 key = key if known else str(found[0])
                 name = name if name is not None else found[1]
                 known, pending = True, False
-        row = (
-            call_id,
-            call.start_ns,
-            call.end_ns,
-            call.duration_ns,
-            call.service_name,
-            call.trace_id,
-            call.span_id,
-            call.parent_span_id,
-            key,
-            name,
-            known,
-            pending,
-            call.tool_name,
-            call.tracked,
-            call.arguments_digest,
-            call.error,
-            call.run_length,
-            call.reminder_tier,
-            call.reminder_threshold,
+        cursor = conn.execute(
+            _INSERT_CALL,
+            (
+                call.start_ns,
+                call.end_ns,
+                call.duration_ns,
+                call.service_name,
+                call.trace_id,
+                call.span_id,
+                call.parent_span_id,
+                key,
+                name,
+                known,
+                pending,
+                call.tool_name,
+                call.tracked,
+                call.arguments_digest,
+                call.error,
+                call.run_length,
+                call.reminder_tier,
+                call.reminder_threshold,
+            ),
         )
+        if call.arguments_preview is not None:
+            conn.execute(_INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
         if pending and not known:
-            return row, _label(name, key), None  # labelled when its agent-run span arrives
-        return row, _label(name, key), name or key
+            return _label(name, key), None  # labelled when its agent-run span arrives
+        return _label(name, key), name or key

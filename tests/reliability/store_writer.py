@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -25,7 +26,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.store import SQLiteSpanExporter
-from otel_repeat_guard.store.records import ToolCallRow
 
 RUN = 4  # identical calls per run
 BATCH = 2000
@@ -58,8 +58,8 @@ class ReportingExporter(SQLiteSpanExporter):
             print(f"committed {self.committed}", flush=True)
         return result
 
-    def _insert_call(self, conn: object, call: ToolCallRow) -> str | None:  # type: ignore[override]
-        agent = super()._insert_call(conn, call)  # type: ignore[arg-type]
+    def _insert_call(self, *args: Any, **kwargs: Any) -> Any:
+        agent = super()._insert_call(*args, **kwargs)
         self._inserted += 1
         if self._stalling and self._inserted == self._stall_at:
             print(f"stalled {self.committed}", flush=True)
