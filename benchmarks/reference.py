@@ -13,6 +13,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from otel_repeat_guard import REPEAT_EVENT
+from otel_repeat_guard.span_events import replace_events
 
 
 class ReferenceGuard(SpanProcessor):
@@ -64,20 +65,7 @@ class ReferenceGuard(SpanProcessor):
         if run < 2:
             return span
         event = Event(REPEAT_EVENT, {"repeat_tool_guard.run_length": run, "gen_ai.tool.name": tool})
-        return ReadableSpan(
-            name=span.name,
-            context=span.context,
-            parent=span.parent,
-            resource=span.resource,
-            attributes=span.attributes,
-            events=(*span.events, event),
-            links=span.links,
-            kind=span.kind,
-            status=span.status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope,
-        )
+        return replace_events(span, (*span.events, event))
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return all([p.force_flush(timeout_millis) for p in self._downstream])
