@@ -1,24 +1,27 @@
 """The scenario for LangChain 1.x ``create_agent`` and LangGraph ``create_react_agent``, shared by the
-OpenInference and the OpenLLMetry test modules (each instruments LangChain its own way and
-provides the ``g`` fixture)."""
+OpenInference and the OpenLLMetry test modules (each instruments LangChain its own way in a
+module-scoped ``board`` fixture built with :func:`instrumented_board`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
 from .scenario import (
     FINAL_ANSWER,
     SCRIPT,
     SHORT_SCRIPT,
     Guarded,
+    Switchboard,
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
     lookup_result,
+    make_guarded,
     next_call,
     require,
     run_lengths,
@@ -35,6 +38,24 @@ from langchain_core.tools import tool  # noqa: E402
 from langgraph.prebuilt import ToolNode, create_react_agent  # noqa: E402  (deprecated in LangGraph 1.x, still offered)
 
 from otel_repeat_guard.integrations.langchain import RepeatGuardMiddleware, repeat_guard_pre_model_hook  # noqa: E402
+
+
+def instrumented_board(instrumentor: Any) -> Iterator[Switchboard]:
+    """Instrument LangChain once per module: re-instrumenting does not reliably move an instrumentor to a new provider."""
+    switchboard = Switchboard()
+    provider = TracerProvider()
+    provider.add_span_processor(switchboard)
+    instrumentor.instrument(tracer_provider=provider)
+    yield switchboard
+    instrumentor.uninstrument()
+
+
+@pytest.fixture
+def g(board: Switchboard) -> Iterator[Guarded]:
+    guarded = make_guarded()
+    board.targets = guarded.processors
+    yield guarded
+    board.targets = []
 
 
 class ScriptedChat(BaseChatModel):
