@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.canonical import KEY_INLINE_LIMIT, arguments_digest, arguments_key, canonical_bytes
+from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_bytes
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import (
@@ -23,6 +23,7 @@ from otel_repeat_guard.conventions import (
     AgentRun,
     Convention,
     ToolCall,
+    agent_run_key,
     find_agent_run,
     find_tool_call,
     prefilters,
@@ -168,7 +169,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         forwarded = span
         try:
-            self._end_owned(span)
+            self._span_ended(span)
             if self._wrapping:
                 decision = self._decide(span)
                 if decision is not None:
@@ -207,7 +208,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         run = self._chains.observe(agent_id, call.tool_name, key)
         if run < 2 or canonical is None:
             return None
-        return self._record_repeat(span, call, agent_id, agent_name, canonical, key, run)
+        return self._record_repeat(span, call, agent_id, agent_name, canonical, run)
 
     def _record_repeat(
         self,
@@ -216,12 +217,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         agent_id: str,
         agent_name: str | None,
         canonical: bytes,
-        key: bytes | None,
         run: int,
     ) -> tuple[list[EventSpec], Reminder | None]:
         tool = call.tool_name
         error = call.error or span.status.status_code is StatusCode.ERROR
-        digest = key.hex() if key is not None and len(canonical) > KEY_INLINE_LIMIT else arguments_digest(canonical)
+        digest = arguments_digest(canonical)
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": run,
             "repeat_tool_guard.agent_id": agent_id,
@@ -309,7 +309,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         return self._own(root[0], None, root[1].name)  # no agent span: the local root stands for the run
 
     def _own(self, span_id: int, agent_id: str | None, name: str) -> Agent:
-        agent = (agent_id or f"{name}#{format_span_id(span_id)}", name)
+        agent = (agent_run_key(agent_id, name, span_id), name)
         owned = self._owned
         owned[span_id] = agent
         if len(owned) > self._max_live_spans:
@@ -340,7 +340,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if len(live) > self._max_live_spans:
             self._evict_oldest(live)
 
-    def _end_owned(self, span: ReadableSpan) -> None:
+    def _span_ended(self, span: ReadableSpan) -> None:
+        """Stop tracking an ended span; if it was an agent run (or local root), end its chain."""
         context = span.context
         if context is None:
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from otel_repeat_guard.conventions.base import MISSING, AgentRun, Convention, EventLike, ToolCall
+from otel_repeat_guard.conventions.base import MISSING, AgentRun, Convention, EventLike, ToolCall, agent_run_key
 from otel_repeat_guard.conventions.declarative import AttributeConvention, SpanMatcher
 from otel_repeat_guard.conventions.genai import GenAIConvention
 from otel_repeat_guard.conventions.openinference import OpenInferenceConvention
@@ -99,6 +99,7 @@ __all__ = [
     "ToolCall",
     "ToolRouter",
     "TraceloopConvention",
+    "agent_run_key",
     "find_agent_run",
     "find_tool_call",
     "prefilters",

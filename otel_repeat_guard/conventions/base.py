@@ -128,3 +128,9 @@ def tool_call_with_gen_ai_agent(
         agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
         error=failed(attributes, events),
     )
+
+
+def agent_run_key(agent_id: str | None, name: str, span_id: int) -> str:
+    """The chain key of an agent run found through its span: its agent id, else its name plus its
+    span id, so that two concurrent runs of one agent never share a chain."""
+    return agent_id or f"{name}#{span_id:016x}"

@@ -12,7 +12,7 @@ tool call is taken, in order, from:
 2. the guard's ``repeat_tool_guard.repeat`` event (present from the second call of a run);
 3. otherwise a provisional key ``trace:<trace id>/<parent span id>``, which the exporter
    replaces with the agent-run span's key once that span (the parent) is exported too.
-   The replacement uses :func:`agent_run_key`, which builds the key exactly as the guard
+   The replacement uses :func:`agent_run_key_and_name`, which builds the key exactly as the guard
    does, so first calls and repeats of one agent run land on the same agent.
 """
 
@@ -26,7 +26,15 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
 
 from otel_repeat_guard.canonical import arguments_digest, canonical_bytes
-from otel_repeat_guard.conventions import MISSING, AgentRun, Convention, ToolRouter, find_agent_run, find_tool_call
+from otel_repeat_guard.conventions import (
+    MISSING,
+    AgentRun,
+    Convention,
+    ToolRouter,
+    agent_run_key,
+    find_agent_run,
+    find_tool_call,
+)
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
 from otel_repeat_guard.reminders import arguments_preview
@@ -77,14 +85,10 @@ class AgentRunRow:
     agent_name: str | None
 
 
-def agent_run_key(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
-    """The chain key and readable name the guard gives an agent resolved from this run span.
-
-    Mirrors ``RepeatGuardSpanProcessor._resolve_agent``; ``tests/store`` checks that both
-    agree on real spans, so a change on one side fails loudly.
-    """
+def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
+    """The chain key and readable name the guard gives an agent resolved from this run span."""
     name = run.agent_name or span_name
-    return run.agent_id or f"{name}#{format_span_id(span_id)}", name
+    return agent_run_key(run.agent_id, name, span_id), name
 
 
 def provisional_agent_key(trace_id: str, parent_span_id: str | None) -> str:
@@ -188,5 +192,5 @@ def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> Agen
     run = find_agent_run(conventions, span.name, span.attributes or {})
     if run is None:
         return None
-    key, name = agent_run_key(run, span.name, context.span_id)
+    key, name = agent_run_key_and_name(run, span.name, context.span_id)
     return AgentRunRow(format_trace_id(context.trace_id), format_span_id(context.span_id), key, name)

@@ -94,7 +94,9 @@ def test_writer_killed_mid_batch_loses_only_its_open_batch(tmp_path: Path) -> No
     open_for_writing(db).close()
     start_at = time.time() + 2.5
     others = [start_writer(db, name, calls, start_at) for name in ("w0", "w1", "w2")]
-    victim = start_writer(db, "victim", calls, start_at, "--stall-after", "2000")
+    # A head start: the victim commits its first batch and stalls in its second while the others
+    # are still writing (or waiting for its lock), however the machine schedules them.
+    victim = start_writer(db, "victim", calls, start_at - 2.0, "--stall-after", "2000")
     assert victim.stdout is not None
     committed = None
     for line in victim.stdout:  # "committed N" after each batch, then "stalled N" inside the first batch after 2,000
