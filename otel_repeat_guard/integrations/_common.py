@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from opentelemetry.context import Context
 
 from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 
@@ -17,8 +18,19 @@ REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
 
 
-def check_sources(guard: object, inbox: object) -> tuple[RepeatGuardSpanProcessor, ReminderInbox]:
-    """Validate an adapter's ``guard`` and ``inbox`` at construction, loudly."""
+def check_sources(guard: object = None, inbox: object = None) -> tuple[RepeatGuardSpanProcessor, ReminderInbox]:
+    """An adapter's ``guard`` and ``inbox``, validated at construction, loudly.
+
+    Left out, they are the process-wide ones that ``configure()`` or zero-code setup installed.
+    """
+    if guard is None:
+        guard = installed_guard()
+        if guard is None:
+            raise ValueError(
+                "guard is required: no guard is installed for this process (use configure(), "
+                "OTEL_REPEAT_GUARD_ENABLED=true under opentelemetry-instrument, or pass guard=...)"
+            )
+    inbox = default_inbox() if inbox is None else inbox
     if not isinstance(guard, RepeatGuardSpanProcessor):
         raise ValueError(f"guard must be a RepeatGuardSpanProcessor, got {guard!r}")
     if not isinstance(inbox, ReminderInbox):

@@ -86,7 +86,7 @@ def _with_reminders(messages: list[Any], guard: RepeatGuardSpanProcessor, inbox:
 class RepeatGuardMiddleware(_AgentMiddleware):
     """An ``AgentMiddleware`` whose ``wrap_model_call`` adds due reminders to the request."""
 
-    def __init__(self, *, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> None:
+    def __init__(self, *, guard: RepeatGuardSpanProcessor | None = None, inbox: ReminderInbox | None = None) -> None:
         super().__init__()
         self._guard, self._inbox = check_sources(guard, inbox)
 
@@ -102,7 +102,7 @@ class RepeatGuardMiddleware(_AgentMiddleware):
 
 
 def repeat_guard_pre_model_hook(
-    *, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox
+    *, guard: RepeatGuardSpanProcessor | None = None, inbox: ReminderInbox | None = None
 ) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A ``pre_model_hook`` for ``create_react_agent``: returns ``llm_input_messages`` for this call."""
     guard, inbox = check_sources(guard, inbox)

@@ -22,7 +22,10 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
 def repeat_guard_input_filter(
-    *, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, then: Callable[[Any], Any] | None = None
+    *,
+    guard: RepeatGuardSpanProcessor | None = None,
+    inbox: ReminderInbox | None = None,
+    then: Callable[[Any], Any] | None = None,
 ) -> Callable[[Any], Any]:
     """An async ``CallModelInputFilter``: ``(CallModelData) -> ModelInputData``."""
     guard, inbox = check_sources(guard, inbox)

@@ -22,7 +22,9 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 HistoryProcessor = Callable[[list[Any]], Awaitable[list[Any]]]
 
 
-def repeat_guard_history_processor(*, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> HistoryProcessor:
+def repeat_guard_history_processor(
+    *, guard: RepeatGuardSpanProcessor | None = None, inbox: ReminderInbox | None = None
+) -> HistoryProcessor:
     """An async history processor ``(messages) -> messages`` for ``ProcessHistory``.
 
     Async on purpose: pydantic-ai runs sync processors on a worker thread, where the
@@ -44,7 +46,9 @@ def repeat_guard_history_processor(*, guard: RepeatGuardSpanProcessor, inbox: Re
     return add_reminders
 
 
-def repeat_guard_capability(*, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> Any:
+def repeat_guard_capability(
+    *, guard: RepeatGuardSpanProcessor | None = None, inbox: ReminderInbox | None = None
+) -> Any:
     """A ``pydantic_ai.capabilities.ProcessHistory`` capability running the processor above."""
     from pydantic_ai.capabilities import ProcessHistory
 

@@ -1,0 +1,37 @@
+"""Framework adapters take the process-wide guard and inbox when not handed their own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor, default_inbox
+from otel_repeat_guard.installed import set_installed_guard
+from otel_repeat_guard.integrations._common import check_sources
+
+
+@pytest.fixture
+def no_installed_guard() -> Iterator[None]:
+    previous = set_installed_guard(None)
+    yield
+    set_installed_guard(previous)
+
+
+@pytest.mark.usefixtures("no_installed_guard")
+def test_defaults_are_the_installed_guard_and_the_default_inbox() -> None:
+    guard = RepeatGuardSpanProcessor()
+    set_installed_guard(guard)
+    assert check_sources() == (guard, default_inbox())
+    own = ReminderInbox()
+    assert check_sources(inbox=own) == (guard, own)
+
+
+@pytest.mark.usefixtures("no_installed_guard")
+def test_without_an_installed_guard_one_must_be_passed() -> None:
+    with pytest.raises(ValueError, match="no guard is installed for this process"):
+        check_sources()
+    with pytest.raises(ValueError, match="guard must be a RepeatGuardSpanProcessor, got 'g'"):
+        check_sources("g", ReminderInbox())
+    with pytest.raises(ValueError, match="inbox must be a ReminderInbox, got 3"):
+        check_sources(RepeatGuardSpanProcessor(), 3)
