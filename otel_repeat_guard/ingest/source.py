@@ -34,7 +34,6 @@ class Chunk:
     records: list[Record]
     offset: int
     size: int
-    generation: int  # 0 for the file first opened, +1 after each rotation or truncation
     layout: str | None
 
 
@@ -59,17 +58,14 @@ class FileSource:
         self.poll_seconds = poll_seconds
         self.stop = stop or threading.Event()
         self.chunk_bytes = chunk_bytes
-        self._generation = 0
 
     def chunks(self) -> Iterator[Chunk]:
         handle = self._open()
         if handle is None:
             return
-        self._generation = 0
         try:
             while (yield from self._read(handle)):  # True: the path now names a new file
                 handle.close()
-                self._generation += 1
                 reopened = self._open()
                 if reopened is None:
                     return
@@ -97,10 +93,10 @@ class FileSource:
             if data:
                 offset += len(data)
                 size = max(offset, os.fstat(handle.fileno()).st_size)
-                yield Chunk(splitter.feed(data), offset, size, self._generation, splitter.layout)
+                yield Chunk(splitter.feed(data), offset, size, splitter.layout)
                 continue
             if not self.follow:
-                yield Chunk(splitter.finish(), offset, offset, self._generation, splitter.layout)
+                yield Chunk(splitter.finish(), offset, offset, splitter.layout)
                 return False
             try:
                 current = self.path.stat()
@@ -110,14 +106,13 @@ class FileSource:
                 rest = handle.read()  # the writer may have flushed the old file once more
                 records = splitter.feed(rest) if rest else []
                 offset += len(rest)
-                yield Chunk(records + splitter.finish(), offset, offset, self._generation, splitter.layout)
+                yield Chunk(records + splitter.finish(), offset, offset, splitter.layout)
                 return True
             if current is not None and current.st_size < offset:  # truncated in place
-                yield Chunk(splitter.finish(), offset, offset, self._generation, splitter.layout)
+                yield Chunk(splitter.finish(), offset, offset, splitter.layout)
                 handle.seek(0)
                 splitter, offset = RecordSplitter(), 0
-                self._generation += 1
                 continue
-            yield Chunk([], offset, offset, self._generation, splitter.layout)  # idle
+            yield Chunk([], offset, offset, splitter.layout)  # idle
             if self.stop.wait(self.poll_seconds):
                 return False
