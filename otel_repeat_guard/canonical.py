@@ -41,6 +41,14 @@ def canonical_bytes(value: Any) -> bytes:
     return _exact_dumps(value) if b"null" in out and _has_non_finite(value) else out
 
 
+def canonical_or_none(value: Any) -> bytes | None:
+    """:func:`canonical_bytes`, or None for a value that is not JSON-like (nothing can be identical to it)."""
+    try:
+        return canonical_bytes(value)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def canonical_arguments(value: Any) -> str:
     """Deep key sort, then compact JSON with non-ASCII kept.
 

@@ -14,25 +14,30 @@ def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{part})" for part in parts), re.DOTALL)
 
 
-class ToolFilter:
-    """Decides which tool names are tracked: ``include`` (empty means all) minus ``exclude``."""
+class ToolFilter(dict[str, bool]):
+    """Decides which tool names are tracked: ``include`` (empty means all) minus ``exclude``.
 
-    __slots__ = ("_cache", "_exclude", "_include")
+    ``tool_filter[name]`` is the answer. It is a dict of the answers so far, so a known
+    tool costs one lookup on the hot path; past ``CACHE_LIMIT`` names it starts afresh.
+    """
 
-    _CACHE_LIMIT = 4096
+    __slots__ = ("_exclude", "_include")
+
+    CACHE_LIMIT = 4096
 
     def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
+        super().__init__()
         self._include = compile_patterns(include)
         self._exclude = compile_patterns(exclude)
-        self._cache: dict[str, bool] = {}
+
+    def __missing__(self, tool_name: str) -> bool:
+        tracked = (self._include is None or self._include.fullmatch(tool_name) is not None) and (
+            self._exclude is None or self._exclude.fullmatch(tool_name) is None
+        )
+        if len(self) >= self.CACHE_LIMIT:
+            self.clear()
+        self[tool_name] = tracked
+        return tracked
 
     def __call__(self, tool_name: str) -> bool:
-        tracked = self._cache.get(tool_name)
-        if tracked is None:
-            tracked = (self._include is None or self._include.fullmatch(tool_name) is not None) and (
-                self._exclude is None or self._exclude.fullmatch(tool_name) is None
-            )
-            if len(self._cache) >= self._CACHE_LIMIT:
-                self._cache.clear()
-            self._cache[tool_name] = tracked
-        return tracked
+        return self[tool_name]

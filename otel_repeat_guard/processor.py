@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_bytes
+from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_or_none
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import (
@@ -22,11 +22,11 @@ from otel_repeat_guard.conventions import (
     MISSING,
     AgentRun,
     Convention,
-    ToolCall,
+    agent_id_prefilter,
     agent_run_key,
+    failed,
     find_agent_run,
-    find_tool_call,
-    prefilters,
+    tool_call_reader,
 )
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
@@ -87,7 +87,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._on_reminder = on_reminder
         self._max_live_spans = _positive_int("max_live_spans", max_live_spans)
         self._conventions = tuple(conventions)
-        self._route_tool_span, self._may_name_agent_id = prefilters(self._conventions)
+        self._read_tool_call = tool_call_reader(self._conventions)
+        self._may_name_agent_id = agent_id_prefilter(self._conventions)
         self._downstream = tuple(downstream)
         self._wrapping = bool(self._downstream) or not _HAS_ENDING_HOOK
         self._limits = SpanLimits()
@@ -142,7 +143,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            self._remember(span)
+            live = self._live
+            live[span.context.span_id] = span
+            if len(live) > self._max_live_spans:
+                self._evict_oldest(live)
             attributes = attributes_of(span)
             # Most instrumentations set no attributes at start; and only an agent run with an id resets here.
             if attributes and (self._may_name_agent_id is None or self._may_name_agent_id(attributes)):
@@ -169,7 +173,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         forwarded = span
         try:
-            self._span_ended(span)
+            context = span.context
+            if context is not None:  # stop tracking it; if it was an agent run (or local root), end its chain
+                self._live.pop(context.span_id, None)
+                agent = self._owned.pop(context.span_id, None)
+                if agent is not None:
+                    self._chains.forget(agent[0])
             if self._wrapping:
                 decision = self._decide(span)
                 if decision is not None:
@@ -192,35 +201,40 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     # -- extract, decide, record -----------------------------------------------------
 
     def _decide(self, span: ReadableSpan) -> tuple[list[EventSpec], Reminder | None] | None:
-        name, attributes = span.name, attributes_of(span)
-        candidates = self._route_tool_span(name, attributes)  # nearly every span stops here
-        if not candidates:
+        name, attributes, events = span.name, attributes_of(span), events_of(span)
+        call = self._read_tool_call(name, attributes, events)  # nearly every span stops here
+        if call is None:
             return None
-        call = find_tool_call(candidates, name, attributes, events_of(span))
-        if call is None or not self._tracked(call.tool_name):
+        tool, arguments, agent_id, agent_name, error = call
+        if not self._tracked[tool]:
             return None
-        agent = self._resolve_agent(span, call)
-        if agent is None:
+        if agent_id is None:
+            parent = span.parent
+            agent = None if parent is None else self._owned.get(parent.span_id) or self._agent_of(parent)
+            if agent is None:
+                return None
+            agent_id, agent_name = agent
+        # unknown or not JSON-like arguments are never identical to others
+        canonical = None if arguments is MISSING else canonical_or_none(arguments)
+        if canonical is None:
+            self._chains.observe(agent_id, tool, None)
             return None
-        agent_id, agent_name = agent
-        canonical = self._canonical(call.arguments)
-        key = None if canonical is None else arguments_key(canonical)
-        run = self._chains.observe(agent_id, call.tool_name, key)
-        if run < 2 or canonical is None:
+        run = self._chains.observe(agent_id, tool, arguments_key(canonical))
+        if run < 2:
             return None
-        return self._record_repeat(span, call, agent_id, agent_name, canonical, run)
+        error = error or span.status.status_code is StatusCode.ERROR or failed(attributes, events)
+        return self._record_repeat(span, tool, error, agent_id, agent_name, canonical, run)
 
     def _record_repeat(
         self,
         span: ReadableSpan,
-        call: ToolCall,
+        tool: str,
+        error: bool,
         agent_id: str,
         agent_name: str | None,
         canonical: bytes,
         run: int,
     ) -> tuple[list[EventSpec], Reminder | None]:
-        tool = call.tool_name
-        error = call.error or span.status.status_code is StatusCode.ERROR
         digest = arguments_digest(canonical)
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": run,
@@ -269,12 +283,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return find_agent_run(self._conventions, name, attributes)
 
-    def _resolve_agent(self, span: ReadableSpan, call: ToolCall) -> Agent | None:
-        """The chain key and readable name of the agent that made ``call``, if any."""
-        if call.agent_id is not None:
-            return call.agent_id, call.agent_name
-        return self._agent_of(span.parent)
-
     def _agent_of(self, parent: SpanContext | None) -> Agent | None:
         """The agent run that a span with this parent belongs to.
 
@@ -316,14 +324,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             self._evict_oldest(owned)
         return agent
 
-    def _canonical(self, arguments: Any) -> bytes | None:
-        if arguments is MISSING:
-            return None
-        try:
-            return canonical_bytes(arguments)
-        except (TypeError, ValueError, RecursionError):
-            return None  # not JSON-like: unknown arguments are never identical
-
     def _deliver(self, reminder: Reminder | None) -> None:
         if reminder is None or self._on_reminder is None:
             return
@@ -333,22 +333,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
 
     # -- live-span bookkeeping ---------------------------------------------------------
-
-    def _remember(self, span: Span) -> None:
-        live = self._live
-        live[span.context.span_id] = span
-        if len(live) > self._max_live_spans:
-            self._evict_oldest(live)
-
-    def _span_ended(self, span: ReadableSpan) -> None:
-        """Stop tracking an ended span; if it was an agent run (or local root), end its chain."""
-        context = span.context
-        if context is None:
-            return
-        self._live.pop(context.span_id, None)
-        agent = self._owned.pop(context.span_id, None)
-        if agent is not None:
-            self._chains.forget(agent[0])  # the agent run is over, and so is its chain
 
     @staticmethod
     def _evict_oldest(mapping: dict[int, Any]) -> None:

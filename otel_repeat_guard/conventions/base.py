@@ -44,8 +44,10 @@ class ToolCall(NamedTuple):
     ``arguments`` is ``MISSING`` when the span recorded none: such a call is never
     identical to another. ``agent_id`` is an explicit agent key on the tool span itself
     (it then is the chain key); leave it None to let the processor find the agent run
-    among the span's ancestors. ``error`` says the call failed or was denied (the
-    processor adds a span status of ERROR by itself).
+    among the span's ancestors. ``error`` says the call failed or was denied by a signal
+    of this convention's own; the common ones (span status ERROR and what :func:`failed`
+    reads) are checked by the guard and the store themselves, and only for the calls
+    where it matters, never on the hot path of every tool span.
     """
 
     tool_name: str
@@ -117,17 +119,31 @@ def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
     return bool(len(events)) and any(event.name == "exception" for event in events)
 
 
-def tool_call_with_gen_ai_agent(
-    tool: str, arguments: Any, attributes: Mapping[str, Any], events: Sequence[EventLike]
-) -> ToolCall:
-    """A tool call whose agent comes from the ``gen_ai.agent.*`` attributes on the tool span itself."""
-    return ToolCall(
-        tool_name=tool,
-        arguments=arguments,
-        agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
-        agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
-        error=failed(attributes, events),
-    )
+RawToolCall = tuple[str, Any, str | None, str | None, bool]
+"""A tool call's fields as a plain tuple, in :class:`ToolCall`'s order (a ``ToolCall`` is one).
+
+The built-in conventions read spans into these on the hot path: building a named tuple
+costs more than reading the span."""
+
+
+class BuiltInConvention:
+    """A built-in vocabulary: ``read`` gives the hot path a plain tuple, ``tool_call`` the public
+    :class:`ToolCall`."""
+
+    __slots__ = ()
+
+    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+        """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""
+        raise NotImplementedError
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        raw = self.read(name, attributes, events)
+        return None if raw is None else ToolCall(*raw)
+
+
+def gen_ai_agent(attributes: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The agent id and name that ``gen_ai.agent.*`` attributes on a tool span itself give."""
+    return str_or_none(attributes.get("gen_ai.agent.id")), str_or_none(attributes.get("gen_ai.agent.name"))
 
 
 def agent_run_key(agent_id: str | None, name: str, span_id: int) -> str:

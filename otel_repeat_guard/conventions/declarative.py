@@ -10,7 +10,6 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     EventLike,
     ToolCall,
-    failed,
     first_present,
     str_or_none,
 )
@@ -142,7 +141,7 @@ class AttributeConvention:
             arguments=first_present(attributes, self._arguments),
             agent_id=agent_id,
             agent_name=str_or_none(first_present(attributes, self._agent_name)) or agent_id,
-            error=any(attributes.get(key) for key in self._error) or failed(attributes, events),
+            error=bool(self._error) and any(attributes.get(key) for key in self._error),
         )
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:

@@ -7,23 +7,20 @@ its own vocabulary, OpenLLMetry.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from otel_repeat_guard.conventions.base import (
     MISSING,
     AgentRun,
+    BuiltInConvention,
     EventLike,
-    ToolCall,
-    first_present,
+    RawToolCall,
+    gen_ai_agent,
     str_or_none,
-    tool_call_with_gen_ai_agent,
     tool_name,
 )
 
-_ARGUMENT_KEYS: Final = (
-    "gen_ai.tool.call.arguments",
-    "gcp.vertex.agent.tool_call_args",  # google-adk's legacy telemetry schema
-)
+_ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy telemetry schema
 _INVOKE_AGENT = "invoke_agent"
 
 
@@ -38,7 +35,7 @@ def _arguments_from_events(events: Sequence[EventLike]) -> Any:
     return MISSING
 
 
-class GenAIConvention:
+class GenAIConvention(BuiltInConvention):
     """Tool spans have ``gen_ai.operation.name == "execute_tool"``; agent runs are ``invoke_agent``.
 
     Arguments: ``gen_ai.tool.call.arguments``, else google-adk's legacy
@@ -50,16 +47,18 @@ class GenAIConvention:
 
     __slots__ = ()
 
-    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get("gen_ai.operation.name") != "execute_tool":
             return None
         tool = tool_name(name, attributes)
         if tool is None:
             return None
-        arguments = first_present(attributes, _ARGUMENT_KEYS)
+        arguments = attributes.get("gen_ai.tool.call.arguments", MISSING)
         if arguments is MISSING:
-            arguments = _arguments_from_events(events)
-        return tool_call_with_gen_ai_agent(tool, arguments, attributes, events)
+            arguments = attributes.get(_ADK_ARGUMENTS, MISSING)
+            if arguments is MISSING:
+                arguments = _arguments_from_events(events)
+        return (tool, arguments, *gen_ai_agent(attributes), False)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if not name.startswith(_INVOKE_AGENT) and attributes.get("gen_ai.operation.name") != _INVOKE_AGENT:

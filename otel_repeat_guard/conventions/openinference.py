@@ -9,13 +9,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.conventions.base import MISSING, AgentRun, EventLike, ToolCall, failed, str_or_none, tool_name
+from otel_repeat_guard.conventions.base import (
+    MISSING,
+    AgentRun,
+    BuiltInConvention,
+    EventLike,
+    RawToolCall,
+    str_or_none,
+    tool_name,
+)
 
 _KIND: Final = "openinference.span.kind"
 _REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUTS / hide_inputs records instead of the input
 
 
-class OpenInferenceConvention:
+class OpenInferenceConvention(BuiltInConvention):
     """Tool spans have ``openinference.span.kind == "TOOL"``; agent runs ``"AGENT"``.
 
     The tool name is ``tool.name`` (after ``gen_ai.tool.name``), else the span name, which
@@ -29,7 +37,7 @@ class OpenInferenceConvention:
 
     __slots__ = ()
 
-    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":
             return None
         tool = tool_name(name, attributes) or str_or_none(name)
@@ -38,7 +46,7 @@ class OpenInferenceConvention:
         arguments = attributes.get("input.value", MISSING)
         if arguments == _REDACTED:
             arguments = MISSING
-        return ToolCall(tool_name=tool, arguments=arguments, error=failed(attributes, events))
+        return (tool, arguments, None, None, False)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if attributes.get(_KIND) != "AGENT":

@@ -12,27 +12,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from otel_repeat_guard.conventions.base import MISSING, AgentRun, EventLike, ToolCall, failed, str_or_none, tool_name
+from otel_repeat_guard.conventions.base import (
+    MISSING,
+    AgentRun,
+    BuiltInConvention,
+    EventLike,
+    RawToolCall,
+    gen_ai_agent,
+    tool_name,
+)
 
 
-class PydanticAIV2Convention:
+class PydanticAIV2Convention(BuiltInConvention):
     """Tool spans named ``running tool``, arguments in ``tool_arguments``; agent runs are GenAI ``invoke_agent``."""
 
     __slots__ = ()
 
-    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if name != "running tool":
             return None
         tool = tool_name(name, attributes)
         if tool is None:
             return None
-        return ToolCall(
-            tool_name=tool,
-            arguments=attributes.get("tool_arguments", MISSING),
-            agent_id=str_or_none(attributes.get("gen_ai.agent.id")),
-            agent_name=str_or_none(attributes.get("gen_ai.agent.name")),
-            error=failed(attributes, events),
-        )
+        return (tool, attributes.get("tool_arguments", MISSING), *gen_ai_agent(attributes), False)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return None  # format 2's "agent run" span carries gen_ai.operation.name == "invoke_agent"

@@ -9,11 +9,12 @@ from typing import Any, Final
 from otel_repeat_guard.conventions.base import (
     MISSING,
     AgentRun,
+    BuiltInConvention,
     EventLike,
-    ToolCall,
+    RawToolCall,
     first_present,
+    gen_ai_agent,
     str_or_none,
-    tool_call_with_gen_ai_agent,
     tool_name,
 )
 
@@ -47,18 +48,17 @@ def unwrap_langchain_inputs(value: Any) -> Any:
     return input_str if isinstance(input_str, str) else MISSING
 
 
-class TraceloopConvention:
+class TraceloopConvention(BuiltInConvention):
     """Tool spans have ``traceloop.span.kind == "tool"``; agent runs ``agent`` or ``workflow``.
 
     Arguments come from ``gen_ai.tool.call.arguments`` or ``traceloop.entity.input`` with
     the LangChain wrapper unwrapped. With content tracing off
     (``TRACELOOP_TRACE_CONTENT=false``) neither is recorded and the arguments are unknown.
-    Failure: ``gen_ai.task.status == "failure"``, ``error.type`` or an ``exception`` event.
     """
 
     __slots__ = ()
 
-    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "tool":
             return None
         tool = tool_name(name, attributes)
@@ -67,7 +67,7 @@ class TraceloopConvention:
         arguments = first_present(attributes, _ARGUMENT_KEYS)
         if arguments is not MISSING:
             arguments = unwrap_langchain_inputs(arguments)
-        return tool_call_with_gen_ai_agent(tool, arguments, attributes, events)
+        return (tool, arguments, *gen_ai_agent(attributes), False)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         kind = attributes.get(_KIND)

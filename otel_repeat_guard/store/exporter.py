@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, prefilters
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, tool_call_reader
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.store.records import AgentRunRow, ToolCallRow, agent_run_row, tool_call_row
 from otel_repeat_guard.store.schema import ROLLUP_BUCKET_NS, default_db_path, open_for_writing
@@ -167,7 +167,7 @@ class SQLiteSpanExporter(SpanExporter):
         self._lock = threading.Lock()
         self._closed = False
         self._conventions = tuple(conventions)
-        self._route_tool_span = prefilters(self._conventions)[0]
+        self._read_tool_call = tool_call_reader(self._conventions)
         self._tracked = ToolFilter(config.include, config.exclude)
         self._store_arguments = bool(store_arguments)
         self._preview_chars = config.arguments_preview_chars
@@ -199,7 +199,7 @@ class SQLiteSpanExporter(SpanExporter):
         for span in spans:
             call = tool_call_row(
                 span,
-                self._route_tool_span,
+                self._read_tool_call,
                 self._tracked,
                 store_arguments=self._store_arguments,
                 preview_chars=self._preview_chars,

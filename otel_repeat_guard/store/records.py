@@ -25,15 +25,16 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
 
-from otel_repeat_guard.canonical import arguments_digest, canonical_bytes
+from otel_repeat_guard.canonical import arguments_digest, canonical_or_none
 from otel_repeat_guard.conventions import (
     MISSING,
     AgentRun,
     Convention,
-    ToolRouter,
+    ToolCall,
+    ToolCallReader,
     agent_run_key,
+    failed,
     find_agent_run,
-    find_tool_call,
 )
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
@@ -122,19 +123,19 @@ def _str_or_none(value: object) -> str | None:
 
 def tool_call_row(
     span: ReadableSpan,
-    route: ToolRouter,
+    read_tool_call: ToolCallReader,
     tracked: ToolFilter,
     *,
     store_arguments: bool,
     preview_chars: int,
 ) -> ToolCallRow | None:
-    """The row for ``span`` if it is a tool span in one of the conventions ``route`` picks, else None."""
+    """The row for ``span`` if ``read_tool_call`` reads it as a tool span, else None."""
     attributes, events = attributes_of(span), events_of(span)
-    candidates = route(span.name, attributes)
-    call = find_tool_call(candidates, span.name, attributes, events) if candidates else None
+    raw = read_tool_call(span.name, attributes, events)
     context = span.context
-    if call is None or context is None:
+    if raw is None or context is None:
         return None
+    call = ToolCall._make(raw)
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
     repeat, reminder = _guard_events(events)
@@ -143,10 +144,7 @@ def tool_call_row(
     digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
     preview: str | None = None
     if call.arguments is not MISSING:
-        try:
-            canonical = canonical_bytes(call.arguments)
-        except (TypeError, ValueError, RecursionError):
-            canonical = None  # not JSON-like: the guard cannot compare it either
+        canonical = canonical_or_none(call.arguments)  # None: not JSON-like, the guard cannot compare it either
         if canonical is not None:
             digest = digest or arguments_digest(canonical)
             if store_arguments:
@@ -177,7 +175,7 @@ def tool_call_row(
         tracked=is_tracked,
         arguments_digest=digest,
         arguments_preview=preview,
-        error=call.error or span.status.status_code is StatusCode.ERROR,
+        error=call.error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
         run_length=run_length,
         reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
         reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 APPLICATION = "otel-repeat-guard"
@@ -251,10 +252,27 @@ def _stored_version(conn: sqlite3.Connection) -> int:
 
 
 def open_for_writing(path: Path | str) -> sqlite3.Connection:
-    """Open (creating if needed) a store for the exporter: WAL mode, schema checked or created."""
+    """Open (creating if needed) a store for the exporter: WAL mode, schema checked or created.
+
+    Processes that open a new store at the same moment can get "database is locked" from
+    SQLite without its busy handler being asked (switching a fresh file to WAL); they
+    retry, for as long as the busy timeout.
+    """
     path = Path(path)
     if path.parent and not path.parent.exists():
         raise MissingDatabaseError(f"the directory for the store {path} does not exist")
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return _open_for_writing_once(path)
+        except StoreError as exc:
+            locked = isinstance(exc.__cause__, sqlite3.OperationalError) and "locked" in str(exc.__cause__)
+            if not locked or time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
+
+
+def _open_for_writing_once(path: Path) -> sqlite3.Connection:
     try:
         conn = _connect(str(path))
     except sqlite3.Error as exc:

@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_repeat_guard import AgentRun, AttributeConvention, GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, MISSING, find_agent_run, find_tool_call
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, MISSING, ToolCall, find_agent_run, find_tool_call
 
 from .conftest import Harness, make_harness
 
@@ -416,36 +416,41 @@ def test_the_default_conventions_are_the_processors_default() -> None:
     assert RepeatGuardSpanProcessor()._conventions == DEFAULT_CONVENTIONS
 
 
-def test_the_combined_prefilter_agrees_with_the_built_in_conventions() -> None:
-    from otel_repeat_guard.conventions import prefilters
+def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
+    from otel_repeat_guard.conventions import agent_id_prefilter, tool_call_reader
 
-    route, may_name_agent_id = prefilters(DEFAULT_CONVENTIONS)
+    read = tool_call_reader(DEFAULT_CONVENTIONS)
+    may_name_agent_id = agent_id_prefilter(DEFAULT_CONVENTIONS)
     assert may_name_agent_id is not None
+    both = {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}
     cases = [
         ("running tool", {}),
+        ("running tool", {"gen_ai.tool.name": "x", "tool_arguments": "{}"}),
         ("execute_tool x", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}),
-        ("x", {"openinference.span.kind": "TOOL", "tool.name": "x"}),
+        ("x", {"openinference.span.kind": "TOOL", "tool.name": "x", "input.value": "{}"}),
         ("x", {"traceloop.span.kind": "tool", "traceloop.entity.name": "x"}),
+        ("execute_tool x", {**both, "traceloop.entity.input": '{"input_str": "", "inputs": {"a": 1}}'}),
         ("chat", {"gen_ai.operation.name": "chat"}),
         ("x", {"openinference.span.kind": "AGENT"}),
     ]
     for name, attributes in cases:
-        # routing never changes what the full, ordered set would read
-        assert find_tool_call(route(name, attributes), name, attributes, ()) == find_tool_call(
-            DEFAULT_CONVENTIONS, name, attributes, ()
-        )
-    both = {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}
-    assert [type(c).__name__ for c in route("execute_tool x", both)] == ["TraceloopConvention", "GenAIConvention"]
-    reordered, _ = prefilters(list(reversed(DEFAULT_CONVENTIONS)))
-    assert [type(c).__name__ for c in reordered("execute_tool x", both)] == ["GenAIConvention", "TraceloopConvention"]
+        # reading only the marked conventions never changes what the full, ordered set reads
+        for conventions in (DEFAULT_CONVENTIONS, tuple(reversed(DEFAULT_CONVENTIONS))):
+            assert tool_call_reader(conventions)(name, attributes, ()) == find_tool_call(
+                conventions, name, attributes, ()
+            )
+    assert read("chat", {"gen_ai.operation.name": "chat"}, ()) is None
+    # with both marks, the configured order decides: Traceloop unwraps OpenLLMetry's wrapper first
+    wrapped = {**both, "gen_ai.tool.call.arguments": '{"input_str": "", "inputs": {"a": 1}}'}
+    assert read("execute_tool x", wrapped, ()) == ToolCall("x", {"a": 1})
+    reversed_read = tool_call_reader(tuple(reversed(DEFAULT_CONVENTIONS)))
+    assert reversed_read("execute_tool x", wrapped, ()) == ToolCall("x", wrapped["gen_ai.tool.call.arguments"])
     for name, attributes in [
         ("invoke_agent a", {"gen_ai.agent.id": "i"}),
         ("w", {"traceloop.span.kind": "agent", "gen_ai.agent.id": "i"}),
     ]:
         run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
         assert run is not None and run.agent_id is not None and may_name_agent_id(attributes)
-    assert route("chat", {"gen_ai.operation.name": "chat"}) == ()
     custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
-    everything, no_prefilter = prefilters(custom)
-    assert tuple(everything("chat", {})) == tuple(custom)
-    assert no_prefilter is None
+    assert tool_call_reader(custom)("t:grep", {}, ()) == ToolCall("grep")
+    assert agent_id_prefilter(custom) is None

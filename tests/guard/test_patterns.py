@@ -59,7 +59,9 @@ def test_filter_empty_include_tracks_everything_not_excluded() -> None:
 
 def test_filter_cache_stays_bounded() -> None:
     tracked = ToolFilter(include=[], exclude=["x*"])
-    for i in range(ToolFilter._CACHE_LIMIT + 10):
+    for i in range(ToolFilter.CACHE_LIMIT + 10):
         assert tracked(f"tool{i}")
-    assert len(tracked._cache) <= ToolFilter._CACHE_LIMIT
+        assert tracked[f"tool{i}"]
+    assert len(tracked) <= ToolFilter.CACHE_LIMIT
     assert not tracked("xray")
+    assert not tracked["xray"]
