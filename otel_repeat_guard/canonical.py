@@ -18,8 +18,10 @@ import xxhash
 
 _SORT_KEYS = orjson.OPT_SORT_KEYS
 _decode = msgspec.json.Decoder().decode
-# Canonical forms up to this size are their own key; longer ones are digested.
-KEY_INLINE_LIMIT = 32
+_digest = xxhash.xxh3_128_digest
+RAW_KEY_MIN_CHARS = 1024
+"""From this length on, arguments text also gets a :func:`raw_key`: hashing it is then far
+cheaper than canonicalizing it again when it arrives unchanged."""
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -49,23 +51,26 @@ def canonical_or_none(value: Any) -> bytes | None:
         return None
 
 
+def arguments_key(value: Any) -> bytes | None:
+    """What a chain compares: the 128-bit digest of the canonical form, whose hex is the
+    :func:`arguments_digest` of events and the store. None for a value that is not JSON-like."""
+    try:
+        return _digest(canonical_bytes(value))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def raw_key(text: str) -> bytes:
+    """The 128-bit digest of arguments text exactly as received, before any parsing."""
+    return _digest(text.encode("utf-8", "surrogatepass"))
+
+
 def canonical_arguments(value: Any) -> str:
     """Deep key sort, then compact JSON with non-ASCII kept.
 
     A string is parsed as JSON first; a string that does not parse is its own value.
     """
     return canonical_bytes(value).decode("utf-8", "surrogatepass")
-
-
-def arguments_key(canonical: bytes) -> bytes:
-    """What a chain remembers of the arguments: short forms as they are, long ones digested.
-
-    A short form is copied: orjson's output can sit in a buffer of several KB, which a
-    chain would otherwise keep alive for as long as the agent.
-    """
-    if len(canonical) <= KEY_INLINE_LIMIT:
-        return bytes(memoryview(canonical))
-    return xxhash.xxh3_128_digest(canonical)
 
 
 def arguments_digest(canonical: bytes) -> str:

@@ -11,11 +11,11 @@ RunEnded = Callable[[str, int], None]
 
 
 class _Chain:
-    __slots__ = ("key", "run", "tool")
+    __slots__ = ("last", "run", "tool")
 
-    def __init__(self, tool: str, key: bytes | None) -> None:
+    def __init__(self, tool: str, last: tuple[bytes | None, bytes | None]) -> None:
         self.tool = tool
-        self.key = key
+        self.last = last  # (arguments key, raw arguments key) of the last call: one attribute, read atomically
         self.run = 1
 
 
@@ -36,28 +36,44 @@ class ChainTracker:
         self._max_agents = max_agents
         self._on_run_ended = on_run_ended
 
-    def observe(self, agent_id: str, tool: str, key: bytes | None) -> int:
-        """Record one tracked call and return the length of the run it belongs to."""
-        ended: tuple[str, int] | None = None
+    def observe(self, agent_id: str, tool: str, key: bytes | None, raw: bytes | None = None) -> int:
+        """Record one tracked call and return the length of the run it belongs to.
+
+        ``raw``, optional, keys the arguments exactly as received, for :meth:`key_if_same_raw`.
+        """
+        ended = 0
         with self._lock:
-            chain = self._chains.get(agent_id)
+            chains = self._chains
+            chain = chains.get(agent_id)
             if chain is None:
-                self._chains[agent_id] = _Chain(tool, key)
-                if len(self._chains) > self._max_agents:
-                    evicted = self._chains.popitem(last=False)[1]
-                    ended = (evicted.tool, evicted.run)
-                run = 1
+                chain = chains[agent_id] = _Chain(tool, (key, raw))
+                if len(chains) > self._max_agents:
+                    evicted = chains.popitem(last=False)[1]
+                    tool, ended = evicted.tool, evicted.run
             else:
-                self._chains.move_to_end(agent_id)
-                if key is not None and chain.key == key and chain.tool == tool:
+                chains.move_to_end(agent_id)
+                if key is not None and chain.last[0] == key and chain.tool == tool:
                     chain.run += 1
-                else:
-                    ended = (chain.tool, chain.run)
-                    chain.tool, chain.key, chain.run = tool, key, 1
-                run = chain.run
-        if ended is not None:
-            self._ended(*ended)
-        return run
+                    if raw is not None:
+                        chain.last = (key, raw)
+                    return chain.run
+                tool, ended, chain.tool, chain.last, chain.run = chain.tool, chain.run, tool, (key, raw), 1
+        if ended > 1 and self._on_run_ended is not None:
+            self._on_run_ended(tool, ended)
+        return 1
+
+    def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None:
+        """The arguments key of the agent's last call, if that call's raw key was ``raw``.
+
+        The key belongs to the arguments, so a caller that received them byte for byte as
+        before can skip canonicalizing them again. Read without the lock (the pair is
+        stored as one tuple); :meth:`observe` decides the run.
+        """
+        chain = self._chains.get(agent_id)
+        if chain is None:
+            return None
+        key, last_raw = chain.last
+        return key if last_raw == raw else None
 
     def run_length(self, agent_id: str) -> int:
         """The current run length of ``agent_id``, 0 if it has no chain."""
@@ -72,12 +88,8 @@ class ChainTracker:
         """Drop the agent's state, recording its final run."""
         with self._lock:
             chain = self._chains.pop(agent_id, None)
-        if chain is not None:
-            self._ended(chain.tool, chain.run)
+        if chain is not None and chain.run > 1 and self._on_run_ended is not None:
+            self._on_run_ended(chain.tool, chain.run)
 
     def __len__(self) -> int:
         return len(self._chains)
-
-    def _ended(self, tool: str, run: int) -> None:
-        if run > 1 and self._on_run_ended is not None:
-            self._on_run_ended(tool, run)

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.canonical import arguments_digest, arguments_key, canonical_or_none
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_arguments, raw_key
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import (
@@ -31,7 +31,13 @@ from otel_repeat_guard.conventions import (
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.reminders import Reminder, arguments_preview, reminder_text, tier_for
-from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, attributes_of, copy_with_events, events_of
+from otel_repeat_guard.span_events import (
+    EventSpec,
+    append_to_ending_span,
+    attributes_of,
+    contents_of,
+    copy_with_events,
+)
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -201,7 +207,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     # -- extract, decide, record -----------------------------------------------------
 
     def _decide(self, span: ReadableSpan) -> tuple[list[EventSpec], Reminder | None] | None:
-        name, attributes, events = span.name, attributes_of(span), events_of(span)
+        name, attributes, events = contents_of(span)
         call = self._read_tool_call(name, attributes, events)  # nearly every span stops here
         if call is None:
             return None
@@ -214,33 +220,39 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if agent is None:
                 return None
             agent_id, agent_name = agent
-        # unknown or not JSON-like arguments are never identical to others
-        canonical = None if arguments is MISSING else canonical_or_none(arguments)
-        if canonical is None:
-            self._chains.observe(agent_id, tool, None)
-            return None
-        run = self._chains.observe(agent_id, tool, arguments_key(canonical))
-        if run < 2:
+        key, raw = self._keys(agent_id, arguments)
+        run = self._chains.observe(agent_id, tool, key, raw)
+        if run < 2 or key is None:
             return None
         error = error or span.status.status_code is StatusCode.ERROR or failed(attributes, events)
-        return self._record_repeat(span, tool, error, agent_id, agent_name, canonical, run)
+        return self._record_repeat(span, tool, arguments, key, error, agent_id, agent_name, run)
+
+    def _keys(self, agent_id: str, arguments: Any) -> tuple[bytes | None, bytes | None]:
+        """The arguments key (None: unknown or not JSON-like, never identical to others), and for
+        long texts the raw key that spares canonicalizing them when they arrive unchanged."""
+        if arguments is MISSING:
+            return None, None
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)
+            return self._chains.key_if_same_raw(agent_id, raw) or arguments_key(arguments), raw
+        return arguments_key(arguments), None
 
     def _record_repeat(
         self,
         span: ReadableSpan,
         tool: str,
+        arguments: Any,
+        key: bytes,
         error: bool,
         agent_id: str,
         agent_name: str | None,
-        canonical: bytes,
         run: int,
     ) -> tuple[list[EventSpec], Reminder | None]:
-        digest = arguments_digest(canonical)
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": run,
             "repeat_tool_guard.agent_id": agent_id,
             "gen_ai.tool.name": tool,
-            "repeat_tool_guard.arguments_digest": digest,
+            "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
             "repeat_tool_guard.error": error,
         }
         events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
@@ -248,7 +260,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         tier = self._tiers.get(run)
         if tier is None:
             return events, None
-        shown = canonical.decode("utf-8", "surrogatepass")
+        shown = canonical_arguments(arguments)  # only now: the key spared computing it on every call
         if self._redact is not None:
             shown = self._redact(shown)
         preview = arguments_preview(shown, self._config.arguments_preview_chars)

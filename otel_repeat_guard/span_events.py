@@ -42,8 +42,16 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
 
 def events_of(span: ReadableSpan) -> Sequence[Any]:
     """The span's events without copying them (``span.events`` builds a tuple every time)."""
-    held = span._events  # noqa: SLF001 - see the module docstring
-    return held if type(held) is BoundedList or type(held) is tuple else span.events
+    return contents_of(span)[2]
+
+
+def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
+    """The span's name, :func:`attributes_of` and :func:`events_of` in one call: what the guard
+    reads of every span that ends."""
+    events = span._events  # noqa: SLF001 - see the module docstring
+    if type(events) is not BoundedList and type(events) is not tuple:
+        events = span.events
+    return span._name, attributes_of(span), events  # noqa: SLF001
 
 
 def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int | None, limits: SpanLimits) -> Event:

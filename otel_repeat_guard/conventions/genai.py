@@ -50,15 +50,19 @@ class GenAIConvention(BuiltInConvention):
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get("gen_ai.operation.name") != "execute_tool":
             return None
-        tool = tool_name(name, attributes)
-        if tool is None:
-            return None
+        tool = attributes.get("gen_ai.tool.name")
+        if not isinstance(tool, str) or not tool:
+            tool = tool_name(name, attributes)
+            if tool is None:
+                return None
         arguments = attributes.get("gen_ai.tool.call.arguments", MISSING)
         if arguments is MISSING:
             arguments = attributes.get(_ADK_ARGUMENTS, MISSING)
             if arguments is MISSING:
                 arguments = _arguments_from_events(events)
-        return (tool, arguments, *gen_ai_agent(attributes), False)
+        if "gen_ai.agent.id" in attributes or "gen_ai.agent.name" in attributes:
+            return (tool, arguments, *gen_ai_agent(attributes), False)
+        return (tool, arguments, None, None, False)  # the common case, without two more calls
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if not name.startswith(_INVOKE_AGENT) and attributes.get("gen_ai.operation.name") != _INVOKE_AGENT:

@@ -11,11 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_repeat_guard.canonical import (
-    KEY_INLINE_LIMIT,
     arguments_digest,
     arguments_key,
     canonical_arguments,
     canonical_bytes,
+    canonical_or_none,
+    raw_key,
 )
 
 
@@ -92,14 +93,24 @@ def test_unsupported_values_raise_type_error() -> None:
         canonical_arguments({"s": {1, 2}})
 
 
-def test_short_forms_are_their_own_key_long_ones_are_digested() -> None:
-    short = b"x" * KEY_INLINE_LIMIT
-    long = b"x" * (KEY_INLINE_LIMIT + 1)
-    assert arguments_key(short) == short
-    assert len(arguments_key(long)) == 16
-    assert arguments_key(long).hex() == arguments_digest(long)
-    assert arguments_key(long) != arguments_key(long + b"y")
+def test_the_key_is_the_digest_of_the_canonical_form() -> None:
+    key = arguments_key('{"b": 1, "a": [2]}')
+    assert key == arguments_key({"a": [2], "b": 1}) and key is not None and len(key) == 16
+    assert key.hex() == arguments_digest(b'{"a":[2],"b":1}')
+    assert arguments_key('{"a": [2], "b": 2}') != key
     assert len(arguments_digest(b"{}")) == 32
+
+
+def test_the_raw_key_tells_texts_apart_byte_for_byte() -> None:
+    assert raw_key('{"a": 1}') == raw_key('{"a": 1}')
+    assert raw_key('{"a": 1}') != raw_key('{"a":1}')  # equal arguments, different texts
+    assert len(raw_key("\ud800")) == 16  # lone surrogates hash too
+
+
+def test_values_that_are_not_json_like_have_no_canonical_form() -> None:
+    assert canonical_or_none({"s": {1, 2}}) is None
+    assert arguments_key({"s": {1, 2}}) is None
+    assert canonical_or_none([1]) == b"[1]"
 
 
 json_values = st.recursive(

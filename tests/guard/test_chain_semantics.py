@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import xxhash
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, use_span
 
 from otel_repeat_guard import GuardConfig
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_digest, canonical_bytes
 
 from .conftest import Harness, make_harness
 
@@ -168,8 +171,9 @@ def test_state_is_bounded_by_max_agents_and_holds_no_payload() -> None:
         h.call("put", payload, agent_id=agent)
     assert len(h.guard._chains) == 3
     assert h.guard.run_length("a") == 0  # least recently active, evicted
-    stored = [chain.key for chain in h.guard._chains._chains.values()]
-    assert all(key is not None and len(key) <= 32 for key in stored)
+    stored = [chain.last for chain in h.guard._chains._chains.values()]
+    # 16-byte digests of the canonical form and of the raw text, never the 10 KB payload
+    assert all(key is not None and len(key) == 16 and raw is not None and len(raw) == 16 for key, raw in stored)
 
 
 def test_a_chain_keyed_to_an_agent_run_span_ends_with_it(harness: Harness) -> None:
@@ -280,3 +284,34 @@ def test_repeat_event_attributes(harness: Harness) -> None:
         "repeat_tool_guard.error": False,
     }
     assert event.timestamp == second.end_time
+
+
+def test_long_arguments_repeat_byte_for_byte_or_only_canonically() -> None:
+    """Long texts take the raw-key shortcut when unchanged; the answer is the canonical one either way."""
+    h = make_harness(GuardConfig(thresholds=(3,)))
+    blob = "x" * RAW_KEY_MIN_CHARS
+    same = json.dumps({"path": "a.py", "blob": blob})
+    reordered = json.dumps({"blob": blob, "path": "a.py"}, indent=1)
+    other = json.dumps({"path": "b.py", "blob": blob})
+    for arguments in (same, same, reordered, same, other, other, "[not json " + blob):
+        h.call("read", arguments, agent_id="a")
+    h.call("write", other, agent_id="a")  # same arguments, another tool
+    assert h.run_lengths() == [1, 2, 3, 4, 1, 2, 1, 1]
+    digests = {
+        e.attributes["repeat_tool_guard.arguments_digest"]  # type: ignore[index]
+        for span in h.tool_spans()[:4]
+        for e in span.events
+        if e.name == "repeat_tool_guard.repeat"
+    }
+    assert digests == {arguments_digest(canonical_bytes(same))}  # one digest for the whole run
+    (reminder,) = h.reminders
+    assert reminder.run_length == 3 and reminder.arguments_preview.startswith('{"blob":"xxx')  # canonical, sorted
+
+
+def test_raw_key_shortcut_never_crosses_agents() -> None:
+    h = make_harness()
+    text = json.dumps({"blob": "y" * RAW_KEY_MIN_CHARS})
+    h.call("read", text, agent_id="a")
+    h.call("read", text, agent_id="b")
+    h.call("read", text, agent_id="a")
+    assert h.run_lengths() == [1, 1, 2]

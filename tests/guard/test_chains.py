@@ -69,3 +69,17 @@ def test_without_a_run_ended_callback() -> None:
     chains.observe("a", "t", b"k")
     chains.observe("b", "t", b"k")
     assert chains.run_length("a") == 0
+
+
+def test_the_raw_key_hint_gives_back_the_key_of_the_same_text() -> None:
+    chains, _ = make()
+    assert chains.key_if_same_raw("a", b"raw") is None  # no chain yet
+    chains.observe("a", "grep", b"key", b"raw")
+    assert chains.key_if_same_raw("a", b"raw") == b"key"
+    assert chains.key_if_same_raw("a", b"other") is None
+    assert chains.observe("a", "grep", b"key", b"raw2") == 2  # same arguments, new text
+    assert chains.key_if_same_raw("a", b"raw2") == b"key"
+    assert chains.observe("a", "grep", b"key") == 3  # a short text keeps the last raw key
+    assert chains.key_if_same_raw("a", b"raw2") == b"key"
+    chains.observe("a", "grep", b"new")
+    assert chains.key_if_same_raw("a", b"raw2") is None
