@@ -54,6 +54,15 @@ def canonical_or_none(value: Any) -> bytes | None:
 def arguments_key(value: Any) -> bytes | None:
     """What a chain compares: the 128-bit digest of the canonical form, whose hex is the
     :func:`arguments_digest` of events and the store. None for a value that is not JSON-like."""
+    if type(value) is str:  # the hot path: JSON text that msgspec and orjson carry exactly
+        try:
+            return _digest(orjson.dumps(_decode(value), option=_SORT_KEYS))
+        except (msgspec.DecodeError, UnicodeEncodeError, TypeError):
+            return _exact_key(value)
+    return _exact_key(value)
+
+
+def _exact_key(value: Any) -> bytes | None:
     try:
         return _digest(canonical_bytes(value))
     except (TypeError, ValueError, RecursionError):

@@ -153,7 +153,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             live[span.context.span_id] = span
             if len(live) > self._max_live_spans:
                 self._evict_oldest(live)
-            attributes = attributes_of(span)
+            _, attributes, _ = contents_of(span)
             # Most instrumentations set no attributes at start; and only an agent run with an id resets here.
             if attributes and (self._may_name_agent_id is None or self._may_name_agent_id(attributes)):
                 run = self._agent_run(span.name, attributes)
@@ -181,8 +181,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         try:
             context = span.context
             if context is not None:  # stop tracking it; if it was an agent run (or local root), end its chain
-                self._live.pop(context.span_id, None)
-                agent = self._owned.pop(context.span_id, None)
+                span_id = context.span_id
+                self._live.pop(span_id, None)
+                agent = self._owned.pop(span_id, None)
                 if agent is not None:
                     self._chains.forget(agent[0])
             if self._wrapping:
@@ -220,22 +221,18 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if agent is None:
                 return None
             agent_id, agent_name = agent
-        key, raw = self._keys(agent_id, arguments)
+        # unknown or not JSON-like arguments have no key: never identical to others
+        key = raw = None
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
+            key = self._chains.key_if_same_raw(agent_id, raw) or arguments_key(arguments)
+        elif arguments is not MISSING:
+            key = arguments_key(arguments)
         run = self._chains.observe(agent_id, tool, key, raw)
         if run < 2 or key is None:
             return None
         error = error or span.status.status_code is StatusCode.ERROR or failed(attributes, events)
         return self._record_repeat(span, tool, arguments, key, error, agent_id, agent_name, run)
-
-    def _keys(self, agent_id: str, arguments: Any) -> tuple[bytes | None, bytes | None]:
-        """The arguments key (None: unknown or not JSON-like, never identical to others), and for
-        long texts the raw key that spares canonicalizing them when they arrive unchanged."""
-        if arguments is MISSING:
-            return None, None
-        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
-            raw = raw_key(arguments)
-            return self._chains.key_if_same_raw(agent_id, raw) or arguments_key(arguments), raw
-        return arguments_key(arguments), None
 
     def _record_repeat(
         self,

@@ -28,30 +28,30 @@ EventSpec = tuple[str, Mapping[str, AttributeValue]]
 _NO_ATTRIBUTES: Mapping[str, Any] = {}
 
 
-def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
-    """The span's attributes, read-only by convention: the plain dict inside ``BoundedAttributes``.
+def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
+    """The span's name, attributes and events in one call: what the guard reads of every span.
 
-    Falls back to whatever mapping the span holds (for spans built by hand, or copies).
+    The attributes are the plain dict inside ``BoundedAttributes`` (read-only by
+    convention), the events the span's own list; hand-built spans and copies fall back to
+    whatever they hold.
     """
-    held = span._attributes  # noqa: SLF001 - see the module docstring
-    if held is None:
-        return _NO_ATTRIBUTES
-    raw = getattr(held, "_dict", None)
-    return raw if type(raw) is dict else held
+    held, events = span._attributes, span._events  # noqa: SLF001 - see the module docstring
+    attributes = getattr(held, "_dict", None)
+    if type(attributes) is not dict:
+        attributes = _NO_ATTRIBUTES if held is None else held
+    if type(events) is not BoundedList and type(events) is not tuple:
+        events = span.events
+    return span._name, attributes, events  # noqa: SLF001
+
+
+def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes without the read-only proxy (see :func:`contents_of`)."""
+    return contents_of(span)[1]
 
 
 def events_of(span: ReadableSpan) -> Sequence[Any]:
     """The span's events without copying them (``span.events`` builds a tuple every time)."""
     return contents_of(span)[2]
-
-
-def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
-    """The span's name, :func:`attributes_of` and :func:`events_of` in one call: what the guard
-    reads of every span that ends."""
-    events = span._events  # noqa: SLF001 - see the module docstring
-    if type(events) is not BoundedList and type(events) is not tuple:
-        events = span.events
-    return span._name, attributes_of(span), events  # noqa: SLF001
 
 
 def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int | None, limits: SpanLimits) -> Event:
@@ -75,12 +75,16 @@ def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
 
     At that point ``end()`` has frozen the span, so ``add_event`` is dropped; but the
     span's own bounded event list is what ``on_end`` hands to every processor and
-    exporter, and its ``append`` applies the span's event limit and drop count.
+    exporter. Its event limit and drop count apply as ``BoundedList.append`` applies
+    them, without its lock: once a span has ended, nothing else appends to it.
     """
     limits: SpanLimits = span._limits  # noqa: SLF001 - see the module docstring
     target: BoundedList[Event] = span._events  # type: ignore[assignment]  # noqa: SLF001
+    queue, timestamp = target._dq, span._end_time  # type: ignore[attr-defined]  # noqa: SLF001
     for name, attributes in events:
-        target.append(_event(name, attributes, span.end_time, limits))
+        if queue.maxlen is not None and len(queue) == queue.maxlen:
+            target.dropped += 1
+        queue.append(_event(name, attributes, timestamp, limits))
 
 
 def copy_with_events(span: ReadableSpan, events: Sequence[EventSpec], limits: SpanLimits) -> ReadableSpan:
