@@ -37,6 +37,7 @@ def main() -> int:
         lambda: [cases.non_tool(settings, band)],
         lambda: [cases.threshold_hits(settings)],
         lambda: [cases.comparison_anchor(settings)],
+        lambda: [cases.sketch_anchor(settings)],
         lambda: cases.memory(settings),
         lambda: cases.scaling(settings),
         lambda: [cases.store_write(settings)],

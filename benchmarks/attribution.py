@@ -1,7 +1,8 @@
 """Where the guard's time goes on a tool span, measured in place: ``python -m benchmarks.attribution``.
 
 Wraps each step of the guard's decision in a timer and runs the realistic 200 B workload
-through a real pipeline. The timers add about 0.3 us each, so read the figures as shares.
+through a real pipeline. The timers add about 0.3 us each, so read the figures as shares;
+``python -m benchmarks.instructions`` counts instructions instead, free of noise.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any
 import otel_repeat_guard.processor as guard_module
 from benchmarks import workloads as w
 from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard.conventions import GenAIConvention
 
 STEPS: dict[str, tuple[Any, str]] = {
-    "read the tool call (conventions)": (guard_module, "find_tool_call"),
-    "find the agent run": (RepeatGuardSpanProcessor, "_resolve_agent"),
-    "canonicalize arguments": (RepeatGuardSpanProcessor, "_canonical"),
+    "read the tool call (conventions)": (GenAIConvention, "read"),
+    "canonicalize and digest arguments": (guard_module, "arguments_key"),
     "update the chain": (guard_module.ChainTracker, "observe"),
     "build repeat events and metrics": (RepeatGuardSpanProcessor, "_record_repeat"),
+    "read failure signals (repeats only)": (guard_module, "failed"),
     "append events to the span": (guard_module, "append_to_ending_span"),
     "whole decision (_on_ending)": (RepeatGuardSpanProcessor, "_on_ending"),
     "live-span bookkeeping (on_start)": (RepeatGuardSpanProcessor, "on_start"),

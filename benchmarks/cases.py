@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from benchmarks import workloads as w
 from benchmarks.reference import ReferenceGuard
+from benchmarks.sketch import MinimalSketch
 from benchmarks.timing import Comparison, compare, quiet_gc
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
 
@@ -157,6 +158,20 @@ def comparison_anchor(s: Settings) -> Row:
         "guard vs reference design (200 B, realistic)",
         f"guard lifecycle / reference lifecycle {_fmt(head_to_head)}; "
         f"vs no processor: reference {reference_cost.ratio:.2f}x, guard {guard_cost.ratio:.2f}x",
+    )
+
+
+def sketch_anchor(s: Settings) -> Row:
+    """The guard against the minimal sketch the goal was set by, both against no processor."""
+    calls = w.tool_arguments(200, s.segment, 0.2)
+    _assert_detects(calls, MinimalSketch)
+    base, sketch, guarded = w.pipeline(), w.pipeline(MinimalSketch()), w.pipeline(_guard())
+    flush = _flush(base, sketch, guarded)
+    sketch_cost = compare(lambda: w.tool_segment(base, calls), lambda: w.tool_segment(sketch, calls), s.rounds, flush)
+    guard_cost = compare(lambda: w.tool_segment(base, calls), lambda: w.tool_segment(guarded, calls), s.rounds, flush)
+    return Row(
+        "minimal sketch vs guard (200 B, realistic)",
+        f"vs no processor: sketch {_fmt(sketch_cost)}; guard {_fmt(guard_cost)}",
     )
 
 

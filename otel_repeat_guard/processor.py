@@ -44,6 +44,8 @@ logger = logging.getLogger("otel_repeat_guard")
 ReminderCallback = Callable[[Reminder], None]
 Agent = tuple[str, str | None]
 """An agent run as the guard keys it: (chain key, readable name)."""
+Decision = tuple[list[EventSpec], Reminder | None]
+"""What a repeated call gets: the events for its span, and a reminder for the harness (or None)."""
 
 REPEAT_EVENT = "repeat_tool_guard.repeat"
 REMINDER_EVENT = "repeat_tool_guard.reminder"
@@ -207,7 +209,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     # -- extract, decide, record -----------------------------------------------------
 
-    def _decide(self, span: ReadableSpan) -> tuple[list[EventSpec], Reminder | None] | None:
+    def _decide(self, span: ReadableSpan) -> Decision | None:
         name, attributes, events = contents_of(span)
         call = self._read_tool_call(name, attributes, events)  # nearly every span stops here
         if call is None:
@@ -244,7 +246,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         agent_id: str,
         agent_name: str | None,
         run: int,
-    ) -> tuple[list[EventSpec], Reminder | None]:
+    ) -> Decision:
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": run,
             "repeat_tool_guard.agent_id": agent_id,

@@ -1,0 +1,104 @@
+"""Instructions per span lifecycle, counted by valgrind: ``python -m benchmarks.instructions``.
+
+Timings on a shared 2-core machine swing by tens of percent; instruction counts do not.
+Each variant runs one pipeline twice under cachegrind, with 500 and 1,500 spans after a
+warm-up, and the difference per span is its cost: interpreter start-up and imports
+cancel out. The guard's variants with its decision switched off show what the live-span
+bookkeeping alone costs. Needs ``valgrind``; takes about two minutes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from benchmarks import workloads as w
+from benchmarks.sketch import MinimalSketch
+from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard.processor import Decision
+
+VARIANTS = {
+    "no-op processor": ("noop", "tool"),
+    "minimal sketch, 200 B, 20% repeats": ("sketch", "tool"),
+    "guard, 200 B, 20% repeats": ("guard", "tool"),
+    "guard, 200 B, no repeats": ("guard", "tool-distinct"),
+    "guard, 200 B, all repeats": ("guard", "tool-same"),
+    "guard, live-span bookkeeping only": ("bookkeeping", "tool"),
+    "guard, non-tool spans": ("guard", "non-tool"),
+}
+_COUNTS = (500, 1_500)
+
+
+class _BookkeepingOnly(RepeatGuardSpanProcessor):
+    """The guard with its decision switched off: on_start, on_end and the calls into them."""
+
+    def _decide(self, span: ReadableSpan) -> Decision | None:
+        return None
+
+
+def _child(processor: str, workload: str, count: int) -> None:
+    front = {
+        "none": [],
+        "noop": [w.NoopProcessor()],
+        "sketch": [MinimalSketch()],
+        "guard": [RepeatGuardSpanProcessor()],
+        "bookkeeping": [_BookkeepingOnly()],
+    }[processor]
+    p = w.pipeline(*front)
+    share = {"tool": 0.2, "tool-distinct": 0.0, "tool-same": 1.0}.get(workload, 0.2)
+    calls = w.tool_arguments(200, 2_000, share)
+
+    def run(n: int) -> None:
+        if workload == "non-tool":
+            w.non_tool_segment(p, n)
+        else:
+            w.tool_segment(p, calls[:n])
+
+    run(200)  # warm-up: first-call caches, specialization
+    p.flush()
+    if count:
+        run(count)
+
+
+def _instructions(processor: str, workload: str, count: int) -> int:
+    command = [
+        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        sys.executable, "-m", "benchmarks.instructions", "--child", processor, workload, str(count),
+    ]  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stderr
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out)
+    if found is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{out}")
+    return int(found.group(1).replace(",", ""))
+
+
+def _per_span(processor: str, workload: str) -> float:
+    low, high = (_instructions(processor, workload, n) for n in _COUNTS)
+    return (high - low) / (_COUNTS[1] - _COUNTS[0])
+
+
+def main() -> int:
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    jobs = {("none", "tool"), ("none", "non-tool"), *VARIANTS.values()}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = dict(zip(jobs, pool.map(lambda job: _per_span(*job), jobs), strict=True))
+    print(f"{'variant':40} {'instructions per span':>22} {'over no processor':>18}")
+    for label, (processor, workload) in VARIANTS.items():
+        base = counts[("none", "non-tool" if workload == "non-tool" else "tool")]
+        extra = counts[(processor, workload)] - base
+        print(f"{label:40} {counts[(processor, workload)]:22,.0f} {extra:+12,.0f} ({extra / base:+.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        raise SystemExit(main())
