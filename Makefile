@@ -83,7 +83,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy --strict otel_repeat_guard
+	$(BIN)/mypy --strict otel_repeat_guard benchmarks
 
 # The whole suite but the framework integrations: a missing Prometheus or Phoenix fails the run instead of skipping.
 unit: $(BIN)/.installed backends chromium

@@ -6,6 +6,7 @@ import argparse
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import cases
@@ -32,7 +33,7 @@ def main() -> int:
     control_row, band = cases.control(settings)
     rows.append(control_row)
     print(f"noise band from the control: ±{band:.3f}", flush=True)
-    for step in (
+    steps: list[Callable[[], list[Row]]] = [
         lambda: cases.tool_overhead(settings, band),
         lambda: [cases.non_tool(settings, band)],
         lambda: [cases.threshold_hits(settings)],
@@ -41,7 +42,8 @@ def main() -> int:
         lambda: cases.memory(settings),
         lambda: cases.scaling(settings),
         lambda: [cases.store_write(settings)],
-    ):
+    ]
+    for step in steps:
         for row in step():
             rows.append(row)
             print(f"{row.case}: {row.measured}  [goal {row.goal}]", flush=True)

@@ -15,12 +15,13 @@ from typing import Any
 import otel_repeat_guard.processor as guard_module
 from benchmarks import workloads as w
 from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.conventions import GenAIConvention
 
 STEPS: dict[str, tuple[Any, str]] = {
     "read the tool call (conventions)": (GenAIConvention, "read"),
     "canonicalize and digest arguments": (guard_module, "arguments_key"),
-    "update the chain": (guard_module.ChainTracker, "observe"),
+    "update the chain": (ChainTracker, "observe"),
     "build repeat events and metrics": (RepeatGuardSpanProcessor, "_record_repeat"),
     "read failure signals (repeats only)": (guard_module, "failed"),
     "append events to the span": (guard_module, "append_to_ending_span"),
@@ -51,7 +52,7 @@ def main() -> None:
     for label, (owner, name) in STEPS.items():
         _timed(owner, name, totals, label)
     pipeline = w.pipeline(RepeatGuardSpanProcessor())
-    best: dict[str, tuple[float, int]] = {}
+    best: dict[str, tuple[float, float]] = {}
     lifecycle = float("inf")
     for _ in range(7):
         totals.clear()
@@ -67,7 +68,7 @@ def main() -> None:
     print(f"{'step':36} {'us per call':>12} {'calls':>7} {'us per span':>12}")
     for label in STEPS:
         per_call, count = best[label]
-        print(f"{label:36} {per_call:12.2f} {count:7d} {per_call * count / len(calls):12.2f}")
+        print(f"{label:36} {per_call:12.2f} {count:7.0f} {per_call * count / len(calls):12.2f}")
 
 
 if __name__ == "__main__":

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import statistics
 import sys
 import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import orjson
 from opentelemetry.sdk.trace import TracerProvider
@@ -65,7 +67,11 @@ def control(s: Settings) -> tuple[Row, float]:
 
 
 def _flush(*pipelines: w.Pipeline) -> Callable[[], None]:
-    return lambda: [p.flush() for p in pipelines] and None
+    def flush() -> None:
+        for p in pipelines:
+            p.flush()
+
+    return flush
 
 
 def tool_overhead(s: Settings, band: float) -> list[Row]:
@@ -77,8 +83,8 @@ def tool_overhead(s: Settings, band: float) -> list[Row]:
             _assert_detects(calls, _guard)
             base, guarded = w.pipeline(), w.pipeline(_guard())
             c = compare(
-                lambda b=base, k=calls: w.tool_segment(b, k),
-                lambda g=guarded, k=calls: w.tool_segment(g, k),
+                partial(w.tool_segment, base, calls),
+                partial(w.tool_segment, guarded, calls),
                 s.rounds,
                 _flush(base, guarded),
             )
@@ -239,7 +245,7 @@ def scaling(s: Settings) -> list[Row]:
         picks_many = [f"agent-{(i * 7919) % n}" for i in range(s.segment)]
         c = compare(
             lambda: w.tool_segment_for_agents(one, picks_one, arguments),
-            lambda m=many, k=picks_many: w.tool_segment_for_agents(m, k, arguments),
+            partial(w.tool_segment_for_agents, many, picks_many, arguments),
             s.rounds,
             _flush(one, many),
         )
@@ -291,10 +297,10 @@ def store_write(s: Settings) -> Row:
                 exporter.export(spans[i : i + 512])
             rates.append(len(spans) / (time.perf_counter() - start))
             exporter.shutdown()
-    rate = sorted(rates)[1]
+    rate = statistics.median(rates)
     return Row(
         f"store writes, {len(spans):,} tool spans in batches of 512",
-        f"{rate:,.0f} spans/s",
+        f"{rate:,.0f} spans/s [{min(rates):,.0f}-{max(rates):,.0f}], median of 5 runs",
         ">= 20,000 spans/s",
         rate >= 20_000,
     )

@@ -19,7 +19,7 @@ import random
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -106,7 +106,7 @@ def fill(db: Path, calls: int, seed: int = 7) -> None:
     conn.close()
 
 
-def _insert(conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> None:
+def _insert(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(f"INSERT INTO tool_calls ({COLUMNS}) VALUES ({', '.join('?' * 18)})", rows)
     conn.execute("COMMIT")

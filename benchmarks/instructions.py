@@ -15,7 +15,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from benchmarks import workloads as w
 from benchmarks.sketch import MinimalSketch
@@ -42,14 +42,14 @@ class _BookkeepingOnly(RepeatGuardSpanProcessor):
 
 
 def _child(processor: str, workload: str, count: int) -> None:
-    front = {
+    fronts: dict[str, list[SpanProcessor]] = {
         "none": [],
         "noop": [w.NoopProcessor()],
         "sketch": [MinimalSketch()],
         "guard": [RepeatGuardSpanProcessor()],
         "bookkeeping": [_BookkeepingOnly()],
-    }[processor]
-    p = w.pipeline(*front)
+    }
+    p = w.pipeline(*fronts[processor])
     share = {"tool": 0.2, "tool-distinct": 0.0, "tool-same": 1.0}.get(workload, 0.2)
     calls = w.tool_arguments(200, 2_000, share)
 

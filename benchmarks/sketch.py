@@ -42,7 +42,7 @@ class MinimalSketch(SpanProcessor):
             self._state[agent] = (key, run)
         if run > 1:
             event = Event(REPEAT_EVENT, MappingProxyType({"repeat_tool_guard.run_length": run}), span.end_time)
-            span._events.append(event)  # type: ignore[union-attr]
+            span._events.append(event)  # type: ignore[attr-defined]  # the bounded list, as the guard does
 
     def on_end(self, span: ReadableSpan) -> None:
         if span.context is not None:

@@ -11,11 +11,17 @@ RunEnded = Callable[[str, int], None]
 
 
 class _Chain:
-    __slots__ = ("last", "run", "tool")
+    __slots__ = ("key", "keyed_raw", "run", "tool")
 
-    def __init__(self, tool: str, last: tuple[bytes | None, bytes | None]) -> None:
+    def __init__(self, tool: str, key: bytes | None, raw: bytes | None) -> None:
+        self.restart(tool, key, raw)
+
+    def restart(self, tool: str, key: bytes | None, raw: bytes | None) -> None:
+        """A new run of one call."""
         self.tool = tool
-        self.last = last  # (arguments key, raw arguments key) of the last call: one attribute, read atomically
+        self.key = key
+        # the last raw key that came with a key, as key + raw in one object: read atomically, without the lock
+        self.keyed_raw = None if key is None or raw is None else key + raw
         self.run = 1
 
 
@@ -41,25 +47,26 @@ class ChainTracker:
 
         ``raw``, optional, keys the arguments exactly as received, for :meth:`key_if_same_raw`.
         """
-        ended = 0
+        ended_tool, ended_run = tool, 0
         with self._lock:
             chains = self._chains
             chain = chains.get(agent_id)
             if chain is None:
-                chain = chains[agent_id] = _Chain(tool, (key, raw))
+                chains[agent_id] = _Chain(tool, key, raw)
                 if len(chains) > self._max_agents:
                     evicted = chains.popitem(last=False)[1]
-                    tool, ended = evicted.tool, evicted.run
+                    ended_tool, ended_run = evicted.tool, evicted.run
             else:
                 chains.move_to_end(agent_id)
-                if key is not None and chain.last[0] == key and chain.tool == tool:
+                if key is not None and chain.key == key and chain.tool == tool:
                     chain.run += 1
                     if raw is not None:
-                        chain.last = (key, raw)
+                        chain.keyed_raw = key + raw
                     return chain.run
-                tool, ended, chain.tool, chain.last, chain.run = chain.tool, chain.run, tool, (key, raw), 1
-        if ended > 1 and self._on_run_ended is not None:
-            self._on_run_ended(tool, ended)
+                ended_tool, ended_run = chain.tool, chain.run
+                chain.restart(tool, key, raw)
+        if ended_run > 1 and self._on_run_ended is not None:
+            self._on_run_ended(ended_tool, ended_run)
         return 1
 
     def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None:
@@ -70,10 +77,10 @@ class ChainTracker:
         stored as one tuple); :meth:`observe` decides the run.
         """
         chain = self._chains.get(agent_id)
-        if chain is None:
+        keyed_raw = None if chain is None else chain.keyed_raw
+        if keyed_raw is None or keyed_raw[-len(raw) :] != raw:
             return None
-        key, last_raw = chain.last
-        return key if last_raw == raw else None
+        return keyed_raw[: -len(raw)]
 
     def run_length(self, agent_id: str) -> int:
         """The current run length of ``agent_id``, 0 if it has no chain."""

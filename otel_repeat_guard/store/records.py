@@ -30,7 +30,6 @@ from otel_repeat_guard.conventions import (
     MISSING,
     AgentRun,
     Convention,
-    ToolCall,
     ToolCallReader,
     agent_run_key,
     failed,
@@ -39,7 +38,7 @@ from otel_repeat_guard.conventions import (
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
 from otel_repeat_guard.reminders import arguments_preview
-from otel_repeat_guard.span_events import attributes_of, events_of
+from otel_repeat_guard.span_events import contents_of
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -130,28 +129,28 @@ def tool_call_row(
     preview_chars: int,
 ) -> ToolCallRow | None:
     """The row for ``span`` if ``read_tool_call`` reads it as a tool span, else None."""
-    attributes, events = attributes_of(span), events_of(span)
-    raw = read_tool_call(span.name, attributes, events)
+    name, attributes, events = contents_of(span)
+    call = read_tool_call(name, attributes, events)
     context = span.context
-    if raw is None or context is None:
+    if call is None or context is None:
         return None
-    call = ToolCall._make(raw)
+    tool, arguments, agent_id, agent_name, error = call
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
     repeat, reminder = _guard_events(events)
-    is_tracked = tracked(call.tool_name)
+    is_tracked = tracked[tool]
 
     digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
     preview: str | None = None
-    if call.arguments is not MISSING:
-        canonical = canonical_or_none(call.arguments)  # None: not JSON-like, the guard cannot compare it either
+    if arguments is not MISSING:
+        canonical = canonical_or_none(arguments)  # None: not JSON-like, the guard cannot compare it either
         if canonical is not None:
             digest = digest or arguments_digest(canonical)
             if store_arguments:
                 preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), preview_chars)
 
     event_agent = _str_or_none(repeat.get("repeat_tool_guard.agent_id"))
-    agent_key = call.agent_id or event_agent
+    agent_key = agent_id or event_agent
     known = agent_key is not None
     if agent_key is None:
         agent_key = provisional_agent_key(trace_id, parent_span_id)
@@ -169,13 +168,13 @@ def tool_call_row(
         span_id=format_span_id(context.span_id),
         parent_span_id=parent_span_id,
         agent_key=agent_key,
-        agent_name=call.agent_name,
+        agent_name=agent_name,
         agent_known=known,
-        tool_name=call.tool_name,
+        tool_name=tool,
         tracked=is_tracked,
         arguments_digest=digest,
         arguments_preview=preview,
-        error=call.error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
+        error=error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
         run_length=run_length,
         reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
         reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),

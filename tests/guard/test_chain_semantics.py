@@ -171,9 +171,12 @@ def test_state_is_bounded_by_max_agents_and_holds_no_payload() -> None:
         h.call("put", payload, agent_id=agent)
     assert len(h.guard._chains) == 3
     assert h.guard.run_length("a") == 0  # least recently active, evicted
-    stored = [chain.last for chain in h.guard._chains._chains.values()]
+    stored = [(chain.key, chain.keyed_raw) for chain in h.guard._chains._chains.values()]
     # 16-byte digests of the canonical form and of the raw text, never the 10 KB payload
-    assert all(key is not None and len(key) == 16 and raw is not None and len(raw) == 16 for key, raw in stored)
+    assert all(
+        key is not None and len(key) == 16 and keyed_raw is not None and keyed_raw[:16] == key and len(keyed_raw) == 32
+        for key, keyed_raw in stored
+    )
 
 
 def test_a_chain_keyed_to_an_agent_run_span_ends_with_it(harness: Harness) -> None:
