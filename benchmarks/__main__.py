@@ -37,16 +37,17 @@ def main() -> int:
         lambda: cases.tool_overhead(settings, band),
         lambda: [cases.non_tool(settings, band)],
         lambda: [cases.threshold_hits(settings)],
-        lambda: [cases.comparison_anchor(settings)],
-        lambda: [cases.sketch_anchor(settings)],
+        lambda: cases.comparison_anchors(settings),
         lambda: cases.memory(settings),
         lambda: cases.scaling(settings),
         lambda: [cases.store_write(settings)],
     ]
     for step in steps:
+        step_started = time.perf_counter()
         for row in step():
             rows.append(row)
             print(f"{row.case}: {row.measured}  [goal {row.goal}]", flush=True)
+        print(f"  ({time.perf_counter() - step_started:.0f} s)", flush=True)
     elapsed = time.perf_counter() - started
     table = _table(rows)
     print()

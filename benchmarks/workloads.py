@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 import orjson
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer, set_span_in_context
 
 from otel_repeat_guard import REPEAT_EVENT
+from otel_repeat_guard.span_events import attributes_of
 
 AGENT_ATTRIBUTES = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}
 
@@ -27,6 +28,17 @@ class NoopExporter(SpanExporter):
 
 class NoopProcessor(SpanProcessor):
     """The control: a processor that does nothing, to show what the harness's noise is."""
+
+
+class FloorProcessor(SpanProcessor):
+    """Only the floor of exact canonicalization, ``orjson.loads`` then ``orjson.dumps`` with sorted
+    keys, on each tool span's arguments: to measure that floor in place, in the same pipeline
+    and cache conditions as the guard, rather than in a hot loop of its own."""
+
+    def _on_ending(self, span: Span) -> None:
+        arguments = attributes_of(span).get("gen_ai.tool.call.arguments")
+        if isinstance(arguments, str):
+            orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS)
 
 
 @dataclass
