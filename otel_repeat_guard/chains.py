@@ -73,8 +73,8 @@ class ChainTracker:
         """The arguments key of the agent's last call, if that call's raw key was ``raw``.
 
         The key belongs to the arguments, so a caller that received them byte for byte as
-        before can skip canonicalizing them again. Read without the lock (the pair is
-        stored as one tuple); :meth:`observe` decides the run.
+        before can skip canonicalizing them again. Read without the lock (key and raw key
+        are one bytes object); :meth:`observe` decides the run.
         """
         chain = self._chains.get(agent_id)
         keyed_raw = None if chain is None else chain.keyed_raw
