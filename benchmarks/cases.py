@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sqlite3
 import statistics
 import sys
 import time
@@ -18,7 +19,7 @@ from benchmarks import workloads as w
 from benchmarks.reference import ReferenceGuard
 from benchmarks.sketch import MinimalSketch
 from benchmarks.timing import Comparison, compare
-from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
+from otel_repeat_guard import REPEAT_EVENT, GuardConfig, Reminder, RepeatGuardSpanProcessor
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,12 @@ def _assert_detects(calls: list[str], make: Callable[[], object]) -> None:
     found = w.count_repeat_events(make(), calls)  # type: ignore[arg-type]
     if found != expected or expected == 0:
         raise SystemExit(f"correctness check failed: expected {expected} repeat events, the guard made {found}")
+
+
+def _check(ok: bool, what: str) -> None:
+    """The correctness guard of a case: stop before timing something that does not work."""
+    if not ok:
+        raise SystemExit(f"correctness check failed: {what}")
 
 
 def _fmt(c: Comparison) -> str:
@@ -118,7 +125,10 @@ def _canonical_floor(calls: list[str], rounds: int) -> float:
 
 
 def non_tool(s: Settings, band: float) -> Row:
-    base, guarded = w.pipeline(), w.pipeline(_guard())
+    guard = _guard()
+    base, guarded = w.pipeline(), w.pipeline(guard)
+    w.non_tool_segment(guarded, 100)
+    _check(len(guard._chains) == 0, "the guard counted chat or HTTP spans as tool calls")
     c = compare(
         lambda: w.non_tool_segment(base, s.segment),
         lambda: w.non_tool_segment(guarded, s.segment),
@@ -131,8 +141,14 @@ def non_tool(s: Settings, band: float) -> Row:
 def threshold_hits(s: Settings) -> Row:
     """Pairs of identical calls: each second call either fires a reminder (threshold 2) or is a plain repeat."""
     calls = [text for text in w.tool_arguments(200, s.segment // 2, 0.0) for _ in range(2)]
-    plain = w.pipeline(_guard(config=GuardConfig(thresholds=(1_000_000,))))
-    firing = w.pipeline(_guard(config=GuardConfig(thresholds=(2,)), on_reminder=lambda r: None))
+    reminders: list[Reminder] = []
+    plain = w.pipeline(_guard(config=GuardConfig(thresholds=(1_000_000,)), on_reminder=reminders.append))
+    w.tool_segment(plain, calls)
+    _check(not reminders, f"{len(reminders)} reminders below the threshold")
+    firing = w.pipeline(_guard(config=GuardConfig(thresholds=(2,)), on_reminder=reminders.append))
+    w.tool_segment(firing, calls)
+    _check(len(reminders) == len(calls) // 2, f"{len(reminders)} reminders for {len(calls) // 2} threshold hits")
+    reminders.clear()
     c = compare(
         lambda: w.tool_segment(plain, calls), lambda: w.tool_segment(firing, calls), s.rounds, _flush(plain, firing)
     )
@@ -255,6 +271,7 @@ def _filled_pipeline(agents: int, segment: int) -> w.Pipeline:
     guard = _guard(max_agents=agents)
     for i in range(agents):  # fill the state directly: what the processor would have stored
         guard._chains.observe(f"agent-{i}", "read_file", b"seed")
+    _check(len(guard._chains) == agents, f"{len(guard._chains)} chains for {agents} agents")
     return w.pipeline(guard, capacity=segment + 10)
 
 
@@ -281,6 +298,7 @@ def store_write(s: Settings) -> Row:
         w.Pipeline(provider.get_tracer("store"), provider, w.pipeline().batch), w.tool_arguments(200, count, 0.2)
     )
     spans = [span for span in memory.get_finished_spans() if span.name.startswith("execute_tool")]
+    expected = sum(1 for span in spans for event in span.events if event.name == REPEAT_EVENT)
     rates = []
     for _ in range(5):
         with tempfile.TemporaryDirectory() as folder:
@@ -290,6 +308,11 @@ def store_write(s: Settings) -> Row:
                 exporter.export(spans[i : i + 512])
             rates.append(len(spans) / (time.perf_counter() - start))
             exporter.shutdown()
+            with sqlite3.connect(Path(folder) / "bench.db") as conn:
+                stored, repeated = conn.execute(
+                    "SELECT COUNT(*), COUNT(*) FILTER (WHERE run_length > 1) FROM tool_calls"
+                ).fetchone()
+            _check(stored == len(spans) and repeated == expected, f"{stored} rows, {repeated} repeats stored")
     rate = statistics.median(rates)
     return Row(
         f"store writes, {len(spans):,} tool spans in batches of 512",
