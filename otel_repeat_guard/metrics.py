@@ -1,7 +1,8 @@
 """The guard's OTel instruments. Recorded only on repeats, never on every tool call.
 
-The two counters are observable: a repeat adds one to a plain dict, and the SDK reads the
-totals when it collects. The histogram has no observable form in OpenTelemetry, so a
+The two counters are observable: a repeat appends its tool name to a log (a deque, whose
+append needs no lock), the log is folded into totals when the SDK collects (or once it is
+long), and the SDK reads the totals. The histogram has no observable form in OpenTelemetry, so a
 finished run is counted in a dict too, and handed to the histogram when the counters'
 callbacks run, just before the SDK collects the histogram. A synchronous SDK ``add`` or
 ``record`` costs 5-11 us, about as much as a small span: on the agent's thread it would
@@ -11,6 +12,7 @@ double the guard's cost of a repeated call.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
@@ -25,18 +27,21 @@ MAX_SERIES = 2000
 """Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
 MAX_PENDING_RUNS = 10_000
 """Distinct (tool, run length) pairs waiting for a collection; past it, runs are recorded at once."""
+MAX_REPEAT_LOG = 4096
+"""Repeats logged before they are folded into the totals without waiting for a collection."""
 _OVERFLOW: dict[str, bool] = {"otel.metric.overflow": True}
 
 
 class GuardMetrics:
     """Counters and a histogram keyed by tool (never by agent: its cardinality is unbounded)."""
 
-    __slots__ = ("_lock", "_pending_runs", "_reminders", "_repeats", "_run_length", "_tool_attrs")
+    __slots__ = ("_lock", "_pending_runs", "_reminders", "_repeat_log", "_repeats", "_run_length", "_tool_attrs")
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         meter = (meter_provider or get_meter_provider()).get_meter("otel_repeat_guard", __version__)
         self._lock = threading.Lock()
         self._repeats: dict[str, int] = {}
+        self._repeat_log: deque[str] = deque()
         self._reminders: dict[tuple[str, str, int], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
         self._tool_attrs: dict[str, dict[str, str]] = {}
@@ -60,12 +65,20 @@ class GuardMetrics:
         )
 
     def repeated_call(self, tool: str) -> None:
+        log = self._repeat_log
+        log.append(tool)
+        if len(log) > MAX_REPEAT_LOG:
+            self._fold_repeats()
+
+    def _fold_repeats(self) -> None:
+        """Move the logged repeats into the totals; popleft takes each name exactly once, whoever folds."""
+        log, counts = self._repeat_log, self._repeats
         with self._lock:
-            counts = self._repeats
-            if tool in counts or len(counts) < MAX_SERIES:
+            while log:
+                tool = log.popleft()
+                if tool not in counts and len(counts) >= MAX_SERIES:
+                    tool = ""
                 counts[tool] = counts.get(tool, 0) + 1
-            else:
-                counts[""] = counts.get("", 0) + 1
 
     def reminder(self, tool: str, tier: str, threshold: int) -> None:
         key = (tool, tier, threshold)
@@ -94,6 +107,7 @@ class GuardMetrics:
 
     def _observe_repeats(self, options: CallbackOptions) -> Iterable[Observation]:
         self._record_pending_runs()  # the SDK runs every callback before it collects the histogram
+        self._fold_repeats()
         with self._lock:
             totals = list(self._repeats.items())
         return [Observation(n, self._attributes(tool)) for tool, n in totals]

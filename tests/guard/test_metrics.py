@@ -96,3 +96,30 @@ def test_finished_runs_reach_every_reader_even_past_the_pending_limit(monkeypatc
         (point,) = _points(reader)["repeat_tool_guard.run_length"]
         assert (point.count, point.sum, point.max) == (5, 19, 5)
     assert metrics._pending_runs == {}
+
+
+def test_repeats_logged_from_many_threads_are_all_counted() -> None:
+    """The repeat log takes appends without a lock; folding (past MAX_REPEAT_LOG, or at collection) loses none."""
+    import threading
+
+    from otel_repeat_guard.metrics import MAX_REPEAT_LOG, GuardMetrics
+
+    reader = InMemoryMetricReader()
+    metrics = GuardMetrics(MeterProvider(metric_readers=[reader]))
+    per_thread = MAX_REPEAT_LOG + 1_000
+
+    def repeat(tool: str) -> None:
+        for _ in range(per_thread):
+            metrics.repeated_call(tool)
+
+    threads = [threading.Thread(target=repeat, args=(f"tool{i % 2}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(metrics._repeat_log) <= MAX_REPEAT_LOG  # folded along the way, not only at collection
+    repeated = {p.attributes["gen_ai.tool.name"]: p.value for p in _points(reader)["repeat_tool_guard.repeated_calls"]}
+    assert repeated == {"tool0": 2 * per_thread, "tool1": 2 * per_thread}
+    metrics.repeated_call("tool0")
+    again = {p.attributes["gen_ai.tool.name"]: p.value for p in _points(reader)["repeat_tool_guard.repeated_calls"]}
+    assert again == {"tool0": 2 * per_thread + 1, "tool1": 2 * per_thread}  # cumulative
