@@ -32,8 +32,8 @@ def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[An
     """The span's name, attributes and events in one call: what the guard reads of every span.
 
     The attributes are the plain dict inside ``BoundedAttributes`` (read-only by
-    convention), the events the span's own list; hand-built spans and copies fall back to
-    whatever they hold.
+    convention), the events the span's own list (``span.events`` copies it into a new tuple
+    on every read); hand-built spans and copies fall back to whatever they hold.
     """
     held, events = span._attributes, span._events  # noqa: SLF001 - see the module docstring
     attributes = getattr(held, "_dict", None)
@@ -47,11 +47,6 @@ def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[An
 def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
     """The span's attributes without the read-only proxy (see :func:`contents_of`)."""
     return contents_of(span)[1]
-
-
-def events_of(span: ReadableSpan) -> Sequence[Any]:
-    """The span's events without copying them (``span.events`` builds a tuple every time)."""
-    return contents_of(span)[2]
 
 
 def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int | None, limits: SpanLimits) -> Event:
