@@ -63,10 +63,8 @@ def arguments_key(value: Any) -> bytes | None:
 
 
 def _exact_key(value: Any) -> bytes | None:
-    try:
-        return _digest(canonical_bytes(value))
-    except (TypeError, ValueError, RecursionError):
-        return None
+    canonical = canonical_or_none(value)
+    return None if canonical is None else _digest(canonical)
 
 
 def raw_key(text: str) -> bytes:
