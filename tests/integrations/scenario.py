@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -62,21 +64,46 @@ class Guarded:
     inbox: ReminderInbox
     exporter: InMemorySpanExporter
     reminders: list[Reminder] = field(default_factory=list)
+    metrics: InMemoryMetricReader = field(default_factory=InMemoryMetricReader)
 
     @property
     def processors(self) -> list[SpanProcessor]:
         return [self.guard, SimpleSpanProcessor(self.exporter)]
 
+    def unguarded(self) -> dict[tuple[str, str], int]:
+        """``repeat_tool_guard.unguarded_calls`` so far, as {(reason, tool): count}."""
+        return {
+            (str(p.attributes["reason"]), str(p.attributes["gen_ai.tool.name"])): int(p.value)
+            for p in metric_points(self.metrics, "repeat_tool_guard.unguarded_calls")
+        }
 
-def make_guarded() -> Guarded:
+
+def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    data = reader.get_metrics_data()
+    return [
+        point
+        for resource in (data.resource_metrics if data else ())
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    ]
+
+
+def make_guarded(**options: Any) -> Guarded:
+    """A guard (``options`` go to :class:`RepeatGuardSpanProcessor`) whose reminders go to an inbox and a list."""
     inbox = ReminderInbox()
     reminders: list[Reminder] = []
+    metrics = InMemoryMetricReader()
 
     def on_reminder(reminder: Reminder) -> None:
         reminders.append(reminder)
         inbox.put(reminder)
 
-    return Guarded(RepeatGuardSpanProcessor(on_reminder=on_reminder), inbox, InMemorySpanExporter(), reminders)
+    guard = RepeatGuardSpanProcessor(
+        on_reminder=on_reminder, meter_provider=MeterProvider(metric_readers=[metrics]), **options
+    )
+    return Guarded(guard, inbox, InMemorySpanExporter(), reminders, metrics)
 
 
 def provider_for(g: Guarded) -> TracerProvider:
@@ -132,6 +159,40 @@ def tool_spans_by_trace(g: Guarded) -> dict[int, list[ReadableSpan]]:
         if is_tool_span(span):
             out[span.context.trace_id].append(span)  # type: ignore[union-attr]
     return dict(out)
+
+
+def tool_spans_by_run(g: Guarded, outer: str | None = None) -> dict[int, list[ReadableSpan]]:
+    """Tool spans in the order they ended, per agent run.
+
+    Without ``outer``, one run per trace (as :func:`tool_spans_by_trace`). With ``outer``, the
+    name of one span that encloses every run (an HTTP request serving several runs), a run is
+    each child of that span.
+    """
+    if outer is None:
+        return tool_spans_by_trace(g)
+    spans = g.exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    (outer_id,) = [s.context.span_id for s in spans if s.name == outer and s.context is not None]
+    out: dict[int, list[ReadableSpan]] = defaultdict(list)
+    for span in spans:
+        if not is_tool_span(span):
+            continue
+        top = span
+        while top.parent is not None and top.parent.span_id != outer_id:
+            top = by_id[top.parent.span_id]
+        assert top.parent is not None, f"tool span {span.name} is not under {outer}"
+        out[top.context.span_id].append(span)  # type: ignore[union-attr]
+    return dict(out)
+
+
+def guard_events(g: Guarded, name: str = "repeat_tool_guard.repeat") -> list[tuple[ReadableSpan, dict[str, Any]]]:
+    """Every guard event called ``name``, with the span it is on, in the order the spans ended."""
+    return [
+        (span, dict(event.attributes or {}))
+        for span in g.exporter.get_finished_spans()
+        for event in span.events
+        if event.name == name
+    ]
 
 
 def assert_no_event_on_non_tool_spans(g: Guarded) -> None:

@@ -1,0 +1,168 @@
+"""A local fake OpenAI-compatible HTTP server that plays the acceptance scenario.
+
+The real provider clients (the ``openai`` SDK, LiteLLM, and every framework built on them)
+talk to it on 127.0.0.1 exactly as to the real service, so the model client and its
+instrumentation run unchanged. It serves ``POST /v1/chat/completions``, streamed (SSE) or
+not: a request whose conversation holds ``i`` tool results since the last real user prompt
+gets ``script[i]`` as one ``tool_calls`` entry, or the final answer once the script is done
+(see :func:`scenario.next_call`). Each request body is kept, in arrival order, for tests that
+check what reached the model.
+
+Use::
+
+    with FakeOpenAI() as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="test")
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .scenario import FINAL_ANSWER, SCRIPT, next_call
+
+MODEL = "gpt-4o-mini"
+Script = Sequence[tuple[str, dict[str, str]]]
+
+
+def tool_results_since_prompt(messages: Sequence[dict[str, Any]]) -> int:
+    """How many tool results follow the last user prompt that is not a ``<system-reminder>``."""
+    results = 0
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        if role == "user" and "<system-reminder>" not in text:
+            results = 0
+        elif role in {"tool", "function"}:
+            results += 1
+    return results
+
+
+class FakeOpenAI:
+    """The server; ``script_for(body)`` may be replaced to script requests another way."""
+
+    def __init__(self, script: Script = SCRIPT) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def next_id(self, prefix: str) -> str:
+        with self._lock:
+            return f"{prefix}{next(self._ids):04d}"
+
+    def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+        """The tool call to answer ``body`` with, or None for the final answer."""
+        return next_call(tool_results_since_prompt(body.get("messages") or []), self.script)
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        call = self.script_for(body)
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if call is None:
+            message["content"] = FINAL_ANSWER
+            finish = "stop"
+        else:
+            name, arguments = call
+            message["tool_calls"] = [
+                {
+                    "id": self.next_id("call_"),
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ]
+            finish = "tool_calls"
+        return {
+            "id": self.next_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body.get("model") or MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._json({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]})
+                else:
+                    self._json({"error": {"message": f"no route {self.path}"}}, status=404)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append(body)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._json({"error": {"message": f"no route {self.path}"}}, status=404)
+                    return
+                completion = server.completion(body)
+                if body.get("stream"):
+                    self._stream(completion, bool((body.get("stream_options") or {}).get("include_usage")))
+                else:
+                    self._json(completion)
+
+            def _json(self, payload: dict[str, Any], status: int = 200) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, completion: dict[str, Any], include_usage: bool) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                message = completion["choices"][0]["message"]
+                base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+                def send(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+                    chunk = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]} | extra
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+
+                send({"role": "assistant", "content": ""})
+                if message.get("tool_calls"):
+                    for i, call in enumerate(message["tool_calls"]):
+                        send({"tool_calls": [{"index": i, **call}]})
+                else:
+                    send({"content": message["content"]})
+                send({}, completion["choices"][0]["finish_reason"])
+                if include_usage:
+                    self.wfile.write(
+                        b"data: " + json.dumps(base | {"choices": [], "usage": completion["usage"]}).encode() + b"\n\n"
+                    )
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
