@@ -22,6 +22,7 @@ from otel_repeat_guard.version import __version__
 REPEATED_CALLS = "repeat_tool_guard.repeated_calls"
 REMINDERS = "repeat_tool_guard.reminders"
 RUN_LENGTH = "repeat_tool_guard.run_length"
+UNGUARDED_CALLS = "repeat_tool_guard.unguarded_calls"
 _RUN_LENGTH_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
 MAX_SERIES = 2000
 """Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
@@ -35,7 +36,16 @@ _OVERFLOW: dict[str, bool] = {"otel.metric.overflow": True}
 class GuardMetrics:
     """Counters and a histogram keyed by tool (never by agent: its cardinality is unbounded)."""
 
-    __slots__ = ("_lock", "_pending_runs", "_reminders", "_repeat_log", "_repeats", "_run_length", "_tool_attrs")
+    __slots__ = (
+        "_lock",
+        "_pending_runs",
+        "_reminders",
+        "_repeat_log",
+        "_repeats",
+        "_run_length",
+        "_tool_attrs",
+        "_unguarded",
+    )
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         meter = (meter_provider or get_meter_provider()).get_meter("otel_repeat_guard", __version__)
@@ -45,6 +55,7 @@ class GuardMetrics:
         self._reminders: dict[tuple[str, str, int], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
         self._tool_attrs: dict[str, dict[str, str]] = {}
+        self._unguarded: dict[tuple[str, str], int] = {}
         meter.create_observable_counter(
             REPEATED_CALLS,
             callbacks=[self._observe_repeats],
@@ -56,6 +67,12 @@ class GuardMetrics:
             callbacks=[self._observe_reminders],
             unit="{reminder}",
             description="Reminders handed to the harness, by tier and threshold.",
+        )
+        meter.create_observable_counter(
+            UNGUARDED_CALLS,
+            callbacks=[self._observe_unguarded],
+            unit="{call}",
+            description="Tool calls the guard recognised but could not compare, by reason (no_arguments, no_agent).",
         )
         self._run_length = meter.create_histogram(
             RUN_LENGTH,
@@ -86,6 +103,14 @@ class GuardMetrics:
             counts = self._reminders
             if key not in counts and len(counts) >= MAX_SERIES:
                 key = ("", tier, threshold)
+            counts[key] = counts.get(key, 0) + 1
+
+    def unguarded(self, reason: str, tool: str) -> None:
+        key = (reason, tool)
+        with self._lock:
+            counts = self._unguarded
+            if key not in counts and len(counts) >= MAX_SERIES:
+                key = (reason, "")
             counts[key] = counts.get(key, 0) + 1
 
     def run_ended(self, tool: str, run_length: int) -> None:
@@ -121,6 +146,11 @@ class GuardMetrics:
             )
             for (tool, tier, threshold), n in totals
         ]
+
+    def _observe_unguarded(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._unguarded.items())
+        return [Observation(n, {**self._attributes(tool), "reason": reason}) for (reason, tool), n in totals]
 
     def _attributes(self, tool: str) -> dict[str, str] | dict[str, bool]:
         """``{"gen_ai.tool.name": tool}``, built once per tool; "" is the overflow series."""

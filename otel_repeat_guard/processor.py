@@ -1,9 +1,15 @@
-"""The span processor: thin glue that reads tool spans, asks the chain logic, records the answer."""
+"""The span processor: thin glue that reads spans, asks the chain logic, records the answer.
+
+The path of one span: ``on_start`` tracks it (``runs``) and, for a model call, marks the run
+and counts the calls its previous step requested that no tool span answered; ``_on_ending``
+reads a tool span through the conventions (extract), resolves its run and asks the chain
+(decide), and puts the answer on the span, the metrics and the harness's callback (record).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,43 +20,35 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
+from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, explain, fix_for
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_arguments, raw_key
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import (
     DEFAULT_CONVENTIONS,
     MISSING,
-    AgentRun,
     Convention,
-    agent_id_prefilter,
-    agent_run_key,
+    EventLike,
+    RawToolCall,
+    SpanRouter,
     failed,
-    find_agent_run,
-    tool_call_reader,
 )
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.reminders import Reminder, arguments_preview, reminder_text, tier_for
-from otel_repeat_guard.span_events import (
-    EventSpec,
-    append_to_ending_span,
-    attributes_of,
-    contents_of,
-    copy_with_events,
-)
+from otel_repeat_guard.requested import PendingSteps, Step
+from otel_repeat_guard.runs import Run, RunResolver, evict_oldest
+from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events
 
 logger = logging.getLogger("otel_repeat_guard")
 
 ReminderCallback = Callable[[Reminder], None]
-Agent = tuple[str, str | None]
-"""An agent run as the guard keys it: (chain key, readable name)."""
-Decision = tuple[list[EventSpec], Reminder | None]
-"""What a repeated call gets: the events for its span, and a reminder for the harness (or None)."""
+Decision = tuple[list[EventSpec], list[Reminder]]
+"""What a span gets: the events for it, and reminders for the harness."""
 
 REPEAT_EVENT = "repeat_tool_guard.repeat"
 REMINDER_EVENT = "repeat_tool_guard.reminder"
-_MAX_ANCESTRY = 64
-_HAS_ENDING_HOOK = hasattr(SpanProcessor, "_on_ending")
+_MAX_WARNED = 1024
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -66,9 +64,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     ``TracerProvider`` like any processor; reminders go to ``on_reminder`` on the thread
     that ends the tool span, and repetition events go on the tool span itself. With
     ``downstream`` it instead wraps those processors and hands them a copy of each span
-    with the events added (for SDKs without the end-of-span hook). ``redact`` rewrites the
-    canonical arguments text before a reminder quotes it (in its text, its preview and the
-    reminder span event); detection always compares the real arguments.
+    with the events added. ``redact`` rewrites the canonical arguments text before a
+    reminder quotes it (in its text, its preview and the reminder span event); detection
+    always compares the real arguments.
     """
 
     def __init__(
@@ -93,19 +91,25 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._redact = redact
         self._config = config
         self._on_reminder = on_reminder
-        self._max_live_spans = _positive_int("max_live_spans", max_live_spans)
         self._conventions = tuple(conventions)
-        self._read_tool_call = tool_call_reader(self._conventions)
-        self._may_name_agent_id = agent_id_prefilter(self._conventions)
+        self._router = SpanRouter(self._conventions)
+        self._route = self._router.route
+        self._model_bits = self._router.model_bits
+        self._tool_bits = self._router.tool_bits
+        self._tool_readers = tuple(self._router.tool_reader(mask) for mask in range(self._tool_bits + 1))
         self._downstream = tuple(downstream)
-        self._wrapping = bool(self._downstream) or not _HAS_ENDING_HOOK
+        self._wrapping = bool(self._downstream)
         self._limits = SpanLimits()
         self._tracked = ToolFilter(config.include, config.exclude)
         self._metrics = GuardMetrics(meter_provider)
-        self._chains = ChainTracker(_positive_int("max_agents", max_agents), self._metrics.run_ended)
+        max_agents = _positive_int("max_agents", max_agents)
+        self._chains = ChainTracker(max_agents, self._metrics.run_ended)
+        self._runs = RunResolver(self._conventions, _positive_int("max_live_spans", max_live_spans), self._run_ended)
+        self._steps = PendingSteps(max_agents)
+        self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._tiers = {t: tier_for(t, config.thresholds) for t in config.thresholds}
-        self._live: dict[int, Span] = {}  # open spans of this process, by span id
-        self._owned: dict[int, Agent] = {}  # agent-run (or local root) span id -> the chain it owns
+        self._warned: set[tuple[str, str]] = set()
+        self._warn_lock = threading.Lock()
 
     @property
     def config(self) -> GuardConfig:
@@ -114,16 +118,23 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     # -- harness API ---------------------------------------------------------------
 
     def reset(self, agent_id: str) -> None:
-        """A user prompt was submitted: start the agent's chain afresh."""
+        """A user prompt was submitted: start the agent's chain afresh.
+
+        ``agent_id`` is a chain key (``Reminder.agent_id``), or a ``gen_ai.agent.id``: then the
+        chains of every open run of that agent start afresh too.
+        """
         try:
-            self._chains.reset(agent_id)
+            for key in (agent_id, *self._runs.runs_of_agent(agent_id)):
+                self._chains.reset(key)
         except Exception:
             logger.exception("repeat guard failed in reset(%r)", agent_id)
 
     def forget(self, agent_id: str) -> None:
-        """The agent is disposed: drop its state."""
+        """The agent is disposed: drop its state (a chain key, or a ``gen_ai.agent.id`` and its open runs)."""
         try:
-            self._chains.forget(agent_id)
+            for key in (agent_id, *self._runs.runs_of_agent(agent_id)):
+                self._chains.forget(key)
+                self._steps.forget(key)
         except Exception:
             logger.exception("repeat guard failed in forget(%r)", agent_id)
 
@@ -137,30 +148,26 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         Resolved exactly as for a tool span started right here, so a harness can match
         reminders to the run that is about to call the model:
         ``inbox.drain(guard.current_agent_id())``. None when there is no current span of
-        this process, or it is not inside an agent run. (A tool span's own explicit
-        ``gen_ai.agent.id`` cannot be seen from here: such harnesses know their id.)
+        this process. (A tool span's own explicit ``gen_ai.agent.id`` cannot be seen from
+        here: such harnesses know their id.)
         """
         try:
-            found = self._agent_of(trace.get_current_span(context).get_span_context())
+            run = self._runs.resolve(trace.get_current_span(context).get_span_context())
         except Exception:
             logger.exception("repeat guard failed to resolve the current agent run")
             return None
-        return None if found is None else found[0]
+        return None if run is None else run.key
 
     # -- SpanProcessor -------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            live = self._live
-            live[span.context.span_id] = span
-            if len(live) > self._max_live_spans:
-                self._evict_oldest(live)
-            _, attributes, _ = contents_of(span)
-            # Most instrumentations set no attributes at start; and only an agent run with an id resets here.
-            if attributes and (self._may_name_agent_id is None or self._may_name_agent_id(attributes)):
-                run = self._agent_run(span.name, attributes)
-                if run is not None and run.agent_id is not None:
-                    self._chains.reset(run.agent_id)  # each agent run is a new prompt
+            name, attributes, _ = contents_of(span)
+            agent_id = self._runs.started(span, attributes)
+            if agent_id is not None:
+                self._chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
+            if self._route(name, attributes) & self._model_bits:
+                self._model_call_starts(span)
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
@@ -172,29 +179,24 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         try:
             decision = self._decide(span)
             if decision is not None:
-                events, reminder = decision
+                events, reminders = decision
                 append_to_ending_span(span, events)
-                self._deliver(reminder)
+                self._deliver(reminders)
         except Exception:
             logger.exception("repeat guard failed at the end of span %r; the span is unaffected", span.name)
 
     def on_end(self, span: ReadableSpan) -> None:
         forwarded = span
         try:
-            context = span.context
-            if context is not None:  # stop tracking it; if it was an agent run (or local root), end its chain
-                span_id = context.span_id
-                self._live.pop(span_id, None)
-                agent = self._owned.pop(span_id, None)
-                if agent is not None:
-                    self._chains.forget(agent[0])
             if self._wrapping:
                 decision = self._decide(span)
                 if decision is not None:
-                    events, reminder = decision
-                    if self._downstream:
-                        forwarded = copy_with_events(span, events, self._limits)
-                    self._deliver(reminder)
+                    events, reminders = decision
+                    forwarded = copy_with_events(span, events, self._limits)
+                    self._deliver(reminders)
+            context = span.context
+            if context is not None:  # stop tracking it; if it stood for a run, the run's chain ends
+                self._runs.ended(context.span_id)
         except Exception:
             logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", span.name)
         for processor in self._downstream:
@@ -211,141 +213,199 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def _decide(self, span: ReadableSpan) -> Decision | None:
         name, attributes, events = contents_of(span)
-        call = self._read_tool_call(name, attributes, events)  # nearly every span stops here
-        if call is None:
+        mask = self._route(name, attributes)
+        if not mask:  # nearly every span stops here
+            return self._run_span_ends(span) if self._steps else None
+        reader = self._tool_readers[mask & self._tool_bits]
+        call = None if reader is None else reader(name, attributes, events)
+        if call is not None:
+            return self._tool_call_ends(span, call, attributes, events)
+        if mask & self._model_bits:
+            self._model_call_ends(span, mask, name, attributes, events)
+        return None
+
+    def _tool_call_ends(
+        self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> Decision | None:
+        tool, arguments, agent_id, agent_name, error, call_id = call
+        run = Run(agent_id, agent_name or agent_id, how="agent_id") if agent_id else self._runs.resolve(span.parent)
+        tracked = self._tracked[tool]
+        if run is None:
+            if tracked:
+                self._unguarded(NO_AGENT, tool, span)
             return None
-        tool, arguments, agent_id, agent_name, error = call
-        if not self._tracked[tool]:
+        step = self._steps.answered(run.key) if self._steps else None  # this run's tools have spans
+        if not tracked:
             return None
-        if agent_id is None:
-            parent = span.parent
-            agent = None if parent is None else self._owned.get(parent.span_id) or self._agent_of(parent)
-            if agent is None:
-                return None
-            agent_id, agent_name = agent
-        # unknown or not JSON-like arguments have no key: never identical to others
-        key = raw = None
-        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
-            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
-            key = self._chains.key_if_same_raw(agent_id, raw) or arguments_key(arguments)
-        elif arguments is not MISSING:
-            key = arguments_key(arguments)
-        run = self._chains.observe(agent_id, tool, key, raw)
-        if run < 2 or key is None:
+        if call_id is not None:
+            if self._steps.was_counted(call_id):
+                return None  # counted from its request already, before this late tool span ended
+            if arguments is MISSING and step is not None:
+                requested = step.by_id(call_id)  # the arguments the model asked with
+                if requested is not None:
+                    arguments = requested.arguments
+        if arguments is MISSING:
+            self._unguarded(NO_ARGUMENTS, tool, span)
+        repeat = self._observe(run, tool, arguments)
+        if repeat is None:
             return None
         error = error or span.status.status_code is StatusCode.ERROR or failed(attributes, events)
-        return self._record_repeat(span, tool, arguments, key, error, agent_id, agent_name, run)
+        return self._record(run, tool, arguments, *repeat, error, span.context)
 
-    def _record_repeat(
+    def _observe(self, run: Run, tool: str, arguments: Any) -> tuple[bytes, int] | None:
+        """Count one tracked call in the run's chain: (arguments key, run length) for a repeat, else None."""
+        key = raw = None  # unknown or not JSON-like arguments have no key: never identical to others
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
+            key = self._chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
+        elif arguments is not MISSING:
+            key = arguments_key(arguments)
+        length = self._chains.observe(run.key, tool, key, raw)
+        if length < 2 or key is None:
+            return None
+        return key, length
+
+    def _record(
         self,
-        span: ReadableSpan,
+        run: Run,
         tool: str,
         arguments: Any,
         key: bytes,
+        length: int,
         error: bool,
-        agent_id: str,
-        agent_name: str | None,
-        run: int,
+        context: SpanContext | None,
+        call_id: str | None = None,
     ) -> Decision:
+        """The events and reminder of a repeated call (the ``length``-th identical one in a row)."""
         repeat: dict[str, AttributeValue] = {
-            "repeat_tool_guard.run_length": run,
-            "repeat_tool_guard.agent_id": agent_id,
+            "repeat_tool_guard.run_length": length,
+            "repeat_tool_guard.agent_id": run.key,
             "gen_ai.tool.name": tool,
             "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
             "repeat_tool_guard.error": error,
         }
+        if call_id is not None:  # a call with no tool span of its own: its events sit on another span
+            repeat["gen_ai.tool.call.id"] = call_id
         events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
         self._metrics.repeated_call(tool)
-        tier = self._tiers.get(run)
+        tier = self._tiers.get(length)
         if tier is None:
-            return events, None
+            return events, []
         shown = canonical_arguments(arguments)  # only now: the key spared computing it on every call
         if self._redact is not None:
             shown = self._redact(shown)
         preview = arguments_preview(shown, self._config.arguments_preview_chars)
-        text = reminder_text(tier, tool, run, preview)
-        events.append(
-            (
-                REMINDER_EVENT,
-                {
-                    "repeat_tool_guard.run_length": run,
-                    "repeat_tool_guard.threshold": run,
-                    "repeat_tool_guard.tier": tier,
-                    "repeat_tool_guard.reminder_text": text,
-                },
-            )
-        )
-        self._metrics.reminder(tool, tier, run)
-        context = span.context
+        text = reminder_text(tier, tool, length, preview)
+        reminder_event: dict[str, AttributeValue] = {
+            "repeat_tool_guard.run_length": length,
+            "repeat_tool_guard.threshold": length,
+            "repeat_tool_guard.tier": tier,
+            "repeat_tool_guard.reminder_text": text,
+        }
+        if call_id is not None:
+            reminder_event["gen_ai.tool.call.id"] = call_id
+        events.append((REMINDER_EVENT, reminder_event))
+        self._metrics.reminder(tool, tier, length)
         reminder = Reminder(
-            agent_id=agent_id,
-            agent_name=agent_name,
+            agent_id=run.key,
+            agent_name=run.name,
             tool_name=tool,
-            run_length=run,
-            threshold=run,
+            run_length=length,
+            threshold=length,
             tier=tier,
             text=text,
             arguments_preview=preview,
             trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
             span_id=format_span_id(context.span_id) if context else "0" * 16,
         )
-        return events, reminder
+        return events, [reminder]
 
-    def _agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
-        return find_agent_run(self._conventions, name, attributes)
+    # -- model calls, and the calls they requested -------------------------------------
 
-    def _agent_of(self, parent: SpanContext | None) -> Agent | None:
-        """The agent run that a span with this parent belongs to.
-
-        The nearest live ancestor that some convention reads as an agent run, with its
-        attributes (or, failing those, its name) read now; else the local root, the top
-        of the live ancestor chain in this process. A span without a (live) parent has
-        none. The first answer for an ancestor is kept until it ends, so a run's key never
-        changes while it is open, however late its attributes arrive.
-        """
-        if parent is None or not parent.is_valid:
-            return None
-        owned, live = self._owned, self._live
-        span_id = parent.span_id
-        root: tuple[int, Span] | None = None
-        for _ in range(_MAX_ANCESTRY):
-            known = owned.get(span_id)
-            if known is not None:
-                return known
-            ancestor = live.get(span_id)
-            if ancestor is None:
-                break
-            run = self._agent_run(ancestor.name, attributes_of(ancestor))
-            if run is not None:
-                return self._own(span_id, run.agent_id, run.agent_name or ancestor.name)
-            root = (span_id, ancestor)
-            grandparent = ancestor.parent
-            if grandparent is None:
-                break
-            span_id = grandparent.span_id
-        if root is None:
-            return None
-        return self._own(root[0], None, root[1].name)  # no agent span: the local root stands for the run
-
-    def _own(self, span_id: int, agent_id: str | None, name: str) -> Agent:
-        agent = (agent_run_key(agent_id, name, span_id), name)
-        owned = self._owned
-        owned[span_id] = agent
-        if len(owned) > self._max_live_spans:
-            self._evict_oldest(owned)
-        return agent
-
-    def _deliver(self, reminder: Reminder | None) -> None:
-        if reminder is None or self._on_reminder is None:
+    def _model_call_starts(self, span: Span) -> None:
+        """Mark the run's enclosing spans; the calls the run's last step requested without a
+        tool span are counted now, before the model is asked again, with their events on this span."""
+        self._runs.mark_model_call(span.parent)
+        run = self._runs.resolve(span.parent)
+        if run is None:
             return
-        try:
-            self._on_reminder(reminder)
-        except Exception:
-            logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
+        model_runs = self._model_runs
+        model_runs[span.context.span_id] = run
+        if len(model_runs) > self._runs.max_live_spans:
+            evict_oldest(model_runs)
+        if self._steps:
+            events, reminders = self._count_unanswered(run)
+            for name, attributes in events:
+                span.add_event(name, attributes)  # the span is open: the public API works
+            self._deliver(reminders)
 
-    # -- live-span bookkeeping ---------------------------------------------------------
+    def _model_call_ends(
+        self, span: ReadableSpan, mask: int, name: str, attributes: Any, events: Sequence[Any]
+    ) -> None:
+        """Keep what the model requested, unread, as its run's last step."""
+        context = span.context
+        run = None if context is None else self._model_runs.pop(context.span_id, None)
+        read = self._router.request_reader(mask)
+        if run is not None and read is not None:
+            self._steps.add(run.key, Step(read, name, attributes, events, context))
 
-    @staticmethod
-    def _evict_oldest(mapping: dict[int, Any]) -> None:
-        with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next call evicts
-            del mapping[next(iter(mapping))]
+    def _run_span_ends(self, span: ReadableSpan) -> Decision | None:
+        """A span that stood for a run ends: count what its last step requested without tool spans."""
+        context = span.context
+        run = None if context is None else self._runs.owner(context.span_id)
+        if run is None or run.how == "enclosing_span":  # an enclosing span may end before its tools run
+            return None
+        events, reminders = self._count_unanswered(run)
+        return (events, reminders) if events else None
+
+    def _count_unanswered(self, run: Run) -> Decision:
+        events: list[EventSpec] = []
+        reminders: list[Reminder] = []
+        for call, step in self._steps.unanswered(run.key):
+            if not self._tracked[call.tool_name]:
+                continue
+            if call.arguments is MISSING:
+                self._unguarded(NO_ARGUMENTS, call.tool_name, None)
+            repeat = self._observe(run, call.tool_name, call.arguments)
+            if repeat is not None:
+                more, reminder = self._record(
+                    run, call.tool_name, call.arguments, *repeat, False, step.span_context, call.call_id
+                )
+                events += more
+                reminders += reminder
+        return events, reminders
+
+    def _run_ended(self, run: Run) -> None:
+        self._chains.forget(run.key)
+        self._steps.forget(run.key)
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def _unguarded(self, reason: str, tool: str, span: ReadableSpan | None) -> None:
+        """A recognised tool call the guard cannot compare: count it, and say once per scope what fixes it."""
+        self._metrics.unguarded(reason, tool)
+        scope = None if span is None or span.instrumentation_scope is None else span.instrumentation_scope.name
+        warned = (reason, scope or "")
+        if warned in self._warned or len(self._warned) >= _MAX_WARNED:
+            return
+        with self._warn_lock:
+            if warned in self._warned:
+                return
+            self._warned.add(warned)
+        logger.warning(
+            "repeat guard cannot compare calls of tool %r from %s: %s (%s). To fix it: %s.",
+            tool,
+            f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope",
+            explain(reason),
+            reason,
+            fix_for(reason, scope),
+        )
+
+    def _deliver(self, reminders: list[Reminder]) -> None:
+        if self._on_reminder is None:
+            return
+        for reminder in reminders:
+            try:
+                self._on_reminder(reminder)
+            except Exception:
+                logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)

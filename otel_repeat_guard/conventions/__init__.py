@@ -17,7 +17,9 @@ from otel_repeat_guard.conventions.base import (
     BuiltInConvention,
     Convention,
     EventLike,
+    Mark,
     RawToolCall,
+    RequestedCall,
     ToolCall,
     agent_run_key,
     failed,
@@ -37,9 +39,8 @@ DEFAULT_CONVENTIONS: tuple[Convention, ...] = (
 """Every built-in vocabulary, in the order they are asked (the first that recognizes a span wins)."""
 
 
-_BUILT_IN: tuple[type, ...] = (PydanticAIV2Convention, TraceloopConvention, GenAIConvention, OpenInferenceConvention)
-
 ToolCallReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], RawToolCall | None]
+RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
 AgentIdPrefilter = Callable[[Mapping[str, Any]], bool]
 
 
@@ -64,39 +65,99 @@ def find_agent_run(conventions: Sequence[Convention], name: str, attributes: Map
 
 
 def _only_built_in(conventions: Sequence[Convention]) -> bool:
-    return all(type(convention) in _BUILT_IN for convention in conventions)
+    return all(isinstance(convention, BuiltInConvention) for convention in conventions)
+
+
+class SpanRouter:
+    """Which conventions may read a span, from the marks they declare (see :class:`BuiltInConvention`).
+
+    ``route(name, attributes)`` answers a bit mask: bit ``k`` when the span carries a tool mark
+    of ``conventions[k]``, bit ``len(conventions) + k`` for a model-call mark. It is 0 for nearly
+    every span, at the cost of one dict lookup per marked attribute. A convention that declares
+    no marks (a user's own) is asked about every span, as :func:`find_tool_call` would.
+    """
+
+    __slots__ = ("_always", "_by_attribute", "_by_name", "_models", "_tools", "conventions", "model_bits", "tool_bits")
+
+    def __init__(self, conventions: Sequence[Convention]) -> None:
+        self.conventions = tuple(conventions)
+        count = len(self.conventions)
+        self.tool_bits = (1 << count) - 1
+        self.model_bits = self.tool_bits << count
+        self._always = 0
+        by_name: dict[str, int] = {}
+        by_attribute: dict[str, dict[str, int]] = {}
+        for k, convention in enumerate(self.conventions):
+            tool_marks = getattr(convention, "tool_marks", None)
+            if tool_marks is None:
+                self._always |= 1 << k
+            for bit, marks in ((1 << k, tool_marks or ()), (1 << (count + k), getattr(convention, "model_marks", ()))):
+                for key, value in marks:
+                    table = by_name if key is None else by_attribute.setdefault(key, {})
+                    table[value] = table.get(value, 0) | bit
+        self._by_name = by_name
+        self._by_attribute = tuple(by_attribute.items())
+        self._tools: dict[int, ToolCallReader | None] = {}
+        self._models: dict[int, RequestReader | None] = {}
+
+    def route(self, name: str, attributes: Mapping[str, Any]) -> int:
+        mask = self._always | self._by_name.get(name, 0)
+        for key, values in self._by_attribute:
+            value = attributes.get(key)
+            if value.__class__ is str:
+                mask |= values.get(value, 0)
+        return mask
+
+    def tool_reader(self, mask: int) -> ToolCallReader | None:
+        """One reader asking, in their configured order, the conventions whose tool bits are in ``mask``."""
+        mask &= self.tool_bits
+        if mask in self._tools:
+            return self._tools[mask]
+        readers = tuple(
+            c.read if isinstance(c, BuiltInConvention) else c.tool_call
+            for k, c in enumerate(self.conventions)
+            if mask >> k & 1
+        )
+        reader = self._tools[mask] = _first_of(readers)
+        return reader
+
+    def request_reader(self, mask: int) -> RequestReader | None:
+        """One reader of the tool calls requested on a model-call span with the model bits of ``mask``."""
+        mask = (mask & self.model_bits) >> len(self.conventions)
+        if mask in self._models:
+            return self._models[mask]
+        readers: tuple[RequestReader, ...] = tuple(
+            c.requested_calls for k, c in enumerate(self.conventions) if mask >> k & 1 and hasattr(c, "requested_calls")
+        )
+
+        def first_nonempty(
+            name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+        ) -> list[RequestedCall]:
+            for read in readers:
+                found = read(name, attributes, events)
+                if found:
+                    return found
+            return []
+
+        reader = self._models[mask] = first_nonempty if readers else None
+        return reader
 
 
 def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
     """:func:`find_tool_call` over ``conventions`` for the hot path, answering a plain tuple.
 
-    Asking every convention costs a method call each, per span. For a set made only of
-    built-in conventions, three dict lookups and a name comparison say which of them carry
-    their tool-span mark (none, for nearly every span), and only those are asked, in their
-    configured order. A set with any user convention is asked in full.
+    Built from the conventions' declared marks (:class:`SpanRouter`): only the conventions
+    whose tool-span mark the span carries are asked, in their configured order.
     """
-    conventions = tuple(conventions)
-    if not _only_built_in(conventions):
-        return lambda name, attributes, events: find_tool_call(conventions, name, attributes, events)
-    readers = tuple(
-        _first_of(
-            tuple(
-                c.read
-                for c in conventions
-                if mask & (1 << _BUILT_IN.index(type(c))) and isinstance(c, BuiltInConvention)
-            )
-        )
-        for mask in range(1 << len(_BUILT_IN))
-    )
+    router = SpanRouter(conventions)
+    readers = tuple(router.tool_reader(mask) for mask in range(router.tool_bits + 1)) if len(conventions) <= 8 else ()
+    route = router.route
 
     def read(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        # One bit per built-in vocabulary whose tool-span mark the span carries, in _BUILT_IN's order.
-        reader = readers[
-            (name == "running tool")
-            | (attributes.get("traceloop.span.kind") == "tool") << 1
-            | (attributes.get("gen_ai.operation.name") == "execute_tool") << 2
-            | (attributes.get("openinference.span.kind") == "TOOL") << 3
-        ]
+        mask = route(name, attributes) & router.tool_bits
+        if not mask:
+            return None
+        reader = readers[mask] if readers else router.tool_reader(mask)
         return None if reader is None else reader(name, attributes, events)
 
     return read
@@ -136,10 +197,14 @@ __all__ = [
     "Convention",
     "EventLike",
     "GenAIConvention",
+    "Mark",
     "OpenInferenceConvention",
     "PydanticAIV2Convention",
     "RawToolCall",
+    "RequestReader",
+    "RequestedCall",
     "SpanMatcher",
+    "SpanRouter",
     "ToolCall",
     "ToolCallReader",
     "TraceloopConvention",

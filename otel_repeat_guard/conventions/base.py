@@ -13,7 +13,7 @@ lookups (check the discriminating attribute, or the name, first) and must not it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
 
 class _Missing:
@@ -55,6 +55,24 @@ class ToolCall(NamedTuple):
     agent_id: str | None = None
     agent_name: str | None = None
     error: bool = False
+    call_id: str | None = None
+    """The id the model gave the call (``gen_ai.tool.call.id``): joins a tool span without
+    arguments to the model request that asked for it."""
+
+
+class RequestedCall(NamedTuple):
+    """One tool call a model asked for, read off its model-call span."""
+
+    call_id: str | None
+    tool_name: str
+    arguments: Any = MISSING
+
+
+class Mark(NamedTuple):
+    """A span a vocabulary recognizes by one value: of an attribute, or (``key`` None) of the span name."""
+
+    key: str | None
+    value: str
 
 
 class AgentRun(NamedTuple):
@@ -119,7 +137,7 @@ def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
     return bool(len(events)) and any(event.name == "exception" for event in events)
 
 
-RawToolCall = tuple[str, Any, str | None, str | None, bool]
+RawToolCall = tuple[str, Any, str | None, str | None, bool, str | None]
 """A tool call's fields as a plain tuple, in :class:`ToolCall`'s order (a ``ToolCall`` is one).
 
 The built-in conventions read spans into these on the hot path: building a named tuple
@@ -128,9 +146,17 @@ costs more than reading the span."""
 
 class BuiltInConvention:
     """A built-in vocabulary: ``read`` gives the hot path a plain tuple, ``tool_call`` the public
-    :class:`ToolCall`."""
+    :class:`ToolCall`.
+
+    Its marks are data: ``tool_marks`` say which spans are its tool spans, ``model_marks``
+    which are model calls. The router that sends each span to the right readers is built
+    from these declarations (see :func:`otel_repeat_guard.conventions.span_router`), so
+    ``read`` and ``requested_calls`` only ever see spans that carry one of their marks.
+    """
 
     __slots__ = ()
+    tool_marks: ClassVar[tuple[Mark, ...]] = ()
+    model_marks: ClassVar[tuple[Mark, ...]] = ()
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""
@@ -140,6 +166,17 @@ class BuiltInConvention:
         raw = self.read(name, attributes, events)
         return None if raw is None else ToolCall(*raw)
 
+    def requested_calls(
+        self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> list[RequestedCall]:
+        """The tool calls a model-call span of this vocabulary says the model asked for, in order."""
+        return []
+
+
+def call_id_of(attributes: Mapping[str, Any]) -> str | None:
+    """The model's id for a tool call on its tool span: ``gen_ai.tool.call.id``, else OpenInference's ``tool_call.id``."""
+    return str_or_none(attributes.get("gen_ai.tool.call.id")) or str_or_none(attributes.get("tool_call.id"))
+
 
 def gen_ai_agent(attributes: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """The agent id and name that ``gen_ai.agent.*`` attributes on a tool span itself give."""
@@ -147,6 +184,6 @@ def gen_ai_agent(attributes: Mapping[str, Any]) -> tuple[str | None, str | None]
 
 
 def agent_run_key(agent_id: str | None, name: str, span_id: int) -> str:
-    """The chain key of an agent run found through its span: its agent id, else its name plus its
-    span id, so that two concurrent runs of one agent never share a chain."""
-    return agent_id or f"{name}#{span_id:016x}"
+    """The chain key of an agent run found through its span: its agent id (else its name) plus its
+    span id, so that two concurrent runs of one agent (one agent object) never share a chain."""
+    return f"{agent_id or name}#{span_id:016x}"

@@ -14,11 +14,15 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     BuiltInConvention,
     EventLike,
+    Mark,
     RawToolCall,
+    RequestedCall,
+    call_id_of,
     gen_ai_agent,
     str_or_none,
     tool_name,
 )
+from otel_repeat_guard.conventions.requests import gen_ai_requests
 
 _ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy telemetry schema
 _INVOKE_AGENT = "invoke_agent"
@@ -36,7 +40,8 @@ def _arguments_from_events(events: Sequence[EventLike]) -> Any:
 
 
 class GenAIConvention(BuiltInConvention):
-    """Tool spans have ``gen_ai.operation.name == "execute_tool"``; agent runs are ``invoke_agent``.
+    """Tool spans have ``gen_ai.operation.name == "execute_tool"``; agent runs are ``invoke_agent``;
+    model calls are ``chat``, ``text_completion`` or ``generate_content``.
 
     Arguments: ``gen_ai.tool.call.arguments``, else google-adk's legacy
     ``gcp.vertex.agent.tool_call_args``, else strands-agents' ``gen_ai.tool.message`` event.
@@ -46,6 +51,8 @@ class GenAIConvention(BuiltInConvention):
     """
 
     __slots__ = ()
+    tool_marks = (Mark("gen_ai.operation.name", "execute_tool"),)
+    model_marks = tuple(Mark("gen_ai.operation.name", op) for op in ("chat", "text_completion", "generate_content"))
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get("gen_ai.operation.name") != "execute_tool":
@@ -60,9 +67,16 @@ class GenAIConvention(BuiltInConvention):
             arguments = attributes.get(_ADK_ARGUMENTS, MISSING)
             if arguments is MISSING:
                 arguments = _arguments_from_events(events)
+        call_id = call_id_of(attributes)
         if "gen_ai.agent.id" in attributes or "gen_ai.agent.name" in attributes:
-            return (tool, arguments, *gen_ai_agent(attributes), False)
-        return (tool, arguments, None, None, False)  # the common case, without two more calls
+            return (tool, arguments, *gen_ai_agent(attributes), False, call_id)
+        return (tool, arguments, None, None, False, call_id)  # the common case, without two more calls
+
+    def requested_calls(
+        self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> list[RequestedCall]:
+        """``gen_ai.output.messages``, else the older ``gen_ai.choice`` events."""
+        return gen_ai_requests(attributes, events)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if not name.startswith(_INVOKE_AGENT) and attributes.get("gen_ai.operation.name") != _INVOKE_AGENT:

@@ -14,17 +14,21 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     BuiltInConvention,
     EventLike,
+    Mark,
     RawToolCall,
+    RequestedCall,
+    call_id_of,
     str_or_none,
     tool_name,
 )
+from otel_repeat_guard.conventions.requests import openinference_output_messages
 
 _KIND: Final = "openinference.span.kind"
 _REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUTS / hide_inputs records instead of the input
 
 
 class OpenInferenceConvention(BuiltInConvention):
-    """Tool spans have ``openinference.span.kind == "TOOL"``; agent runs ``"AGENT"``.
+    """Tool spans have ``openinference.span.kind == "TOOL"``; agent runs ``"AGENT"``; model calls ``"LLM"``.
 
     The tool name is ``tool.name`` (after ``gen_ai.tool.name``), else the span name, which
     these instrumentors set to the tool's name. The arguments are ``input.value`` (the
@@ -36,6 +40,8 @@ class OpenInferenceConvention(BuiltInConvention):
     """
 
     __slots__ = ()
+    tool_marks = (Mark(_KIND, "TOOL"),)
+    model_marks = (Mark(_KIND, "LLM"),)
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":
@@ -46,7 +52,12 @@ class OpenInferenceConvention(BuiltInConvention):
         arguments = attributes.get("input.value", MISSING)
         if arguments == _REDACTED:
             arguments = MISSING
-        return (tool, arguments, None, None, False)
+        return (tool, arguments, None, None, False, call_id_of(attributes))
+
+    def requested_calls(
+        self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> list[RequestedCall]:
+        return openinference_output_messages(attributes)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if attributes.get(_KIND) != "AGENT":

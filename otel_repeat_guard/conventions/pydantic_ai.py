@@ -17,6 +17,7 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     BuiltInConvention,
     EventLike,
+    Mark,
     RawToolCall,
     gen_ai_agent,
     tool_name,
@@ -27,6 +28,7 @@ class PydanticAIV2Convention(BuiltInConvention):
     """Tool spans named ``running tool``, arguments in ``tool_arguments``; agent runs are GenAI ``invoke_agent``."""
 
     __slots__ = ()
+    tool_marks = (Mark(None, "running tool"),)  # its model calls are GenAI "chat" spans
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if name != "running tool":
@@ -34,7 +36,7 @@ class PydanticAIV2Convention(BuiltInConvention):
         tool = tool_name(name, attributes)
         if tool is None:
             return None
-        return (tool, attributes.get("tool_arguments", MISSING), *gen_ai_agent(attributes), False)
+        return (tool, attributes.get("tool_arguments", MISSING), *gen_ai_agent(attributes), False, None)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         return None  # format 2's "agent run" span carries gen_ai.operation.name == "invoke_agent"

@@ -11,12 +11,16 @@ from otel_repeat_guard.conventions.base import (
     AgentRun,
     BuiltInConvention,
     EventLike,
+    Mark,
     RawToolCall,
+    RequestedCall,
+    call_id_of,
     first_present,
     gen_ai_agent,
     str_or_none,
     tool_name,
 )
+from otel_repeat_guard.conventions.requests import gen_ai_output_messages, traceloop_completions
 
 _KIND: Final = "traceloop.span.kind"
 _ARGUMENT_KEYS: Final = ("gen_ai.tool.call.arguments", "traceloop.entity.input")
@@ -49,7 +53,8 @@ def unwrap_langchain_inputs(value: Any) -> Any:
 
 
 class TraceloopConvention(BuiltInConvention):
-    """Tool spans have ``traceloop.span.kind == "tool"``; agent runs ``agent`` or ``workflow``.
+    """Tool spans have ``traceloop.span.kind == "tool"``; agent runs ``agent`` or ``workflow``; model
+    calls carry ``llm.request.type`` ``chat`` or ``completion``.
 
     Arguments come from ``gen_ai.tool.call.arguments`` or ``traceloop.entity.input`` with
     the LangChain wrapper unwrapped. With content tracing off
@@ -57,6 +62,8 @@ class TraceloopConvention(BuiltInConvention):
     """
 
     __slots__ = ()
+    tool_marks = (Mark(_KIND, "tool"),)
+    model_marks = (Mark("llm.request.type", "chat"), Mark("llm.request.type", "completion"))
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "tool":
@@ -67,7 +74,13 @@ class TraceloopConvention(BuiltInConvention):
         arguments = first_present(attributes, _ARGUMENT_KEYS)
         if arguments is not MISSING:
             arguments = unwrap_langchain_inputs(arguments)
-        return (tool, arguments, *gen_ai_agent(attributes), False)
+        return (tool, arguments, *gen_ai_agent(attributes), False, call_id_of(attributes))
+
+    def requested_calls(
+        self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> list[RequestedCall]:
+        """``gen_ai.output.messages`` (0.62 and later), else ``gen_ai.completion.{i}.tool_calls.{j}.*``."""
+        return gen_ai_output_messages(attributes) or traceloop_completions(attributes)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         kind = attributes.get(_KIND)

@@ -134,7 +134,7 @@ def tool_call_row(
     context = span.context
     if call is None or context is None:
         return None
-    tool, arguments, agent_id, agent_name, error = call
+    tool, arguments, agent_id, agent_name, error, _ = call
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
     repeat, reminder = _guard_events(events)

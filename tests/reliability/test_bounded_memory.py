@@ -105,12 +105,12 @@ def test_spans_never_ended_stay_bounded_and_oldest_are_evicted_first() -> None:
             kept.append(tracer.start_span("never ended"))  # the application leaks them, not the guard
 
     _traced(leak)
-    assert len(guard._live) == 1_000
+    assert len(guard._runs.live) == 1_000
     oldest_kept = kept[-1_000].get_span_context().span_id  # type: ignore[attr-defined]
-    assert next(iter(guard._live)) == oldest_kept
-    assert kept[0].get_span_context().span_id not in guard._live  # type: ignore[attr-defined]
+    assert next(iter(guard._runs.live)) == oldest_kept
+    assert kept[0].get_span_context().span_id not in guard._runs.live  # type: ignore[attr-defined]
     # released by the application: the guard must not keep 49,000 evicted spans alive
     kept.clear()
     held = _traced(lambda: None)
-    assert len(guard._live) == 1_000
+    assert len(guard._runs.live) == 1_000
     assert held < 2_000_000

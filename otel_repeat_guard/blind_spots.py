@@ -1,0 +1,57 @@
+"""Why the guard could not compare a tool call it recognised, and the setting that fixes it.
+
+One table, used by the guard's warning log, by ``otel-repeat-guard doctor`` and by the
+dashboard, so all three name the same fix.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Reason = Literal["no_arguments", "no_agent"]
+NO_ARGUMENTS: Final = "no_arguments"
+NO_AGENT: Final = "no_agent"
+REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
+
+_CLIENT_CAPTURE: Final = (
+    "instrument the model client with content capture on (opentelemetry-instrumentation-openai-v2 with "
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, openinference-instrumentation-openai, or "
+    "OpenLLMetry with TRACELOOP_TRACE_CONTENT=true): the guard then takes the arguments from the model's request"
+)
+
+# (instrumentation scope prefix, what to set so that the arguments are recorded), most specific first.
+_ARGUMENT_FIXES: Final = (
+    (
+        "semantic_kernel",
+        "set SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true, or " + _CLIENT_CAPTURE,
+    ),
+    ("gcp.vertex.agent", "set ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true (google-adk's content capture)"),
+    ("openinference.", "stop hiding inputs: OPENINFERENCE_HIDE_INPUTS=false (TraceConfig(hide_inputs=False))"),
+    ("opentelemetry.instrumentation.openai_v2", "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true"),
+    ("opentelemetry.instrumentation.", "set TRACELOOP_TRACE_CONTENT=true (OpenLLMetry's content capture)"),
+    ("pydantic-ai", "turn content on: InstrumentationSettings(include_content=True)"),
+    ("strands", "record content: OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, or " + _CLIENT_CAPTURE),
+    ("autogen", _CLIENT_CAPTURE),
+    ("mcp", _CLIENT_CAPTURE),
+)
+_AGENT_FIX: Final = (
+    "wrap your agent loop in a span (any span: the guard keys the run by it), or set gen_ai.agent.id on the tool span"
+)
+
+
+def fix_for(reason: str, scope: str | None) -> str:
+    """The setting that makes calls of instrumentation ``scope`` comparable again."""
+    if reason == NO_AGENT:
+        return _AGENT_FIX
+    name = scope or ""
+    for prefix, fix in _ARGUMENT_FIXES:
+        if name.startswith(prefix):
+            return fix
+    return "record the call's arguments on the tool span (gen_ai.tool.call.arguments), or " + _CLIENT_CAPTURE
+
+
+def explain(reason: str) -> str:
+    """What the reason means, in a sentence."""
+    if reason == NO_AGENT:
+        return "the tool span has no parent span in this process and no gen_ai.agent.id, so no agent run"
+    return "neither the tool span nor the model's request recorded the call's arguments"

@@ -1,0 +1,114 @@
+"""What each agent run's last model call asked for, until the run's tool spans answer it.
+
+A model-call span ends with the tool calls the model requested (call id, tool, arguments).
+The guard keeps the last such step per run, *unread*: parsing the model's output costs more
+than the rest of a span's handling, and most runtimes never need it. It is read only when
+
+- a tool span of the run has a call id but no arguments: the arguments are joined by id;
+- the run's next model call starts (or the run ends) and no tool span answered the step:
+  the runtime runs tools without spans, so the requested calls are counted as the run's calls.
+
+Bounded: one step per run, at most ``max_runs`` runs (the least recently active goes), and a
+bounded memory of call ids already counted, so a late tool span is never counted twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from otel_repeat_guard.conventions.base import EventLike, RequestedCall
+
+RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
+
+
+class Step:
+    """One model call's requests, read on first use."""
+
+    __slots__ = ("_by_id", "_calls", "_events", "_read", "attributes", "name", "span_context", "spanned")
+
+    def __init__(
+        self,
+        read: RequestReader,
+        name: str,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        span_context: Any,
+    ) -> None:
+        self._read = read
+        self.name = name
+        self.attributes = attributes
+        self._events = events
+        self.span_context = span_context
+        self.spanned = False  # a tool span of the run came after it
+        self._calls: list[RequestedCall] | None = None
+        self._by_id: dict[str, RequestedCall] = {}
+
+    def calls(self) -> list[RequestedCall]:
+        if self._calls is None:
+            self._calls = self._read(self.name, self.attributes, self._events)
+            self._by_id = {call.call_id: call for call in self._calls if call.call_id is not None}
+        return self._calls
+
+    def by_id(self, call_id: str) -> RequestedCall | None:
+        self.calls()
+        return self._by_id.get(call_id)
+
+
+class PendingSteps:
+    """The last model step of each run, by chain key."""
+
+    __slots__ = ("_counted", "_lock", "_max_counted", "_max_runs", "_steps")
+
+    def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
+        self._steps: OrderedDict[str, Step] = OrderedDict()
+        self._counted: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max_runs = max_runs
+        self._max_counted = max_counted
+
+    def __bool__(self) -> bool:
+        return bool(self._steps)
+
+    def add(self, run_key: str, step: Step) -> None:
+        with self._lock:
+            self._steps[run_key] = step
+            self._steps.move_to_end(run_key)
+            if len(self._steps) > self._max_runs:
+                self._steps.popitem(last=False)
+
+    def answered(self, run_key: str) -> Step | None:
+        """A tool span of the run ended: its last step is answered by tool spans (returned, if any)."""
+        step = self._steps.get(run_key)
+        if step is not None:
+            step.spanned = True
+        return step
+
+    def unanswered(self, run_key: str) -> list[tuple[RequestedCall, Step]]:
+        """The run moves on (its next model call starts, or it ends): the requests of its last step
+        that no tool span answered, in request order, each at most once."""
+        with self._lock:
+            step = self._steps.pop(run_key, None)
+        if step is None or step.spanned:
+            return []
+        out: list[tuple[RequestedCall, Step]] = []
+        for call in step.calls():
+            if call.call_id is not None:
+                if self.was_counted(call.call_id):
+                    continue
+                with self._lock:
+                    self._counted[call.call_id] = None
+                    if len(self._counted) > self._max_counted:
+                        self._counted.popitem(last=False)
+            out.append((call, step))
+        return out
+
+    def was_counted(self, call_id: str) -> bool:
+        """Whether the call was already counted from its request (its tool span came late)."""
+        return call_id in self._counted
+
+    def forget(self, run_key: str) -> None:
+        with self._lock:
+            self._steps.pop(run_key, None)

@@ -1,0 +1,188 @@
+"""Which agent run a span belongs to: live-span bookkeeping and the run resolver.
+
+The guard keys each chain by agent run. A tool span rarely says its run; its ancestors do.
+The resolver keeps the open spans of this process (from ``on_start``, bounded, dropped at
+their end) so it can walk a span's ancestors on whichever thread the span ends, and finds,
+nearest first:
+
+1. an **agent-run ancestor** (any convention's ``agent_run``): its key is its
+   ``gen_ai.agent.id`` or its name, joined with its span id (:func:`agent_run_key`), so two
+   concurrent runs of one agent object never share a chain;
+2. else the nearest ancestor that **encloses the run's model calls**: every model-call span
+   marks its live ancestors when it starts, so two runs under one outer span (an HTTP
+   request serving several runs, a trace around a batch) get two chains;
+3. else the **local root**, the top of the span's live ancestor chain.
+
+A span with no live parent in this process has no run. The first answer for an ancestor is
+kept until that ancestor ends, so a run's key never changes while it is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from opentelemetry.sdk.trace import Span
+from opentelemetry.trace import SpanContext
+
+from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
+from otel_repeat_guard.span_events import attributes_of
+
+_MAX_ANCESTRY = 64
+
+
+class Run(NamedTuple):
+    """An agent run as the guard keys it."""
+
+    key: str
+    """The chain key: what ``reset``, ``forget``, ``Reminder.agent_id`` and the events carry."""
+    name: str | None
+    """A readable name (the agent's, else the run span's)."""
+    span_id: int | None = None
+    """The span that stands for the run, when it was found through one."""
+    agent_id: str | None = None
+    """The ``gen_ai.agent.id`` the run span carried, if any."""
+    how: str = "agent_span"
+    """How it was resolved: ``agent_id`` (on the tool span), ``agent_span``, ``enclosing_span`` or ``local_root``."""
+
+
+class RunResolver:
+    """Tracks the open spans of this process and answers which run a span belongs to."""
+
+    __slots__ = (
+        "_agent_runs",
+        "_conventions",
+        "_lock",
+        "_marked",
+        "_may_name_agent_id",
+        "_on_run_ended",
+        "_owned",
+        "live",
+        "max_live_spans",
+    )
+
+    def __init__(
+        self, conventions: Sequence[Convention], max_live_spans: int, on_run_ended: Callable[[Run], None]
+    ) -> None:
+        self._conventions = tuple(conventions)
+        self._may_name_agent_id = agent_id_prefilter(self._conventions)
+        self.max_live_spans = max_live_spans
+        self._on_run_ended = on_run_ended
+        self.live: dict[int, Span] = {}  # open spans of this process, by span id
+        self._owned: dict[int, Run] = {}  # run span id -> the run it stands for
+        self._marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
+        self._agent_runs: dict[str, dict[str, None]] = {}  # agent id -> keys of its open runs
+        self._lock = threading.Lock()
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    def started(self, span: Span, attributes: Mapping[str, Any]) -> str | None:
+        """Track an open span; the agent id an agent-run span names at its start, if any
+        (each agent run is a new prompt for the chain of that id)."""
+        live = self.live
+        live[span.context.span_id] = span
+        if len(live) > self.max_live_spans:
+            evict_oldest(live)
+        # Most instrumentations set no attributes at start; only an agent run with an id matters here.
+        if attributes and (self._may_name_agent_id is None or self._may_name_agent_id(attributes)):
+            run = find_agent_run(self._conventions, span.name, attributes)
+            if run is not None:
+                return run.agent_id
+        return None
+
+    def ended(self, span_id: int) -> None:
+        """Stop tracking a span; if it stood for a run, that run has ended."""
+        self.live.pop(span_id, None)
+        self._marked.pop(span_id, None)
+        run = self._owned.pop(span_id, None)
+        if run is not None:
+            if run.agent_id is not None:
+                with self._lock:
+                    keys = self._agent_runs.get(run.agent_id)
+                    if keys is not None:
+                        keys.pop(run.key, None)
+                        if not keys:
+                            del self._agent_runs[run.agent_id]
+            self._on_run_ended(run)
+
+    def mark_model_call(self, parent: SpanContext | None) -> None:
+        """A model call starts under ``parent``: its live ancestors enclose a run's model calls."""
+        if parent is None:
+            return
+        live, marked = self.live, self._marked
+        span_id = parent.span_id
+        for _ in range(_MAX_ANCESTRY):
+            if span_id in marked:
+                return  # marked before, and so are its ancestors
+            ancestor = live.get(span_id)
+            if ancestor is None:
+                return
+            marked[span_id] = None
+            if len(marked) > self.max_live_spans:
+                evict_oldest(marked)
+            grandparent = ancestor.parent
+            if grandparent is None:
+                return
+            span_id = grandparent.span_id
+
+    def owner(self, span_id: int) -> Run | None:
+        """The run that the span ``span_id`` stands for, if any."""
+        return self._owned.get(span_id)
+
+    def runs_of_agent(self, agent_id: str) -> list[str]:
+        """The keys of the open runs whose run span carries ``agent_id``."""
+        with self._lock:
+            return list(self._agent_runs.get(agent_id, ()))
+
+    # -- resolving ---------------------------------------------------------------------
+
+    def resolve(self, parent: SpanContext | None) -> Run | None:
+        """The run that a span with this parent belongs to (see the module docstring)."""
+        if parent is None or not parent.is_valid:
+            return None
+        owned, live, marked = self._owned, self.live, self._marked
+        span_id = parent.span_id
+        enclosing: tuple[int, Span] | None = None
+        root: tuple[int, Span] | None = None
+        for _ in range(_MAX_ANCESTRY):
+            known = owned.get(span_id)
+            if known is not None and (enclosing is None or known.how == "agent_span"):
+                return known
+            ancestor = live.get(span_id)
+            if ancestor is None:
+                break
+            run = find_agent_run(self._conventions, ancestor.name, attributes_of(ancestor))
+            if run is not None:
+                return self._own(span_id, run, ancestor.name)
+            if enclosing is None and span_id in marked:
+                enclosing = (span_id, ancestor)
+            root = (span_id, ancestor)
+            grandparent = ancestor.parent
+            if grandparent is None:
+                break
+            span_id = grandparent.span_id
+        if enclosing is not None:
+            return self._own(enclosing[0], None, enclosing[1].name, "enclosing_span")
+        if root is not None:
+            return self._own(root[0], None, root[1].name, "local_root")
+        return None
+
+    def _own(self, span_id: int, run: AgentRun | None, span_name: str, how: str = "agent_span") -> Run:
+        agent_id = None if run is None else run.agent_id
+        name = (None if run is None else run.agent_name) or span_name
+        found = Run(agent_run_key(agent_id, name, span_id), name, span_id, agent_id, how)
+        owned = self._owned
+        owned[span_id] = found
+        if len(owned) > self.max_live_spans:
+            evict_oldest(owned)
+        if agent_id is not None:
+            with self._lock:
+                self._agent_runs.setdefault(agent_id, {})[found.key] = None
+        return found
+
+
+def evict_oldest(mapping: dict[int, Any]) -> None:
+    with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next call evicts
+        del mapping[next(iter(mapping))]
