@@ -234,16 +234,15 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if tracked:
                 self._unguarded(NO_AGENT, tool, span)
             return None
+        if call_id is not None and self._steps.was_counted(call_id):
+            return None  # counted from its request already, before this late tool span ended
         step = self._steps.answered(run.key) if self._steps else None  # this run's tools have spans
         if not tracked:
             return None
-        if call_id is not None:
-            if self._steps.was_counted(call_id):
-                return None  # counted from its request already, before this late tool span ended
-            if arguments is MISSING and step is not None:
-                requested = step.by_id(call_id)  # the arguments the model asked with
-                if requested is not None:
-                    arguments = requested.arguments
+        if arguments is MISSING and call_id is not None and step is not None:
+            requested = step.by_id(call_id)  # the arguments the model asked with
+            if requested is not None:
+                arguments = requested.arguments
         if arguments is MISSING:
             self._unguarded(NO_ARGUMENTS, tool, span)
         repeat = self._observe(run, tool, arguments)

@@ -1,0 +1,243 @@
+"""CrewAI 1.15 driven by the fake OpenAI server, shared by the OpenInference and the OpenLLMetry test modules.
+
+CrewAI 1.15 calls the ``openai`` SDK natively (``LLM("openai/…")`` builds its own
+``OpenAICompletion`` on ``openai.OpenAI``; LiteLLM is only a fallback for providers it has no
+native client for, and is not installed here), so the model is pointed at the fake server with
+``base_url`` and the OpenAI SDK is instrumented like any other client. Each module instruments
+CrewAI and the OpenAI client once, on a module-scoped provider behind a :class:`Switchboard`.
+
+Two CrewAI defaults shape what the spans show:
+
+- **CrewAI stops a run itself at the 5th identical call** (since 1.15.29:
+  ``crewai.utilities.agent_utils.MAX_REPEATED_TOOL_CALLS = 5``, a module constant with no
+  setting; it counts (tool, arguments with sorted keys, result) over the whole run, not
+  consecutively, and raises ``ToolExecutionFailedError`` out of ``Crew.kickoff``). The
+  acceptance scenario needs six identical calls, so :func:`lift_crewai_stop` raises that
+  constant for every test except those that ask for :func:`crewai_default_stop`.
+- **The tool cache is opt-in** (``Crew(cache=False)`` by default since 1.15.x; 1.15.0 still
+  had ``cache=True``). With ``Crew(cache=True)`` repeated identical calls are answered from the
+  cache without running the tool, so they get no tool span of their own.
+
+Telemetry: ``CREWAI_DISABLE_TELEMETRY``/``CREWAI_DISABLE_TRACKING`` keep CrewAI's anonymous
+telemetry provider from being built (it is a private ``TracerProvider``; CrewAI 1.15 never sets
+the global one), ``CREWAI_TRACING_ENABLED=false`` keeps its cloud trace listener off, and
+:func:`no_network` fails the module if anything but 127.0.0.1 was dialled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+from .fake_openai import FakeOpenAI
+from .scenario import Guarded, Switchboard, lookup_result, make_guarded, require
+
+os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"  # read when CrewAI's telemetry singleton is built (on import)
+os.environ["CREWAI_DISABLE_TRACKING"] = "true"
+os.environ["CREWAI_TRACING_ENABLED"] = "false"  # no upload of execution traces to CrewAI's service
+os.environ.setdefault("OPENAI_API_KEY", "offline")
+assert "OTEL_SDK_DISABLED" not in os.environ, "OTEL_SDK_DISABLED would also switch off the SDK under test"
+
+require("crewai")
+import crewai.utilities.agent_utils as crewai_agent_utils  # noqa: E402
+from crewai import LLM, Agent, Crew, Task  # noqa: E402
+from crewai.tools import tool  # noqa: E402
+from crewai.tools.tool_failure import ToolExecutionFailedError  # noqa: E402
+
+OUTER = "outer request"
+REPEAT = "repeat_tool_guard.repeat"
+REMINDER = "repeat_tool_guard.reminder"
+TASK = "Weather in Paris?"
+CREWAI_STOP = crewai_agent_utils.MAX_REPEATED_TOOL_CALLS
+
+__all__ = ["ToolExecutionFailedError"]
+
+
+@tool("lookup")
+def lookup(city: str, units: str) -> str:
+    """Look up the weather."""
+    time.sleep(0.005)  # a little real work, so that concurrent runs interleave
+    return lookup_result(city, units)
+
+
+@tool("broken_lookup")
+def broken_lookup(city: str, units: str) -> str:
+    """Look up the weather, badly."""
+    raise RuntimeError(f"the weather service for {city} is down")
+
+
+# -- fixtures (each test module imports them) ------------------------------------------------------
+
+
+class Instrumented:
+    """CrewAI and the OpenAI client instrumented once on a provider whose processors each test swaps."""
+
+    def __init__(self, instrumentors: Sequence[Any]) -> None:
+        self.board = Switchboard()
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(self.board)
+        self.instrumentors = list(instrumentors)
+        for instrumentor in self.instrumentors:
+            instrumentor.instrument(tracer_provider=self.provider)
+
+    def outer(self) -> Any:
+        return self.provider.get_tracer("test").start_as_current_span(OUTER)
+
+    def close(self) -> None:
+        for instrumentor in reversed(self.instrumentors):
+            instrumentor.uninstrument()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_network() -> Iterator[list[Any]]:
+    """Refuse (and remember) every connection to anything but the loopback range."""
+    dialled: list[Any] = []
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def local(address: Any) -> bool:
+        if not isinstance(address, tuple):
+            return True  # AF_UNIX
+        host = str(address[0])
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        except ValueError:
+            return False
+
+    def guarded(real: Callable[..., Any]) -> Callable[..., Any]:
+        def dial(self: socket.socket, address: Any) -> Any:
+            if not local(address):
+                dialled.append(address)
+                raise ConnectionRefusedError(f"offline test: no connection to {address!r}")
+            return real(self, address)
+
+        return dial
+
+    socket.socket.connect = guarded(connect)  # type: ignore[method-assign]
+    socket.socket.connect_ex = guarded(connect_ex)  # type: ignore[method-assign]
+    yield dialled
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex  # type: ignore[method-assign]
+    assert dialled == [], f"the tests tried to reach the network: {dialled}"
+
+
+@pytest.fixture
+def g(instrumented: Instrumented) -> Iterator[Guarded]:
+    guarded = make_guarded()
+    instrumented.board.targets = guarded.processors
+    yield guarded
+    instrumented.board.targets = []
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def lift_crewai_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the scenario's six identical calls run: CrewAI would end the run at the fifth."""
+    monkeypatch.setattr(crewai_agent_utils, "MAX_REPEATED_TOOL_CALLS", 1000)
+
+
+@pytest.fixture
+def crewai_default_stop(lift_crewai_stop: None, monkeypatch: pytest.MonkeyPatch) -> int:
+    """CrewAI as installed: a run ends with ToolExecutionFailedError at the fifth identical call."""
+    monkeypatch.setattr(crewai_agent_utils, "MAX_REPEATED_TOOL_CALLS", CREWAI_STOP)
+    return CREWAI_STOP
+
+
+# -- building and running crews --------------------------------------------------------------------
+
+
+def make_crew(server: FakeOpenAI, role: str = "weather agent", *, cache: bool = False) -> Crew:
+    """One agent, one task, the two tools; the model is the fake server through CrewAI's native OpenAI client."""
+    llm = LLM(model="openai/gpt-4o-mini", base_url=server.base_url, api_key="offline")
+    agent = Agent(
+        role=role, goal="answer weather questions", backstory="a forecaster", llm=llm, tools=[lookup, broken_lookup]
+    )
+    task = Task(description=TASK, expected_output="the weather", agent=agent)
+    return Crew(agents=[agent], tasks=[task], cache=cache)
+
+
+async def _gather(*runs: Any) -> list[Any]:
+    return list(await asyncio.gather(*runs))
+
+
+def run_two_crews(a: Crew, b: Crew, outer: Any | None = None) -> list[str]:
+    """Two crews at once (``kickoff_async`` runs each ``kickoff`` on a worker thread, context copied)."""
+
+    async def both() -> list[Any]:
+        if outer is None:
+            return await _gather(a.kickoff_async(), b.kickoff_async())
+        with outer:
+            return await _gather(a.kickoff_async(), b.kickoff_async())
+
+    return [out.raw for out in asyncio.run(both())]
+
+
+def run_one_crew_twice(crew: Crew, outer: Any | None = None) -> list[str]:
+    """CrewAI's own way to run one crew concurrently: ``kickoff_for_each_async`` (a copy of the crew per input)."""
+
+    async def both() -> Any:
+        if outer is None:
+            return await crew.kickoff_for_each_async(inputs=[{}, {}])
+        with outer:
+            return await crew.kickoff_for_each_async(inputs=[{}, {}])
+
+    return [out.raw for out in asyncio.run(both())]
+
+
+def kickoff_twice(crew: Crew) -> list[str]:
+    """A second prompt: the same crew kicked off again (CrewAI starts a new conversation each time)."""
+    return [crew.kickoff().raw, crew.kickoff().raw]
+
+
+# -- reading the spans -----------------------------------------------------------------------------
+
+
+def events(span: ReadableSpan, name: str) -> list[dict[str, Any]]:
+    return [dict(e.attributes or {}) for e in span.events if e.name == name]
+
+
+def spans_by_parent(g: Guarded, is_model_call: Callable[[ReadableSpan], bool]) -> dict[int, list[ReadableSpan]]:
+    """The model-call spans of each agent span (their parent), in the order they started."""
+    out: dict[int, list[ReadableSpan]] = defaultdict(list)
+    for span in sorted(g.exporter.get_finished_spans(), key=lambda s: s.start_time or 0):
+        if is_model_call(span):
+            assert span.parent is not None, span.name
+            out[span.parent.span_id].append(span)
+    return dict(out)
+
+
+def assert_interleaved_runs(g: Guarded, is_model_call: Callable[[ReadableSpan], bool]) -> None:
+    """The model calls of the runs really alternated in time (ended in a mixed order)."""
+    run_of = {m.context.span_id: run for run, ms in spans_by_parent(g, is_model_call).items() for m in ms}  # type: ignore[union-attr]
+    order = [run_of[s.context.span_id] for s in g.exporter.get_finished_spans() if s.context.span_id in run_of]  # type: ignore[union-attr]
+    first_of_other = next(i for i, r in enumerate(order) if r != order[0])
+    assert order[0] in order[first_of_other:], "the runs did not interleave"
+
+
+def dump(spans: Sequence[ReadableSpan], path: str) -> None:
+    """Write every span (name, scope, parent, attributes, events) to ``path``, for the report."""
+    names = {s.context.span_id: s.name for s in spans if s.context is not None}
+    with open(path, "w", encoding="utf-8") as out:
+        for s in spans:
+            parent = names.get(s.parent.span_id, "?") if s.parent else None
+            scope = s.instrumentation_scope.name if s.instrumentation_scope else None
+            out.write(f"=== {s.name} | scope {scope} | parent {parent} | status {s.status.status_code.name}\n")
+            for key, value in (s.attributes or {}).items():
+                out.write(f"    {key} = " + str(value)[:300].replace("\n", " ") + "\n")
+            for e in s.events:
+                attrs = {k: str(v)[:200] for k, v in (e.attributes or {}).items()}
+                out.write(f"    EVENT {e.name} {attrs}\n")

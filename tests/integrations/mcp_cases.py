@@ -1,0 +1,118 @@
+"""The MCP server and the agent loop that the MCP test modules share (mcp 2.x, and mcp 1.x under OpenLLMetry).
+
+MCP has no agent of its own: the host application runs the loop. Here that loop is the
+smallest real harness: the ``openai`` SDK (instrumented by the test module) asks FakeOpenAI
+for the next step, each tool call it requests is executed through the MCP client session,
+and the result goes back as a ``tool`` message. The loop runs in a plain span (no agent
+marks), so the guard finds the run as the span that encloses the model calls. Before each
+model call the loop adds the reminders due for its run, as one synthetic user message for
+that request only (what the framework adapters do), through the public API:
+``inbox.drain(guard.current_agent_id())``.
+
+Run as a module (``python -m tests.integrations.mcp_cases``) it serves the same tools over stdio.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import MutableSequence
+from typing import Any
+
+from opentelemetry import trace
+
+from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor
+
+from .fake_openai import MODEL
+from .scenario import lookup_result
+
+AGENT_LOOP = "agent loop"
+OUTER = "outer request"
+
+
+def make_server() -> Any:
+    """The weather server: ``lookup`` answers, ``broken_lookup`` always fails (an MCP tool error)."""
+    try:
+        from mcp.server.mcpserver import MCPServer as Server  # mcp 2.x
+    except ImportError:
+        from mcp.server.fastmcp import FastMCP as Server  # mcp 1.x
+
+    server = Server("weather")
+
+    @server.tool()
+    def lookup(city: str, units: str) -> str:
+        """Look up the weather."""
+        return lookup_result(city, units)
+
+    @server.tool()
+    def broken_lookup(city: str, units: str) -> str:
+        """Look up the weather, badly."""
+        raise RuntimeError(f"the weather service for {city} is down")
+
+    return server
+
+
+async def openai_tools(session: Any) -> list[dict[str, Any]]:
+    """The server's tools as chat-completions ``tools`` (what an MCP host hands its model)."""
+    listed = (await session.list_tools()).tools
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description or "",
+                "parameters": getattr(tool, "input_schema", None) or tool.inputSchema,
+            },
+        }
+        for tool in listed
+    ]
+
+
+def result_text(result: Any) -> str:
+    """A ``CallToolResult`` as the text of a tool message; a tool error says so (the model sees it, the loop goes on)."""
+    text = "\n".join(getattr(part, "text", "") for part in result.content)
+    failed = getattr(result, "is_error", None)
+    failed = getattr(result, "isError", False) if failed is None else failed
+    return f"ERROR: {text}" if failed else text
+
+
+async def agent_loop(
+    session: Any,
+    model: Any,
+    tools: list[dict[str, Any]],
+    messages: MutableSequence[dict[str, Any]],
+    *,
+    guard: RepeatGuardSpanProcessor,
+    inbox: ReminderInbox,
+    span_name: str = AGENT_LOOP,
+) -> str:
+    """Run one prompt (the last user message in ``messages``) to its final answer; ``messages`` grows."""
+    with trace.get_tracer("mcp-agent-harness").start_as_current_span(span_name):
+        while True:
+            request = list(messages)
+            agent_id = guard.current_agent_id()
+            reminders = inbox.drain(agent_id) if agent_id else []
+            if reminders:
+                text = "\n".join(f"<system-reminder>\n{r.text}\n</system-reminder>" for r in reminders)
+                request.append({"role": "user", "content": text})
+            response = await model.chat.completions.create(model=MODEL, messages=request, tools=tools)
+            message = response.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                return str(message.content)
+            for call in message.tool_calls:
+                result = await session.call_tool(call.function.name, json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result_text(result)})
+
+
+def seen(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """A chat-completions request body as (role, text) pairs, for ``assert_reminders_reached_model``."""
+    out = []
+    for message in body.get("messages") or []:
+        role = message.get("role")
+        content = message.get("content")
+        out.append((role, content if isinstance(content, str) else json.dumps(message)))
+    return out
+
+
+if __name__ == "__main__":
+    make_server().run("stdio")

@@ -1,0 +1,308 @@
+"""MCP 2.x with its built-in OpenTelemetry tracing, driven by a small agent loop over the real openai SDK.
+
+The MCP server's ``OpenTelemetryMiddleware`` (on by default) makes one SERVER span per
+request; for ``tools/call`` it is named ``tools/call <tool>`` with
+``gen_ai.operation.name = execute_tool`` and ``gen_ai.tool.name``, and error status with
+``error.type = tool_error`` when the tool fails. It records neither the arguments nor a tool
+call id. The arguments are on the model-call span of
+``opentelemetry-instrumentation-openai-v2`` (``gen_ai.output.messages``, parts
+``{type: tool_call, id, name, arguments}``), recorded only with
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only`` (or ``span_and_event``):
+with opentelemetry-util-genai 1.x the old value ``true`` is not a mode and captures nothing.
+
+Transports:
+
+- ``direct``: ``Client(server)``, the in-process modern path. The server span is a child of
+  the caller's current span; a call made outside any span has no parent at all.
+- ``jsonrpc``: ``Client(server, mode="legacy")``, JSON-RPC over in-memory streams (the shape of
+  every real transport, with both ends in this process): a CLIENT span
+  ``MCP send tools/call <tool>`` (``mcp.method.name``, ``jsonrpc.request.id``, no gen_ai
+  attributes) under the caller's span, and the server span under it (parent taken from the
+  request's ``_meta`` traceparent, so ``is_remote`` is true though the span is live here).
+- ``stdio``: the server in a subprocess. This process sees only the ``MCP send`` spans and the
+  model calls: the calls are known only from the model's requests.
+
+mcp 2.x creates its tracer from the global tracer provider, so the module sets that once,
+behind a switchboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from .fake_openai import FakeOpenAI
+from .mcp_cases import AGENT_LOOP, OUTER, agent_loop, make_server, openai_tools, seen
+from .scenario import (
+    EXPECTED_RUNS,
+    FINAL_ANSWER,
+    PARIS,
+    SCRIPT,
+    SHORT_SCRIPT,
+    Guarded,
+    Switchboard,
+    assert_interleaved,
+    assert_no_event_on_non_tool_spans,
+    assert_reminders_reached_model,
+    assert_scenario_run,
+    assert_separate_runs,
+    guard_events,
+    make_guarded,
+    require,
+    run_lengths,
+    tool_spans_by_run,
+    tool_spans_by_trace,
+)
+
+os.environ.setdefault("OPENAI_API_KEY", "offline")
+os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+require("mcp")
+import openai  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor  # noqa: E402
+
+CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+MCP_SCOPE = "mcp-python-sdk"
+ROOT = Path(__file__).resolve().parents[2]
+BOARD = Switchboard()
+TRANSPORTS = ["direct", "jsonrpc"]
+
+
+@pytest.fixture(scope="module")
+def provider() -> TracerProvider:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(BOARD)
+    return provider
+
+
+@pytest.fixture
+def capture() -> str:
+    """The content-capture mode of the openai-v2 instrumentation (tests override it by parametrizing)."""
+    return "span_only"
+
+
+@pytest.fixture
+def g(provider: TracerProvider, capture: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    monkeypatch.setenv(CAPTURE, capture)  # read when instrumenting (its handler) and on every call
+    guarded = make_guarded()
+    BOARD.targets = guarded.processors
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    yield guarded
+    instrumentor.uninstrument()
+    BOARD.targets = []
+
+
+@asynccontextmanager
+async def connect(transport: str) -> AsyncIterator[Any]:
+    target: Any
+    if transport == "stdio":
+        target = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "tests.integrations.mcp_cases"],
+            cwd=str(ROOT),
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)},
+        )
+        client = Client(target)
+    elif transport == "jsonrpc":
+        client = Client(make_server(), mode="legacy")
+    else:
+        client = Client(make_server())
+    async with client:
+        yield client
+
+
+async def run_prompts(
+    transport: str, fake: FakeOpenAI, g: Guarded, runs: int = 1, prompts: int = 1, outer: bool = False
+) -> list[list[dict[str, Any]]]:
+    """``runs`` concurrent agent loops over one MCP client session, each answering ``prompts`` prompts in turn."""
+    model = openai.AsyncOpenAI(base_url=fake.base_url, api_key="offline")
+    async with connect(transport) as session:
+        tools = await openai_tools(session)
+
+        async def one_conversation() -> list[dict[str, Any]]:
+            messages: list[dict[str, Any]] = []
+            for i in range(prompts):
+                messages.append({"role": "user", "content": "Weather in Paris?" if i == 0 else "And again?"})
+                answer = await agent_loop(session, model, tools, messages, guard=g.guard, inbox=g.inbox)
+                assert answer == FINAL_ANSWER
+            return messages
+
+        async def all_conversations() -> list[list[dict[str, Any]]]:
+            return list(await asyncio.gather(*(one_conversation() for _ in range(runs))))
+
+        if not outer:
+            return await all_conversations()
+        with trace.get_tracer("mcp-agent-harness").start_as_current_span(OUTER):
+            return await all_conversations()
+
+
+def tool_span_names(g: Guarded) -> list[str]:
+    return [s.name for spans in tool_spans_by_trace(g).values() for s in spans]
+
+
+def diagnosed(g: Guarded) -> Any:
+    from otel_repeat_guard.doctor import diagnose
+
+    return diagnose(list(g.exporter.get_finished_spans()))
+
+
+def blind_spots(report: Any) -> list[tuple[str, str, str, int]]:
+    return sorted((b.scope, b.tool, b.reason, b.calls) for b in report.blind_spots)
+
+
+# -- the scenario, plain -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_one_run_and_the_reminders_reach_the_model(g: Guarded, transport: str) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(transport, fake, g))
+    assert tool_span_names(g) == [f"tools/call {tool}" for tool, _ in SCRIPT]
+    (spans,) = tool_spans_by_trace(g).values()
+    assert {s.instrumentation_scope.name for s in spans} == {MCP_SCOPE}  # type: ignore[union-attr]
+    assert not any("gen_ai.tool.call.arguments" in (s.attributes or {}) for s in spans)  # MCP records none
+    assert_separate_runs(g, 1)
+    assert {r.agent_name for r in g.reminders} == {AGENT_LOOP}
+    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert g.unguarded() == {}
+    report = diagnosed(g)
+    assert (report.blind_spots, report.exit_code) == ([], 0)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
+    with FakeOpenAI(SHORT_SCRIPT) as fake:
+        asyncio.run(run_prompts(transport, fake, g, prompts=2))
+    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_concurrent_runs_have_separate_chains(g: Guarded, transport: str) -> None:
+    """Two agent loops at once over one MCP session: each loop span is a trace of its own."""
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(transport, fake, g, runs=2))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)
+
+
+# -- the scenario, all runs under one outer span -------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_concurrent_runs_under_one_outer_span_have_separate_chains(g: Guarded, transport: str) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(transport, fake, g, runs=2, outer=True))
+    assert len(tool_spans_by_trace(g)) == 1  # one trace: the local root would merge the runs
+    by_run = tool_spans_by_run(g, outer=OUTER)
+    assert len(by_run) == 2
+    ids = [assert_scenario_run(g, spans) for spans in by_run.values()]
+    assert len(set(ids)) == 2
+    assert_no_event_on_non_tool_spans(g)
+    assert_interleaved_within_trace(g)
+    assert g.unguarded() == {}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
+    with FakeOpenAI(SHORT_SCRIPT) as fake:
+        asyncio.run(run_prompts(transport, fake, g, prompts=2, outer=True))
+    assert [run_lengths(spans) for spans in tool_spans_by_run(g, outer=OUTER).values()] == [[1, 2], [1, 2]]
+
+
+def assert_interleaved_within_trace(g: Guarded) -> None:
+    """The tool spans of the two loops (children of the outer span) ended in a mixed order."""
+    by_run = tool_spans_by_run(g, outer=OUTER)
+    run_of = {s.context.span_id: run for run, spans in by_run.items() for s in spans}  # type: ignore[union-attr]
+    order = [run_of[s.context.span_id] for s in g.exporter.get_finished_spans() if s.context.span_id in run_of]  # type: ignore[union-attr]
+    first_of_other = next(i for i, r in enumerate(order) if r != order[0])
+    assert order[0] in order[first_of_other:], "the runs did not interleave"
+
+
+# -- what the guard cannot compare is reported -----------------------------------------------------
+
+
+async def calls_outside_any_span(transport: str, calls: int) -> None:
+    async with connect(transport) as session:
+        for _ in range(calls):
+            await session.call_tool("lookup", PARIS)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_calls_outside_any_span_are_reported_as_without_agent(g: Guarded, transport: str) -> None:
+    asyncio.run(calls_outside_any_span(transport, 3))
+    spans = [s for s in g.exporter.get_finished_spans() if s.name == "tools/call lookup"]
+    assert len(spans) == 3
+    if transport == "direct":
+        assert [s.parent for s in spans] == [None] * 3
+    else:  # under a root CLIENT span "MCP send tools/call lookup" of its own
+        by_id = {s.context.span_id: s for s in g.exporter.get_finished_spans()}  # type: ignore[union-attr]
+        parents = [by_id[s.parent.span_id] for s in spans]  # type: ignore[union-attr]
+        assert [(p.name, p.parent) for p in parents] == [("MCP send tools/call lookup", None)] * 3
+    assert guard_events(g) == [] and g.reminders == []
+    assert g.unguarded() == {("no_agent", "lookup"): 3}
+    report = diagnosed(g)
+    assert blind_spots(report) == [(MCP_SCOPE, "lookup", "no_agent", 3)]
+    assert "gen_ai.agent.id" in report.blind_spots[0].fix  # "wrap your agent loop in a span or set gen_ai.agent.id"
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize("capture", ["", "true"], ids=["capture-unset", "capture-true-is-not-a-mode"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_without_content_capture_the_calls_are_reported_as_without_arguments(g: Guarded, transport: str) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(transport, fake, g))
+    chats = [s for s in g.exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert len(chats) == len(SCRIPT) + 1
+    assert not any("gen_ai.output.messages" in (s.attributes or {}) for s in chats)
+    assert guard_events(g) == [] and g.reminders == []
+    assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
+    report = diagnosed(g)
+    assert blind_spots(report) == [
+        (MCP_SCOPE, "broken_lookup", "no_arguments", 2),
+        (MCP_SCOPE, "lookup", "no_arguments", 6),
+    ]
+    assert all(CAPTURE in b.fix for b in report.blind_spots)
+    assert report.exit_code == 1
+
+
+# -- a server in a subprocess: the calls are known from the model's requests only ---------------------
+
+
+def test_stdio_server_calls_are_counted_from_the_model_requests(g: Guarded) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts("stdio", fake, g))
+    spans = g.exporter.get_finished_spans()
+    assert tool_spans_by_trace(g) == {}  # the execute_tool spans are made in the server's process
+    assert [s.name for s in spans if s.name.startswith("MCP send tools/call")] == [
+        f"MCP send tools/call {tool}" for tool, _ in SCRIPT
+    ]
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    requested = [json.loads(str(c.attributes["gen_ai.output.messages"]))[0]["parts"][0] for c in chats[:-1]]  # type: ignore[index]
+    assert [(p["name"], p["arguments"]) for p in requested] == [(tool, dict(args)) for tool, args in SCRIPT]
+    # call k (1-based) is counted when the loop asks the model again: its events go on chat span k+1
+    events = guard_events(g)
+    assert [e["repeat_tool_guard.run_length"] for _, e in events] == [n for n in EXPECTED_RUNS if n > 1]
+    placed = [(chats.index(span), e["gen_ai.tool.call.id"], e["gen_ai.tool.name"]) for span, e in events]  # type: ignore[arg-type]
+    repeated = [k for k, n in enumerate(EXPECTED_RUNS) if n > 1]
+    assert placed == [(k + 1, requested[k]["id"], SCRIPT[k][0]) for k in repeated]
+    # the failure happened in the server's process: nothing in this one says so
+    assert [e["repeat_tool_guard.error"] for _, e in events] == [False] * 6
+    assert [(r.tool_name, r.run_length, r.tier) for r in g.reminders] == [("lookup", 3, "gentle"), ("lookup", 5, "detailed")]
+    assert {r.agent_name for r in g.reminders} == {AGENT_LOOP}
+    assert g.unguarded() == {}
+    report = diagnosed(g)
+    assert (report.blind_spots, report.exit_code) == ([], 0)
