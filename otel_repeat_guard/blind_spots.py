@@ -6,12 +6,27 @@ dashboard, so all three name the same fix.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 Reason = Literal["no_arguments", "no_agent"]
 NO_ARGUMENTS: Final = "no_arguments"
 NO_AGENT: Final = "no_agent"
 REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
+
+
+class CallAudit(NamedTuple):
+    """How the guard saw one recognised tool call: what ``otel-repeat-guard doctor`` reports."""
+
+    scope: str
+    """The instrumentation scope of the span that told of the call ("" when unnamed)."""
+    tool: str
+    arguments_from: str
+    """``tool_span``, ``model_request`` (joined by call id), ``model_request_only`` (no tool span), or ``none``."""
+    run_from: str
+    """``agent_id``, ``agent_span``, ``enclosing_span``, ``local_root``, or ``none``."""
+    reason: str | None
+    """Why it could not be compared (``no_arguments``, ``no_agent``), or None."""
+
 
 _CLIENT_CAPTURE: Final = (
     "instrument the model client with content capture on (opentelemetry-instrumentation-openai-v2 with "

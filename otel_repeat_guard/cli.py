@@ -1,4 +1,4 @@
-"""The ``otel-repeat-guard`` command: ``demo``, ``dashboard`` and ``ingest``.
+"""The ``otel-repeat-guard`` command: ``demo``, ``dashboard``, ``ingest`` and ``doctor``.
 
 Exit codes: 0 success, 2 bad input (missing or unreadable store, wrong schema, missing
 extra), 130 interrupted.
@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.dashboard.settings import TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor}")
     db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
 
     demo = commands.add_parser("demo", help="run a simulated multi-agent workload through the guard into the store")
@@ -117,7 +118,39 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--no-arguments", action="store_true", help="store argument digests only, no argument text")
     ingest.add_argument("--poll", type=_seconds, default=0.5, help="seconds between checks while following")
     ingest.add_argument("--quiet", action="store_true", help="no progress line")
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check that the guard can compare the tool calls in collector output, and say what fixes it if not",
+        description="Play collector file-exporter output (OTLP JSON lines, optionally zstd) through the guard and "
+        "report, per instrumentation scope and tool, how many tool calls it recognised, where their arguments "
+        "came from, how their agent runs were resolved, and each blind spot with the setting that fixes it. "
+        "Exit code 0 when every recognised call can be compared, 1 otherwise.",
+    )
+    doctor.add_argument("paths", type=Path, nargs="+", metavar="FILE", help="the file exporter's output files")
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    try:
+        from otel_repeat_guard.doctor import diagnose, read_files, render  # noqa: PLC0415 - needs the ingest extra
+    except ImportError as exc:
+        raise CliError(
+            f"doctor needs the ingest extra ({exc.name} is missing): pip install 'otel-repeat-guard[ingest]'"
+        ) from None
+    for path in args.paths:
+        if not path.is_file():
+            raise CliError(f"{path}: not a readable file")
+    try:
+        spans, problems = read_files(args.paths)
+    except OSError as exc:
+        raise CliError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    for problem in problems:
+        print(f"skipped malformed record {problem}", file=sys.stderr)
+    report = diagnose(spans, config=GuardConfig.from_env())
+    print(render(report, args.json))
+    return report.exit_code
 
 
 def check_store(db: Path, *, must_exist: bool) -> None:
@@ -282,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args)
         if args.command == "ingest":
             return run_ingest(args)
+        if args.command == "doctor":
+            return run_doctor(args)
         return run_dashboard(args.db, host=args.host, port=args.port, trace_url=args.trace_url)
     except (CliError, StoreError) as exc:
         print(f"otel-repeat-guard: error: {exc}", file=sys.stderr)

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, explain, fix_for
+from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, explain, fix_for
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_arguments, raw_key
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
@@ -80,6 +80,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         conventions: Sequence[Convention] = DEFAULT_CONVENTIONS,
         downstream: Sequence[SpanProcessor] = (),
         redact: Callable[[str], str] | None = None,
+        audit: Callable[[CallAudit], None] | None = None,
     ) -> None:
         config = GuardConfig() if config is None else config
         if not isinstance(config, GuardConfig):
@@ -89,6 +90,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if redact is not None and not callable(redact):
             raise ValueError(f"redact must be callable or None, got {redact!r}")
         self._redact = redact
+        self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
+        self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._config = config
         self._on_reminder = on_reminder
         self._conventions = tuple(conventions)
@@ -104,7 +107,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._metrics = GuardMetrics(meter_provider)
         max_agents = _positive_int("max_agents", max_agents)
         self._chains = ChainTracker(max_agents, self._metrics.run_ended)
-        self._runs = RunResolver(self._conventions, _positive_int("max_live_spans", max_live_spans), self._run_ended)
+        self._runs = RunResolver(
+            self._conventions,
+            _positive_int("max_live_spans", max_live_spans),
+            self._run_ended,
+            is_model_call=lambda name, attributes: bool(self._route(name, attributes) & self._model_bits),
+        )
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._tiers = {t: tier_for(t, config.thresholds) for t in config.thresholds}
@@ -188,13 +196,14 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         forwarded = span
         try:
+            context = span.context
             if self._wrapping:
                 decision = self._decide(span)
-                if decision is not None:
-                    events, reminders = decision
-                    forwarded = copy_with_events(span, events, self._limits)
+                earlier = self._wrapped_events.pop(context.span_id, None) if self._wrapped_events and context else None
+                if decision is not None or earlier:
+                    events, reminders = decision or ([], [])
+                    forwarded = copy_with_events(span, (earlier or []) + events, self._limits)
                     self._deliver(reminders)
-            context = span.context
             if context is not None:  # stop tracking it; if it stood for a run, the run's chain ends
                 self._runs.ended(context.span_id)
         except Exception:
@@ -221,7 +230,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if call is not None:
             return self._tool_call_ends(span, call, attributes, events)
         if mask & self._model_bits:
-            self._model_call_ends(span, mask, name, attributes, events)
+            return self._model_call_ends(span, mask, name, attributes, events)
         return None
 
     def _tool_call_ends(
@@ -232,19 +241,23 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         tracked = self._tracked[tool]
         if run is None:
             if tracked:
-                self._unguarded(NO_AGENT, tool, span)
+                self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
             return None
         if call_id is not None and self._steps.was_counted(call_id):
             return None  # counted from its request already, before this late tool span ended
         step = self._steps.answered(run.key) if self._steps else None  # this run's tools have spans
         if not tracked:
             return None
-        if arguments is MISSING and call_id is not None and step is not None:
-            requested = step.by_id(call_id)  # the arguments the model asked with
-            if requested is not None:
-                arguments = requested.arguments
+        source = "tool_span"
         if arguments is MISSING:
-            self._unguarded(NO_ARGUMENTS, tool, span)
+            requested = None if call_id is None or step is None else step.by_id(call_id)
+            if requested is not None:  # the arguments the model asked with
+                arguments, source = requested.arguments, "model_request"
+            if arguments is MISSING:
+                source = "none"
+                self._unguarded(NO_ARGUMENTS, tool, span, source, run)
+        if self._audit is not None and source != "none":
+            self._audit(CallAudit(_scope(span), tool, source, run.how, None))
         repeat = self._observe(run, tool, arguments)
         if repeat is None:
             return None
@@ -324,29 +337,47 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _model_call_starts(self, span: Span) -> None:
         """Mark the run's enclosing spans; the calls the run's last step requested without a
         tool span are counted now, before the model is asked again, with their events on this span."""
-        self._runs.mark_model_call(span.parent)
-        run = self._runs.resolve(span.parent)
+        run, events, reminders = self._next_model_call(span)
         if run is None:
             return
         model_runs = self._model_runs
         model_runs[span.context.span_id] = run
         if len(model_runs) > self._runs.max_live_spans:
             evict_oldest(model_runs)
-        if self._steps:
-            events, reminders = self._count_unanswered(run)
+        if events and self._wrapping:
+            self._wrapped_events[span.context.span_id] = events  # added to the copy handed on at its end
+        else:
             for name, attributes in events:
                 span.add_event(name, attributes)  # the span is open: the public API works
-            self._deliver(reminders)
+        self._deliver(reminders)
+
+    def _next_model_call(self, span: ReadableSpan) -> tuple[Run | None, list[EventSpec], list[Reminder]]:
+        self._runs.mark_model_call(span.parent)
+        run = self._runs.resolve(span.parent)
+        if run is None or not self._steps:
+            return run, [], []
+        return run, *self._count_unanswered(run)
 
     def _model_call_ends(
         self, span: ReadableSpan, mask: int, name: str, attributes: Any, events: Sequence[Any]
-    ) -> None:
-        """Keep what the model requested, unread, as its run's last step."""
+    ) -> Decision | None:
+        """Keep what the model requested, unread, as its run's last step.
+
+        A span marked as a model call only after it started (Haystack's synchronous components)
+        is handled as starting now: the run's unanswered calls are counted, their events on it.
+        """
         context = span.context
-        run = None if context is None else self._model_runs.pop(context.span_id, None)
+        if context is None:
+            return None
+        decision: Decision | None = None
+        run = self._model_runs.pop(context.span_id, None)
+        if run is None:
+            run, counted, reminders = self._next_model_call(span)
+            decision = (counted, reminders) if counted else None
         read = self._router.request_reader(mask)
         if run is not None and read is not None:
-            self._steps.add(run.key, Step(read, name, attributes, events, context))
+            self._steps.add(run.key, Step(read, name, attributes, events, context, _scope(span)))
+        return decision
 
     def _run_span_ends(self, span: ReadableSpan) -> Decision | None:
         """A span that stood for a run ends: count what its last step requested without tool spans."""
@@ -364,7 +395,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if not self._tracked[call.tool_name]:
                 continue
             if call.arguments is MISSING:
-                self._unguarded(NO_ARGUMENTS, call.tool_name, None)
+                self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope)
+            elif self._audit is not None:
+                self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
             repeat = self._observe(run, call.tool_name, call.arguments)
             if repeat is not None:
                 more, reminder = self._record(
@@ -380,11 +413,21 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     # -- reporting -----------------------------------------------------------------------
 
-    def _unguarded(self, reason: str, tool: str, span: ReadableSpan | None) -> None:
+    def _unguarded(
+        self,
+        reason: str,
+        tool: str,
+        span: ReadableSpan | None,
+        source: str,
+        run: Run | None = None,
+        scope: str | None = None,
+    ) -> None:
         """A recognised tool call the guard cannot compare: count it, and say once per scope what fixes it."""
         self._metrics.unguarded(reason, tool)
-        scope = None if span is None or span.instrumentation_scope is None else span.instrumentation_scope.name
-        warned = (reason, scope or "")
+        scope = _scope(span) if scope is None else scope
+        if self._audit is not None:
+            self._audit(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
+        warned = (reason, scope)
         if warned in self._warned or len(self._warned) >= _MAX_WARNED:
             return
         with self._warn_lock:
@@ -408,3 +451,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 self._on_reminder(reminder)
             except Exception:
                 logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
+
+
+def _scope(span: ReadableSpan | None) -> str:
+    scope = None if span is None else span.instrumentation_scope
+    return "" if scope is None else scope.name

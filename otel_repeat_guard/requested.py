@@ -27,7 +27,7 @@ RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[Req
 class Step:
     """One model call's requests, read on first use."""
 
-    __slots__ = ("_by_id", "_calls", "_events", "_read", "attributes", "name", "span_context", "spanned")
+    __slots__ = ("_by_id", "_calls", "_events", "_read", "attributes", "name", "scope", "span_context", "spanned")
 
     def __init__(
         self,
@@ -36,12 +36,14 @@ class Step:
         attributes: Mapping[str, Any],
         events: Sequence[EventLike],
         span_context: Any,
+        scope: str = "",
     ) -> None:
         self._read = read
         self.name = name
         self.attributes = attributes
         self._events = events
         self.span_context = span_context
+        self.scope = scope  # the model span's instrumentation scope
         self.spanned = False  # a tool span of the run came after it
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}

@@ -9,8 +9,9 @@ nearest first:
    ``gen_ai.agent.id`` or its name, joined with its span id (:func:`agent_run_key`), so two
    concurrent runs of one agent object never share a chain;
 2. else the nearest ancestor that **encloses the run's model calls**: every model-call span
-   marks its live ancestors when it starts, so two runs under one outer span (an HTTP
-   request serving several runs, a trace around a batch) get two chains;
+   marks its live ancestors when it starts (a model-call span itself is never marked, so a
+   client call nested in a framework's model span still finds the run), so two runs under
+   one outer span (an HTTP request serving several runs, a trace around a batch) get two chains;
 3. else the **local root**, the top of the span's live ancestor chain.
 
 A span with no live parent in this process has no run. The first answer for an ancestor is
@@ -54,6 +55,7 @@ class RunResolver:
     __slots__ = (
         "_agent_runs",
         "_conventions",
+        "_is_model_call",
         "_lock",
         "_marked",
         "_may_name_agent_id",
@@ -64,12 +66,17 @@ class RunResolver:
     )
 
     def __init__(
-        self, conventions: Sequence[Convention], max_live_spans: int, on_run_ended: Callable[[Run], None]
+        self,
+        conventions: Sequence[Convention],
+        max_live_spans: int,
+        on_run_ended: Callable[[Run], None],
+        is_model_call: Callable[[str, Mapping[str, Any]], bool] = lambda name, attributes: False,
     ) -> None:
         self._conventions = tuple(conventions)
         self._may_name_agent_id = agent_id_prefilter(self._conventions)
         self.max_live_spans = max_live_spans
         self._on_run_ended = on_run_ended
+        self._is_model_call = is_model_call
         self.live: dict[int, Span] = {}  # open spans of this process, by span id
         self._owned: dict[int, Run] = {}  # run span id -> the run it stands for
         self._marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
@@ -119,9 +126,10 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 return
-            marked[span_id] = None
-            if len(marked) > self.max_live_spans:
-                evict_oldest(marked)
+            if not self._is_model_call(ancestor.name, attributes_of(ancestor)):  # a model call nested in another
+                marked[span_id] = None
+                if len(marked) > self.max_live_spans:
+                    evict_oldest(marked)
             grandparent = ancestor.parent
             if grandparent is None:
                 return

@@ -132,21 +132,28 @@ class Replayer:
     def _play(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
         if not spans:
             return []
-        depth = _depths(spans)
-        steps: list[tuple[int, int, int, int, ReadableSpan]] = []
-        for index, span in enumerate(spans):
-            d = depth[index]
-            start = span.start_time or 0
-            steps.append((start, 0, d, index, span))  # starts: parents first
-            steps.append((max(start, span.end_time or start), 1, -d, index, span))  # ends: children first
-        steps.sort(key=lambda step: step[:4])
-        for _, phase, _, _, span in steps:
-            if phase == 0:
-                self._guard.on_start(cast(Span, span))
-            else:
-                self._guard.on_end(span)
+        play(self._guard, spans)
         ended, self._collect.ended = self._collect.ended, []
         return [_without_reminders(span) for span in ended]
+
+
+def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> None:
+    """Start and end ``spans`` on ``processor`` in the order the SDK would have seen them live:
+    each span starts at its start time and ends at its end time (at equal times, parents start
+    before children and children end before parents)."""
+    depth = _depths(spans)
+    steps: list[tuple[int, int, int, int, ReadableSpan]] = []
+    for index, span in enumerate(spans):
+        d = depth[index]
+        start = span.start_time or 0
+        steps.append((start, 0, d, index, span))  # starts: parents first
+        steps.append((max(start, span.end_time or start), 1, -d, index, span))  # ends: children first
+    steps.sort(key=lambda step: step[:4])
+    for _, phase, _, _, span in steps:
+        if phase == 0:
+            processor.on_start(cast(Span, span))
+        else:
+            processor.on_end(span)
 
 
 def _depths(spans: Sequence[ReadableSpan]) -> list[int]:

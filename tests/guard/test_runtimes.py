@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -112,7 +112,10 @@ def test_a_tool_span_without_arguments_takes_them_from_the_request_with_its_call
             _model_call(h, [(f"call_{i}", tool, arguments)], vocabulary)
             _bare_tool(h, tool, f"call_{i}")
     assert h.run_lengths() == EXPECTED
-    assert [(r.tool_name, r.run_length, r.tier) for r in h.reminders] == [("lookup", 3, "gentle"), ("lookup", 5, "detailed")]
+    assert [(r.tool_name, r.run_length, r.tier) for r in h.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+    ]
     assert h.reminders[1].arguments_preview == '{"city":"Paris","units":"metric"}'
     assert _unguarded(reader) == {}
 
@@ -347,7 +350,7 @@ def test_request_readers_for_each_vocabulary() -> None:
 
     class Event:
         name = "gen_ai.choice"
-        attributes = {
+        attributes: ClassVar[dict[str, Any]] = {
             "index": 0,
             "message": json.dumps(
                 {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
