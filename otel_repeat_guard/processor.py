@@ -48,6 +48,7 @@ Decision = tuple[list[EventSpec], list[Reminder]]
 
 REPEAT_EVENT = "repeat_tool_guard.repeat"
 REMINDER_EVENT = "repeat_tool_guard.reminder"
+UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
 _MAX_WARNED = 1024
 
 
@@ -240,9 +241,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         run = Run(agent_id, agent_name or agent_id, how="agent_id") if agent_id else self._runs.resolve(span.parent)
         tracked = self._tracked[tool]
         if run is None:
-            if tracked:
+            return (
                 self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
-            return None
+                if tracked
+                else None
+            )
         if call_id is not None and self._steps.was_counted(call_id):
             return None  # counted from its request already, before this late tool span ended
         step = self._steps.answered(run.key) if self._steps else None  # this run's tools have spans
@@ -254,9 +257,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if requested is not None:  # the arguments the model asked with
                 arguments, source = requested.arguments, "model_request"
             if arguments is MISSING:
-                source = "none"
-                self._unguarded(NO_ARGUMENTS, tool, span, source, run)
-        if self._audit is not None and source != "none":
+                self._observe(run, tool, MISSING)  # still a call: it breaks the run, as any distinct call
+                return self._unguarded(NO_ARGUMENTS, tool, span, "none", run)
+        if self._audit is not None:
             self._audit(CallAudit(_scope(span), tool, source, run.how, None))
         repeat = self._observe(run, tool, arguments)
         if repeat is None:
@@ -395,7 +398,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if not self._tracked[call.tool_name]:
                 continue
             if call.arguments is MISSING:
-                self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope)
+                more, _ = self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope)
+                events += more
             elif self._audit is not None:
                 self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
             repeat = self._observe(run, call.tool_name, call.arguments)
@@ -421,27 +425,28 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         source: str,
         run: Run | None = None,
         scope: str | None = None,
-    ) -> None:
-        """A recognised tool call the guard cannot compare: count it, and say once per scope what fixes it."""
+    ) -> Decision:
+        """A recognised tool call the guard cannot compare: count it, say why on its span, and say once per
+        scope what fixes it."""
         self._metrics.unguarded(reason, tool)
         scope = _scope(span) if scope is None else scope
         if self._audit is not None:
             self._audit(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
         warned = (reason, scope)
-        if warned in self._warned or len(self._warned) >= _MAX_WARNED:
-            return
-        with self._warn_lock:
-            if warned in self._warned:
-                return
-            self._warned.add(warned)
-        logger.warning(
-            "repeat guard cannot compare calls of tool %r from %s: %s (%s). To fix it: %s.",
-            tool,
-            f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope",
-            explain(reason),
-            reason,
-            fix_for(reason, scope),
-        )
+        if warned not in self._warned and len(self._warned) < _MAX_WARNED:
+            with self._warn_lock:
+                first = warned not in self._warned
+                self._warned.add(warned)
+            if first:
+                logger.warning(
+                    "repeat guard cannot compare calls of tool %r from %s: %s (%s). To fix it: %s.",
+                    tool,
+                    f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope",
+                    explain(reason),
+                    reason,
+                    fix_for(reason, scope),
+                )
+        return [(UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})], []
 
     def _deliver(self, reminders: list[Reminder]) -> None:
         if self._on_reminder is None:

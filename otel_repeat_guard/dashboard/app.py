@@ -11,6 +11,7 @@ from typing import TypeVar
 import pandas as pd
 import streamlit as st
 
+from otel_repeat_guard.blind_spots import explain
 from otel_repeat_guard.dashboard import charts, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS, Settings
@@ -94,6 +95,10 @@ def _over_time(db: str, filters: Filters, bucket_s: int) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _unguarded(db: str, filters: Filters) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.unguarded_calls(conn, filters))
+
+
 def _run_lengths(db: str, filters: Filters) -> pd.DataFrame:
     return _query(db, lambda conn: queries.run_lengths(conn, filters))
 
@@ -155,6 +160,20 @@ def _headline_section(headline: pd.DataFrame) -> None:
     second[1].metric("Detailed reminders", f"{int(row['detailed_reminders']):,}")
     second[2].metric("Agents with loops", f"{int(row['agents_with_loops']):,}")
     second[3].metric("Longest run", f"{int(row['longest_run']):,}")
+
+
+def _unguarded_section(unguarded: pd.DataFrame) -> None:
+    """Calls the guard could not compare: never a reassuring zero for what it could not see."""
+    if unguarded.empty:
+        return
+    total = int(unguarded["calls"].sum())
+    st.warning(
+        f"{total:,} tool calls could not be compared, so loops among them cannot show here. "
+        "Run `otel-repeat-guard doctor` on the collector's files for the setting that fixes each.",
+        icon="⚠️",
+    )
+    frame = unguarded.assign(why=[explain(str(reason)) for reason in unguarded["reason"]])
+    st.dataframe(frame, hide_index=True, width="stretch", key="unguarded_calls")
 
 
 def _hotspot_table(frame: pd.DataFrame, label: str, key: str) -> None:
@@ -277,7 +296,9 @@ def _draw(settings: Settings, filters: Filters) -> None:
     headline, by_tool, by_agent = _headline(db, filters), _by_tool(db, filters), _by_agent(db, filters)
     bucket_s = _bucket_seconds(db, filters)
     over_time, lengths = _over_time(db, filters, bucket_s), _run_lengths(db, filters)
+    unguarded = _unguarded(db, filters)
     _headline_section(headline)
+    _unguarded_section(unguarded)
     _grouped_section("Loop hotspots by tool", by_tool, "tool", "hotspots_by_tool")
     _grouped_section("By agent", by_agent, "agent", "hotspots_by_agent")
     _trends_section(over_time, bucket_s, lengths)

@@ -315,6 +315,18 @@ def chain(conn: sqlite3.Connection, agent_key: str, end_id: int, run_length: int
     return frame
 
 
+def unguarded_calls(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
+    """Tracked calls the guard recognised but could not compare, by reason and tool (most first)."""
+    where, params = _where(filters, "tracked", "unguarded_reason IS NOT NULL")
+    sql = f"""
+        SELECT unguarded_reason AS reason, tool_name AS tool, COUNT(*) AS calls
+        FROM tool_calls {where}
+        GROUP BY unguarded_reason, tool_name
+        ORDER BY calls DESC, reason, tool
+    """
+    return _read(conn, sql, params)
+
+
 def filter_options(conn: sqlite3.Connection) -> pd.DataFrame:
     """Long form (``kind``, ``value``) of the services, agents and tools seen (kept by the exporter)."""
     return _read(conn, "SELECT kind, value FROM dimensions ORDER BY kind, value", [])

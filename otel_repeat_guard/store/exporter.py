@@ -24,8 +24,8 @@ _INSERT_CALL = """
 INSERT INTO tool_calls (
     start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
     agent_key, agent_name, agent_known, agent_pending, tool_name, tracked, arguments_digest,
-    error, run_length, reminder_tier, reminder_threshold
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    error, run_length, reminder_tier, reminder_threshold, unguarded_reason
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _INSERT_ARGUMENTS = "INSERT INTO tool_call_arguments (call_id, preview) VALUES (?, ?)"
 _INSERT_RUN = "INSERT OR REPLACE INTO agent_runs (trace_id, span_id, agent_key, agent_name) VALUES (?, ?, ?, ?)"
@@ -328,6 +328,7 @@ class SQLiteSpanExporter(SpanExporter):
                 call.run_length,
                 call.reminder_tier,
                 call.reminder_threshold,
+                call.unguarded_reason,
             ),
         )
         if call.arguments_preview is not None:

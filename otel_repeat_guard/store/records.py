@@ -25,6 +25,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
 
+from otel_repeat_guard.blind_spots import NO_AGENT
 from otel_repeat_guard.canonical import arguments_digest, canonical_or_none
 from otel_repeat_guard.conventions import (
     MISSING,
@@ -36,7 +37,7 @@ from otel_repeat_guard.conventions import (
     find_agent_run,
 )
 from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT
+from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.reminders import arguments_preview
 from otel_repeat_guard.span_events import contents_of
 
@@ -64,6 +65,7 @@ class ToolCallRow:
     run_length: int | None
     reminder_tier: str | None
     reminder_threshold: int | None
+    unguarded_reason: str | None = None
 
     @property
     def duration_ns(self) -> int:
@@ -101,15 +103,20 @@ def _service_name(span: ReadableSpan) -> str:
     return value if isinstance(value, str) and value else UNKNOWN_SERVICE
 
 
-def _guard_events(events: Sequence[Any]) -> tuple[Mapping[str, object], Mapping[str, object]]:
+def _guard_events(
+    events: Sequence[Any],
+) -> tuple[Mapping[str, object], Mapping[str, object], Mapping[str, object]]:
     repeat: Mapping[str, object] = {}
     reminder: Mapping[str, object] = {}
+    unguarded: Mapping[str, object] = {}
     for event in events:
         if event.name == REPEAT_EVENT:
             repeat = event.attributes or {}
         elif event.name == REMINDER_EVENT:
             reminder = event.attributes or {}
-    return repeat, reminder
+        elif event.name == UNGUARDED_EVENT:
+            unguarded = event.attributes or {}
+    return repeat, reminder, unguarded
 
 
 def _int_or_none(value: object) -> int | None:
@@ -137,7 +144,7 @@ def tool_call_row(
     tool, arguments, agent_id, agent_name, error, _ = call
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
-    repeat, reminder = _guard_events(events)
+    repeat, reminder, unguarded = _guard_events(events)
     is_tracked = tracked[tool]
 
     digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
@@ -178,6 +185,8 @@ def tool_call_row(
         run_length=run_length,
         reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
         reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),
+        unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
+        or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
     )
 
 

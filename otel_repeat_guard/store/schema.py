@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 APPLICATION = "otel-repeat-guard"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = "repeat-guard.db"
 DB_ENV = "OTEL_REPEAT_GUARD_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -52,7 +52,8 @@ _TABLES = (
         error INTEGER NOT NULL,
         run_length INTEGER,
         reminder_tier TEXT,
-        reminder_threshold INTEGER
+        reminder_threshold INTEGER,
+        unguarded_reason TEXT
     )""",
     # Argument text, only when the exporter was allowed to keep it (store_arguments=True).
     """CREATE TABLE IF NOT EXISTS tool_call_arguments (
@@ -134,6 +135,13 @@ def _upgrade_from_1(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
     conn.execute("DROP INDEX IF EXISTS tool_calls_repeats")  # replaced by tool_calls_repeats_by_time
     rebuild_rollup(conn)
+
+
+def _upgrade_from_2(conn: sqlite3.Connection) -> None:
+    """Schema 3: why the guard could not compare a call (``no_arguments``, ``no_agent``), else NULL."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(tool_calls)")}
+    if "unguarded_reason" not in columns:
+        conn.execute("ALTER TABLE tool_calls ADD COLUMN unguarded_reason TEXT")
 
 
 class StoreError(Exception):
@@ -244,7 +252,7 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
     return True
 
 
-_UPGRADES = {1: _upgrade_from_1}
+_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}
 
 
 def _stored_version(conn: sqlite3.Connection) -> int:

@@ -146,3 +146,36 @@ def test_newer_schema_is_a_message_not_a_traceback(monkeypatch: pytest.MonkeyPat
         conn.execute("UPDATE repeat_guard_schema SET version = 99")
     app = run_app(monkeypatch, db)
     assert f"schema version 99, newer than the {SCHEMA_VERSION}" in app.error[0].value
+
+
+def test_calls_the_guard_could_not_compare_are_shown_with_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Never a reassuring zero: calls with no arguments or no agent run are counted on the page."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_repeat_guard import RepeatGuardSpanProcessor
+    from otel_repeat_guard.store import SQLiteSpanExporter
+
+    db = tmp_path / "store.db"
+    exporter = SQLiteSpanExporter(db)
+    provider = TracerProvider()
+    provider.add_span_processor(RepeatGuardSpanProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("autogen-core")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for _ in range(3):
+            tracer.start_span("execute_tool lookup", attributes=tool).end()  # no arguments recorded
+    for _ in range(2):
+        tracer.start_span("execute_tool lookup", attributes={**tool, "gen_ai.tool.call.arguments": "{}"}).end()
+    provider.shutdown()
+
+    app = run_app(monkeypatch, db)
+    (warning,) = [w.value for w in app.warning]
+    assert warning.startswith("5 tool calls could not be compared")
+    frame = next(df.value for df in app.dataframe if "reason" in df.value.columns)
+    assert frame[["reason", "tool", "calls"]].values.tolist() == [
+        ["no_arguments", "lookup", 3],
+        ["no_agent", "lookup", 2],
+    ]
+    assert frame["why"].tolist()[0].startswith("neither the tool span nor the model's request")

@@ -118,7 +118,7 @@ def test_a_version_1_store_is_upgraded_by_the_exporter_and_refused_by_readers(db
     expected = assert_rollup_matches_calls(db)
     _downgrade_to_version_1(db)
 
-    with pytest.raises(SchemaError, match=r"schema version 1, older than the 2 .* upgraded in place"):
+    with pytest.raises(SchemaError, match=r"schema version 1, older than the 3 .* upgraded in place"):
         open_for_reading(db)
     open_for_writing(db).close()
 
