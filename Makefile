@@ -17,12 +17,19 @@ CHROMIUM ?= /usr/bin/chromium
 DB ?= repeat-guard.db
 
 # Agent-framework integration tests: one virtualenv per group of frameworks that install together
-# (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1). `make -j3 integration` installs in parallel.
+# (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1; each requirements file says why it
+# stands alone). `make -j2 integration` installs and runs groups in parallel; CI runs `make -j2 test`.
 VENV_INT ?= .venv-int
-INTEGRATION_GROUPS := agents langchain adk
+INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry
 INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py
+INTEGRATION_TESTS_oi := tests/integrations/test_smolagents.py tests/integrations/test_llama_index.py
+INTEGRATION_TESTS_agno := tests/integrations/test_agno.py tests/integrations/test_haystack.py
+INTEGRATION_TESTS_msft := tests/integrations/test_autogen.py tests/integrations/test_semantic_kernel.py
+INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py tests/integrations/test_crewai_openllmetry.py
+INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
+INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
 
 .PHONY: test lint typecheck unit sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
@@ -63,7 +70,8 @@ dashboard: $(BIN)/.installed-dashboard
 	$(BIN)/otel-repeat-guard dashboard --db $(DB)
 
 # Installs Debian's chromium only when it is absent (CI runs as root on a fresh machine).
-chromium:
+# After prometheus: two apt-get runs at once (make -j) would fight over dpkg's lock.
+chromium: | prometheus
 	@test -x $(CHROMIUM) || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 $(VENV_OLDEST)/.installed: pyproject.toml
