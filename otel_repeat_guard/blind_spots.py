@@ -30,7 +30,7 @@ class CallAudit(NamedTuple):
 
 _CLIENT_CAPTURE: Final = (
     "instrument the model client with content capture on (opentelemetry-instrumentation-openai-v2 with "
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true, openinference-instrumentation-openai, or "
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (true on releases before 2.x), openinference-instrumentation-openai, or "
     "OpenLLMetry with TRACELOOP_TRACE_CONTENT=true): the guard then takes the arguments from the model's request"
 )
 
@@ -42,7 +42,14 @@ _ARGUMENT_FIXES: Final = (
     ),
     ("gcp.vertex.agent", "set ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true (google-adk's content capture)"),
     ("openinference.", "stop hiding inputs: OPENINFERENCE_HIDE_INPUTS=false (TraceConfig(hide_inputs=False))"),
-    ("opentelemetry.instrumentation.openai_v2", "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true"),
+    (
+        "opentelemetry.instrumentation.openai_v2",
+        "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (true on releases before 2.x)",
+    ),
+    (
+        "opentelemetry.util.genai",
+        "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (true on releases before 2.x)",
+    ),
     ("opentelemetry.instrumentation.", "set TRACELOOP_TRACE_CONTENT=true (OpenLLMetry's content capture)"),
     ("pydantic-ai", "turn content on: InstrumentationSettings(include_content=True)"),
     ("strands", "record content: OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, or " + _CLIENT_CAPTURE),

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from otel_repeat_guard.blind_spots import CallAudit, explain, fix_for
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
+from otel_repeat_guard.playback import play
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
@@ -127,8 +128,6 @@ def diagnose(
     conventions: Sequence[Convention] = DEFAULT_CONVENTIONS,
 ) -> Report:
     """Play ``spans`` through a guard and report how it saw each recognised tool call."""
-    from otel_repeat_guard.ingest.replay import play  # noqa: PLC0415 - ingest imports the store lazily
-
     spans = list(spans)
     audits: list[CallAudit] = []
     guard = RepeatGuardSpanProcessor(

@@ -241,11 +241,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         run = Run(agent_id, agent_name or agent_id, how="agent_id") if agent_id else self._runs.resolve(span.parent)
         tracked = self._tracked[tool]
         if run is None:
-            return (
+            if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
                 self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
-                if tracked
-                else None
-            )
+            return None
         if call_id is not None and self._steps.was_counted(call_id):
             return None  # counted from its request already, before this late tool span ended
         step = self._steps.answered(run.key) if self._steps else None  # this run's tools have spans
@@ -253,7 +251,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return None
         source = "tool_span"
         if arguments is MISSING:
-            requested = None if call_id is None or step is None else step.by_id(call_id)
+            requested = None if step is None else step.by_id(call_id) if call_id else step.by_name(tool)
             if requested is not None:  # the arguments the model asked with
                 arguments, source = requested.arguments, "model_request"
             if arguments is MISSING:

@@ -27,7 +27,18 @@ RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[Req
 class Step:
     """One model call's requests, read on first use."""
 
-    __slots__ = ("_by_id", "_calls", "_events", "_read", "attributes", "name", "scope", "span_context", "spanned")
+    __slots__ = (
+        "_by_id",
+        "_calls",
+        "_events",
+        "_read",
+        "_taken",
+        "attributes",
+        "name",
+        "scope",
+        "span_context",
+        "spanned",
+    )
 
     def __init__(
         self,
@@ -47,6 +58,7 @@ class Step:
         self.spanned = False  # a tool span of the run came after it
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}
+        self._taken: set[int] = set()
 
     def calls(self) -> list[RequestedCall]:
         if self._calls is None:
@@ -57,6 +69,14 @@ class Step:
     def by_id(self, call_id: str) -> RequestedCall | None:
         self.calls()
         return self._by_id.get(call_id)
+
+    def by_name(self, tool: str) -> RequestedCall | None:
+        """The first request of ``tool`` not taken yet, for a tool span with no call id (MCP)."""
+        for i, call in enumerate(self.calls()):
+            if call.tool_name == tool and i not in self._taken:
+                self._taken.add(i)
+                return call
+        return None
 
 
 class PendingSteps:

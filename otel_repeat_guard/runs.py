@@ -12,7 +12,8 @@ nearest first:
    marks its live ancestors when it starts (a model-call span itself is never marked, so a
    client call nested in a framework's model span still finds the run), so two runs under
    one outer span (an HTTP request serving several runs, a trace around a batch) get two chains;
-3. else the **local root**, the top of the span's live ancestor chain.
+3. else the **local root**, the top of the span's live ancestor chain that is not an RPC
+   client span (a parentless ``MCP send`` span is a call, not an agent loop).
 
 A span with no live parent in this process has no run. The first answer for an ancestor is
 kept until that ancestor ends, so a run's key never changes while it is open.
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from opentelemetry.sdk.trace import Span
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, SpanKind
 
 from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
 from otel_repeat_guard.span_events import attributes_of
@@ -166,7 +167,8 @@ class RunResolver:
                 return self._own(span_id, run, ancestor.name)
             if enclosing is None and span_id in marked:
                 enclosing = (span_id, ancestor)
-            root = (span_id, ancestor)
+            if ancestor.kind is not SpanKind.CLIENT:  # an RPC's client span (MCP's "send") is no agent loop
+                root = (span_id, ancestor)
             grandparent = ancestor.parent
             if grandparent is None:
                 break

@@ -6,6 +6,7 @@ OpenInference instrumentors.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -24,7 +25,31 @@ from otel_repeat_guard.conventions.base import (
 from otel_repeat_guard.conventions.requests import openinference_output_messages
 
 _KIND: Final = "openinference.span.kind"
+_CALL_WRAPPER: Final = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 _REDACTED: Final = "__REDACTED__"  # what OPENINFERENCE_HIDE_INPUTS / hide_inputs records instead of the input
+
+
+def unwrap_call(value: Any) -> Any:
+    """The keyword arguments inside a Python call wrapper, else ``value`` itself.
+
+    LlamaIndex's ``FunctionTool.acall`` records ``{"kwargs": {...}}``, smolagents' tools
+    ``{"args": [], "sanitize_inputs_outputs": true, "kwargs": {...}}``. The wrapper is the same
+    on every call, so comparing is unaffected; a reminder should quote the arguments alone.
+    """
+    if not isinstance(value, str) or '"kwargs"' not in value:
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return value
+    if (
+        isinstance(parsed, dict)
+        and isinstance(parsed.get("kwargs"), dict)
+        and not parsed.get("args")
+        and parsed.keys() <= _CALL_WRAPPER
+    ):
+        return parsed["kwargs"]
+    return value
 
 
 class OpenInferenceConvention(BuiltInConvention):
@@ -34,7 +59,8 @@ class OpenInferenceConvention(BuiltInConvention):
     these instrumentors set to the tool's name. The arguments are ``input.value`` (the
     openai-agents instrumentor records the model's raw argument string, whitespace and all;
     canonicalization parses it). ``tool.parameters`` is the tool's schema, never read as
-    arguments. A redacted input (``__REDACTED__``) counts as unknown. Agent runs are named
+    arguments. A redacted input (``__REDACTED__``) counts as unknown; a Python call wrapper
+    (LlamaIndex, smolagents) is unwrapped to its keyword arguments. Agent runs are named
     by ``agent.name``, else by the span name (set at start, while ``agent.name`` only
     arrives at the span's end).
     """
@@ -52,7 +78,7 @@ class OpenInferenceConvention(BuiltInConvention):
         arguments = attributes.get("input.value", MISSING)
         if arguments == _REDACTED:
             arguments = MISSING
-        return (tool, arguments, None, None, False, call_id_of(attributes))
+        return (tool, unwrap_call(arguments), None, None, False, call_id_of(attributes))
 
     def requested_calls(
         self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]

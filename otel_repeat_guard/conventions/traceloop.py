@@ -52,6 +52,21 @@ def unwrap_langchain_inputs(value: Any) -> Any:
     return input_str if isinstance(input_str, str) else MISSING
 
 
+def unwrap_mcp_input(value: Any, tool: str) -> Any:
+    """The arguments inside OpenLLMetry's MCP client record ``{"tool_name": <tool>, "arguments": {...}}``."""
+    parsed = value
+    if isinstance(value, str | bytes):
+        if b'"tool_name"' not in (value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")):
+            return value
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+    if isinstance(parsed, dict) and parsed.keys() == {"tool_name", "arguments"} and parsed["tool_name"] == tool:
+        return parsed["arguments"]
+    return value
+
+
 class TraceloopConvention(BuiltInConvention):
     """Tool spans have ``traceloop.span.kind == "tool"``; agent runs ``agent`` or ``workflow``; model
     calls carry ``llm.request.type`` ``chat`` or ``completion``.
@@ -73,7 +88,7 @@ class TraceloopConvention(BuiltInConvention):
             return None
         arguments = first_present(attributes, _ARGUMENT_KEYS)
         if arguments is not MISSING:
-            arguments = unwrap_langchain_inputs(arguments)
+            arguments = unwrap_mcp_input(unwrap_langchain_inputs(arguments), tool)
         return (tool, arguments, *gen_ai_agent(attributes), False, call_id_of(attributes))
 
     def requested_calls(

@@ -61,7 +61,7 @@ def test_blind_spots_are_named_with_their_fix(tmp_path: Path, capsys: pytest.Cap
     spots = {(b["scope"], b["tool"], b["reason"], b["calls"]) for b in report["blind_spots"]}
     assert spots == {("autogen-core", "lookup", "no_arguments", 3), ("mcp", "read_file", "no_agent", 2)}
     fixes = {b["reason"]: b["fix"] for b in report["blind_spots"]}
-    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true" in fixes["no_arguments"]
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only" in fixes["no_arguments"]
     assert fixes["no_agent"].startswith("wrap your agent loop in a span")
 
 

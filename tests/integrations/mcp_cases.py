@@ -14,16 +14,21 @@ Run as a module (``python -m tests.integrations.mcp_cases``) it serves the same 
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import MutableSequence
+from collections.abc import Callable, MutableSequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from opentelemetry import trace
 
 from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor
 
-from .fake_openai import MODEL
-from .scenario import lookup_result
+from .fake_openai import MODEL, FakeOpenAI
+from .scenario import FINAL_ANSWER, PARIS, Guarded, lookup_result, tool_spans_by_run
+
+Connect = Callable[[], AbstractAsyncContextManager[Any]]
+"""Opens an MCP client session (anything with ``list_tools`` and ``call_tool``) to a fresh :func:`make_server`."""
 
 AGENT_LOOP = "agent loop"
 OUTER = "outer request"
@@ -102,6 +107,61 @@ async def agent_loop(
             for call in message.tool_calls:
                 result = await session.call_tool(call.function.name, json.loads(call.function.arguments))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result_text(result)})
+
+
+async def run_prompts(
+    connect: Connect, fake: FakeOpenAI, g: Guarded, *, runs: int = 1, prompts: int = 1, outer: bool = False
+) -> None:
+    """``runs`` concurrent conversations over one MCP session, each answering ``prompts`` prompts in turn,
+    each prompt in an agent loop of its own; with ``outer``, all of them under one span named OUTER."""
+    import openai
+
+    model = openai.AsyncOpenAI(base_url=fake.base_url, api_key="offline")
+    async with connect() as session:
+        tools = await openai_tools(session)
+
+        async def conversation() -> None:
+            messages: list[dict[str, Any]] = []
+            for i in range(prompts):
+                messages.append({"role": "user", "content": "Weather in Paris?" if i == 0 else "And again?"})
+                answer = await agent_loop(session, model, tools, messages, guard=g.guard, inbox=g.inbox)
+                assert answer == FINAL_ANSWER
+
+        async def conversations() -> None:
+            await asyncio.gather(*(conversation() for _ in range(runs)))
+
+        if not outer:
+            await conversations()
+            return
+        with trace.get_tracer("mcp-agent-harness").start_as_current_span(OUTER):
+            await conversations()
+
+
+async def calls_outside_any_span(connect: Connect, calls: int) -> None:
+    """``calls`` identical ``lookup`` calls straight through the session, with no span around them."""
+    async with connect() as session:
+        for _ in range(calls):
+            await session.call_tool("lookup", dict(PARIS))
+
+
+def assert_interleaved_under_outer(g: Guarded) -> None:
+    """The tool spans of the runs under OUTER (its children) ended in a mixed order."""
+    by_run = tool_spans_by_run(g, outer=OUTER)
+    run_of = {s.context.span_id: run for run, spans in by_run.items() for s in spans}  # type: ignore[union-attr]
+    order = [run_of[s.context.span_id] for s in g.exporter.get_finished_spans() if s.context.span_id in run_of]  # type: ignore[union-attr]
+    first_of_other = next(i for i, r in enumerate(order) if r != order[0])
+    assert order[0] in order[first_of_other:], "the runs did not interleave"
+
+
+def diagnosed(g: Guarded) -> Any:
+    """The doctor's report on everything exported."""
+    from otel_repeat_guard.doctor import diagnose
+
+    return diagnose(list(g.exporter.get_finished_spans()))
+
+
+def blind_spots(report: Any) -> list[tuple[str, str, str, int]]:
+    return sorted((b.scope, b.tool, b.reason, b.calls) for b in report.blind_spots)
 
 
 def seen(body: dict[str, Any]) -> list[tuple[str, str]]:

@@ -6,6 +6,7 @@ and runs the scenario plainly and with every run under one shared outer span (:d
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -40,9 +41,9 @@ class Instrumented:
         self.instrumentor.uninstrument()
         self.instrumentor.instrument(tracer_provider=self.provider, config=config)
 
-    def outer(self) -> Any:
-        """``with instrumented.outer():`` one span around several runs (an HTTP request serving them)."""
-        return self.provider.get_tracer("test").start_as_current_span(OUTER)
+    def around(self, outer: bool) -> Any:
+        """``with instrumented.around(True):`` one span around the runs (an HTTP request serving them); else nothing."""
+        return self.provider.get_tracer("test").start_as_current_span(OUTER) if outer else contextlib.nullcontext()
 
 
 def instrumented_fixture(make_instrumentor: Callable[[], Any]) -> Any:
@@ -55,8 +56,8 @@ def instrumented_fixture(make_instrumentor: Callable[[], Any]) -> Any:
     return instrumented
 
 
-@pytest.fixture
-def g(instrumented: Instrumented) -> Iterator[Guarded]:
+def guarded(instrumented: Instrumented) -> Iterator[Guarded]:
+    """The body of each module's ``g`` fixture: a fresh guard behind the module's switchboard."""
     guarded = make_guarded()
     instrumented.board.targets = guarded.processors
     yield guarded
@@ -105,32 +106,3 @@ def assert_interleaved_runs(g: Guarded, outer: bool) -> None:
 
 
 OUTERS = pytest.mark.parametrize("outer", [False, True], ids=["plain", "under-one-outer-span"])
-
-
-def dump(spans: Sequence[ReadableSpan], path: str) -> None:
-    """Write a readable span tree (name, scope, kind, status, the attributes the guard reads) to ``path``."""
-    by_id = {s.context.span_id: s for s in spans if s.context is not None}
-
-    def depth(span: ReadableSpan) -> int:
-        d = 0
-        while span.parent is not None and span.parent.span_id in by_id:
-            span, d = by_id[span.parent.span_id], d + 1
-        return d
-
-    keep = ("input.value", "tool.name", "agent.name", "tool_call", "gen_ai.")
-    with open(path, "w") as out:
-        for span in sorted(spans, key=lambda s: s.start_time or 0):
-            attrs = {
-                k: (str(v)[:100] + ("…" if len(str(v)) > 100 else ""))
-                for k, v in (span.attributes or {}).items()
-                if any(k.startswith(p) or p in k for p in keep) and not k.startswith("llm.input_messages")
-            }
-            parent = by_id[span.parent.span_id].name if span.parent is not None and span.parent.span_id in by_id else None
-            out.write(
-                f"{'  ' * depth(span)}{span.name}  [{span.instrumentation_scope.name if span.instrumentation_scope else '?'}"
-                f" kind={kind(span)} status={span.status.status_code.name} parent={parent}]\n"
-            )
-            for k, v in attrs.items():
-                out.write(f"{'  ' * depth(span)}    {k} = {v}\n")
-            for event in span.events:
-                out.write(f"{'  ' * depth(span)}    event {event.name} {dict(event.attributes or {})}\n")

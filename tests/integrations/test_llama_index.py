@@ -33,8 +33,7 @@ from .oi_cases import (
     assert_interleaved_runs,
     assert_run_lengths,
     assert_runs,
-    dump,
-    g,
+    guarded,
     instrumented_fixture,
     kind,
     runs,
@@ -50,8 +49,18 @@ from llama_index.llms.openai import OpenAI  # noqa: E402
 from openinference.instrumentation import TraceConfig  # noqa: E402
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor  # noqa: E402
 
-__all__ = ["g"]
 SCOPE = "openinference.instrumentation.llama_index"
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),  # pydantic v1 API use inside LlamaIndex
+    pytest.mark.filterwarnings("ignore:Skipping serialization of known unserializable key"),  # Context(agent)
+]
+
+
+@pytest.fixture
+def g(instrumented: Instrumented) -> Iterator[Guarded]:
+    yield from guarded(instrumented)
+
+
 instrumented = instrumented_fixture(LlamaIndexInstrumentor)
 
 
@@ -119,18 +128,6 @@ def make_agent(agent_kind: str, server: FakeOpenAI, name: str = "weather_agent")
     return cls(name=name, description="Weather", tools=TOOLS, llm=llm)
 
 
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def around(instrumented: Instrumented, outer: bool) -> Any:
-    return instrumented.outer() if outer else _Nothing()
-
-
 def answers(outputs: list[Any]) -> list[str]:
     return [str(o).strip() for o in outputs]
 
@@ -146,15 +143,13 @@ def run_once(agent: Any, prompt: str = "Weather in Paris?") -> Any:
 @OUTERS
 def test_one_run(g: Guarded, server: FakeOpenAI, instrumented: Instrumented, agent_kind: str, outer: bool) -> None:
     async def one() -> Any:
-        with around(instrumented, outer):
+        with instrumented.around(outer):
             return await make_agent(agent_kind, server).run("Weather in Paris?")
 
     assert answers([asyncio.run(one())]) == [FINAL_ANSWER]
     assert len(server.requests) == 9  # 8 tool calls, then the answer
     assert_runs(g, 1, outer)
     spans = g.exporter.get_finished_spans()
-    if not outer:
-        dump(spans, f"/tmp/spans-llama-index-{agent_kind}.txt")
     by_id = {s.context.span_id: s for s in spans}  # type: ignore[union-attr]
     assert not [s for s in spans if kind(s) == "AGENT"]  # no span marks the run as an agent's
     (run,) = [s for s in spans if s.name == RUN_SPAN[agent_kind]]
@@ -169,7 +164,9 @@ def test_one_run(g: Guarded, server: FakeOpenAI, instrumented: Instrumented, age
     assert {parent[s.context.span_id].name for s in tools} == {"BaseWorkflowAgent.call_tool"}  # type: ignore[union-attr]
     assert {parent[s.context.span_id].name for s in models} == {"BaseWorkflowAgent.run_agent_step"}  # type: ignore[union-attr]
     assert {by_id[p.parent.span_id].name for p in parent.values()} == {RUN_SPAN[agent_kind]}  # type: ignore[union-attr]
-    assert json.loads(str((tools[0].attributes or {})["input.value"])) == {"kwargs": {"city": "Paris", "units": "metric"}}
+    assert json.loads(str((tools[0].attributes or {})["input.value"])) == {
+        "kwargs": {"city": "Paris", "units": "metric"}
+    }
     assert not any(k.endswith("call.id") or k.endswith("call_id") for s in tools for k in (s.attributes or {}))
     requested = [
         (m.attributes or {}).get("llm.output_messages.0.message.tool_calls.0.tool_call.function.name") for m in models
@@ -180,9 +177,11 @@ def test_one_run(g: Guarded, server: FakeOpenAI, instrumented: Instrumented, age
 
 @KINDS
 @OUTERS
-def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, instrumented: Instrumented, agent_kind: str, outer: bool) -> None:
+def test_a_second_prompt_gets_a_fresh_chain(
+    g: Guarded, instrumented: Instrumented, agent_kind: str, outer: bool
+) -> None:
     async def two() -> list[Any]:
-        with fake(agent_kind, SHORT_SCRIPT) as server, around(instrumented, outer):
+        with fake(agent_kind, SHORT_SCRIPT) as server, instrumented.around(outer):
             agent = make_agent(agent_kind, server)
             ctx = Context(agent)  # the conversation carries over from the first prompt to the second
             return [await agent.run("Weather in Paris?", ctx=ctx), await agent.run("And again?", ctx=ctx)]
@@ -199,7 +198,7 @@ def test_a_second_agent_running_concurrently_has_its_own_chain(
     a, b = make_agent(agent_kind, server, "weather_agent"), make_agent(agent_kind, server, "travel_agent")
 
     async def both() -> list[Any]:
-        with around(instrumented, outer):
+        with instrumented.around(outer):
             return list(await asyncio.gather(a.run("Paris?"), b.run("Paris?")))
 
     assert answers(asyncio.run(both())) == [FINAL_ANSWER] * 2
@@ -215,7 +214,7 @@ def test_two_concurrent_runs_of_one_agent_have_separate_chains(
     agent = make_agent(agent_kind, server)
 
     async def both() -> list[Any]:
-        with around(instrumented, outer):
+        with instrumented.around(outer):
             return list(await asyncio.gather(agent.run("Paris?"), agent.run("Paris?")))
 
     assert answers(asyncio.run(both())) == [FINAL_ANSWER] * 2

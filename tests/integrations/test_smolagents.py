@@ -35,13 +35,12 @@ from .oi_cases import (
     assert_interleaved_runs,
     assert_run_lengths,
     assert_runs,
-    dump,
-    g,
+    guarded,
     instrumented_fixture,
     kind,
     runs,
 )
-from .scenario import FINAL_ANSWER, SCRIPT, SHORT_SCRIPT, Guarded, lookup_result, next_call, require, run_lengths
+from .scenario import FINAL_ANSWER, SHORT_SCRIPT, Guarded, lookup_result, next_call, require, run_lengths
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
 require("smolagents")
@@ -49,9 +48,15 @@ from openinference.instrumentation import TraceConfig  # noqa: E402
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor  # noqa: E402
 from smolagents import LogLevel, OpenAIServerModel, ToolCallingAgent, tool  # noqa: E402
 
-__all__ = ["g"]
 SCOPE = "openinference.instrumentation.smolagents"
 FINAL = ("final_answer",)
+
+
+@pytest.fixture
+def g(instrumented: Instrumented) -> Iterator[Guarded]:
+    yield from guarded(instrumented)
+
+
 instrumented = instrumented_fixture(SmolagentsInstrumentor)
 
 
@@ -117,34 +122,22 @@ def concurrently(*runs: Callable[[], Any]) -> list[Any]:
         return [f.result() for f in futures]
 
 
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def around(instrumented: Instrumented, outer: bool) -> Any:
-    return instrumented.outer() if outer else _Nothing()
-
-
 @OUTERS
 def test_one_run(g: Guarded, server: SmolFakeOpenAI, instrumented: Instrumented, outer: bool) -> None:
-    with around(instrumented, outer):
+    with instrumented.around(outer):
         assert make_agent(server).run("Weather in Paris?") == FINAL_ANSWER
     assert len(server.requests) == 9  # 8 tool calls, then final_answer
     assert_runs(g, 1, outer, skip=FINAL)
     assert [r.agent_name for r in g.reminders] == ["weather_agent.run"] * 2  # the run span's name
     spans = g.exporter.get_finished_spans()
-    if not outer:
-        dump(spans, "/tmp/spans-smolagents.txt")
     by_id = {s.context.span_id: s for s in spans}  # type: ignore[union-attr]
     (run,) = [s for s in spans if kind(s) == "AGENT"]
     assert run.name == "weather_agent.run" and (run.parent is None) == (not outer)
     tools = [s for s in spans if kind(s) == "TOOL"]
     models = [s for s in spans if kind(s) == "LLM"]
-    assert [(s.attributes or {}).get("tool.name") for s in tools] == ["lookup"] * 6 + ["broken_lookup"] * 2 + ["final_answer"]
+    assert [(s.attributes or {}).get("tool.name") for s in tools] == ["lookup"] * 6 + ["broken_lookup"] * 2 + [
+        "final_answer"
+    ]
     assert {s.name for s in models} == {"OpenAIModel.generate"} and len(models) == 9
     # tool and model spans are siblings under a per-step CHAIN span ("Step N"), whose parent is the run
     steps = {by_id[s.parent.span_id] for s in tools + models}  # type: ignore[union-attr]
@@ -162,7 +155,7 @@ def test_one_run(g: Guarded, server: SmolFakeOpenAI, instrumented: Instrumented,
 
 @OUTERS
 def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, instrumented: Instrumented, outer: bool) -> None:
-    with SmolFakeOpenAI(SHORT_SCRIPT) as server, around(instrumented, outer):
+    with SmolFakeOpenAI(SHORT_SCRIPT) as server, instrumented.around(outer):
         agent = make_agent(server)
         assert agent.run("Weather in Paris?") == FINAL_ANSWER
         assert agent.run("And again?", reset=False) == FINAL_ANSWER
@@ -174,7 +167,7 @@ def test_a_second_agent_running_concurrently_has_its_own_chain(
     g: Guarded, server: SmolFakeOpenAI, instrumented: Instrumented, outer: bool
 ) -> None:
     a, b = make_agent(server, "weather_agent"), make_agent(server, "travel_agent")
-    with around(instrumented, outer):
+    with instrumented.around(outer):
         assert concurrently(lambda: a.run("Paris?"), lambda: b.run("Paris?")) == [FINAL_ANSWER] * 2
     assert_runs(g, 2, outer, skip=FINAL)
     assert_interleaved_runs(g, outer)
@@ -187,7 +180,7 @@ def test_two_concurrent_runs_of_one_agent_have_separate_chains(
 ) -> None:
     """Two objects of the same agent (one smolagents agent object holds one conversation at a time)."""
     a, b = make_agent(server), make_agent(server)
-    with around(instrumented, outer):
+    with instrumented.around(outer):
         assert concurrently(lambda: a.run("Paris?"), lambda: b.run("Paris?")) == [FINAL_ANSWER] * 2
     assert_runs(g, 2, outer, skip=FINAL)
     assert_interleaved_runs(g, outer)

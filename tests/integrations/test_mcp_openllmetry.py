@@ -1,0 +1,227 @@
+"""mcp 1.x with OpenLLMetry's ``opentelemetry-instrumentation-mcp``, driven by the same agent loop.
+
+OpenLLMetry 0.62 patches ``mcp.shared.session.BaseSession.send_request``, which mcp 2.x no
+longer has, so it runs on the newest mcp 1.x (1.30). It makes the tool span on the
+*client* side, around the request: ``<tool>.tool`` with ``traceloop.span.kind = tool``,
+``traceloop.entity.name = <tool>`` and, with content tracing on (``TRACELOOP_TRACE_CONTENT``
+not ``false``, the default), ``traceloop.entity.input = {"tool_name": …, "arguments": {…}}``;
+a tool error sets ``error.type = tool_error`` and status ERROR. No tool call id. The tool span
+is a child of the caller's current span, whatever the transport; a call made outside any
+span has no parent.
+
+The model client is instrumented with ``opentelemetry-instrumentation-openai-v2``
+(``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only``), as in test_mcp_builtin.
+OpenLLMetry's MCP instrumentor cannot be undone (its uninstrument leaves ``send_request``
+wrapped), so it is instrumented once, with the global provider behind a switchboard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from .fake_openai import FakeOpenAI
+from .mcp_cases import (
+    AGENT_LOOP,
+    OUTER,
+    assert_interleaved_under_outer,
+    blind_spots,
+    calls_outside_any_span,
+    diagnosed,
+    make_server,
+    run_prompts,
+    seen,
+)
+from .scenario import (
+    PARIS,
+    SCRIPT,
+    SHORT_SCRIPT,
+    Guarded,
+    Switchboard,
+    assert_interleaved,
+    assert_no_event_on_non_tool_spans,
+    assert_reminders_reached_model,
+    assert_scenario_run,
+    assert_separate_runs,
+    guard_events,
+    make_guarded,
+    require,
+    run_lengths,
+    tool_spans_by_run,
+    tool_spans_by_trace,
+)
+
+os.environ.setdefault("OPENAI_API_KEY", "offline")
+os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+require("opentelemetry.instrumentation.mcp")
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.shared.memory import create_connected_server_and_client_session  # noqa: E402
+from opentelemetry.instrumentation.mcp import McpInstrumentor  # noqa: E402
+from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor  # noqa: E402
+
+CAPTURE = "TRACELOOP_TRACE_CONTENT"
+MODEL_CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+MCP_SCOPE = "opentelemetry.instrumentation.mcp.instrumentation"
+ROOT = Path(__file__).resolve().parents[2]
+BOARD = Switchboard()
+TRANSPORTS = ["memory"]
+
+
+@pytest.fixture(scope="module")
+def provider() -> TracerProvider:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(BOARD)
+    McpInstrumentor().instrument(tracer_provider=provider)
+    return provider
+
+
+@pytest.fixture
+def content() -> str:
+    """``true``: both instrumentations record content; ``false``: neither does (tests override it by parametrizing)."""
+    return "true"
+
+
+@pytest.fixture
+def g(provider: TracerProvider, content: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    monkeypatch.setenv(CAPTURE, content)  # OpenLLMetry reads it on every call
+    monkeypatch.setenv(MODEL_CAPTURE, "span_only" if content == "true" else "")  # openai-v2: when instrumenting
+    guarded = make_guarded()
+    BOARD.targets = guarded.processors
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    yield guarded
+    instrumentor.uninstrument()
+    BOARD.targets = []
+
+
+@asynccontextmanager
+async def _connect(transport: str) -> AsyncIterator[Any]:
+    if transport == "stdio":
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "tests.integrations.mcp_cases"],
+            cwd=str(ROOT),
+            env={"PYTHONPATH": str(ROOT)},
+        )
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+    else:
+        async with create_connected_server_and_client_session(make_server()) as session:
+            yield session
+
+
+def connect(transport: str) -> partial[AbstractAsyncContextManager[Any]]:
+    return partial(_connect, transport)
+
+
+# -- the scenario, plain -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+def test_one_run_and_the_reminders_reach_the_model(g: Guarded, transport: str) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect(transport), fake, g))
+    (spans,) = tool_spans_by_trace(g).values()
+    assert [s.name for s in spans] == [f"{tool}.tool" for tool, _ in SCRIPT]
+    assert {s.instrumentation_scope.name for s in spans} == {MCP_SCOPE}  # type: ignore[union-attr]
+    assert [json.loads(str((s.attributes or {})["traceloop.entity.input"])) for s in spans] == [
+        {"tool_name": tool, "arguments": arguments} for tool, arguments in SCRIPT
+    ]
+    assert_separate_runs(g, 1)
+    assert {r.agent_name for r in g.reminders} == {AGENT_LOOP}
+    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert g.unguarded() == {}
+    report = diagnosed(g)
+    assert (report.blind_spots, report.exit_code) == ([], 0)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
+    with FakeOpenAI(SHORT_SCRIPT) as fake:
+        asyncio.run(run_prompts(connect(transport), fake, g, prompts=2))
+    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_concurrent_runs_have_separate_chains(g: Guarded, transport: str) -> None:
+    """Two agent loops at once over one MCP session: each loop span is a trace of its own."""
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect(transport), fake, g, runs=2))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)
+
+
+# -- the scenario, all runs under one outer span -------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_two_concurrent_runs_under_one_outer_span_have_separate_chains(g: Guarded, transport: str) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect(transport), fake, g, runs=2, outer=True))
+    assert len(tool_spans_by_trace(g)) == 1  # one trace: the local root would merge the runs
+    by_run = tool_spans_by_run(g, outer=OUTER)
+    assert len(by_run) == 2
+    ids = [assert_scenario_run(g, spans) for spans in by_run.values()]
+    assert len(set(ids)) == 2
+    assert_no_event_on_non_tool_spans(g)
+    assert_interleaved_under_outer(g)
+    assert g.unguarded() == {}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
+    with FakeOpenAI(SHORT_SCRIPT) as fake:
+        asyncio.run(run_prompts(connect(transport), fake, g, prompts=2, outer=True))
+    assert [run_lengths(spans) for spans in tool_spans_by_run(g, outer=OUTER).values()] == [[1, 2], [1, 2]]
+
+
+# -- what the guard cannot compare is reported -----------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_calls_outside_any_span_are_reported_as_without_agent(g: Guarded, transport: str) -> None:
+    asyncio.run(calls_outside_any_span(connect(transport), 3))
+    spans = [s for s in g.exporter.get_finished_spans() if s.name == "lookup.tool"]
+    assert [(s.parent, json.loads(str((s.attributes or {})["traceloop.entity.input"]))) for s in spans] == [
+        (None, {"tool_name": "lookup", "arguments": PARIS})
+    ] * 3
+    assert guard_events(g) == [] and g.reminders == []
+    assert g.unguarded() == {("no_agent", "lookup"): 3}
+    report = diagnosed(g)
+    assert blind_spots(report) == [(MCP_SCOPE, "lookup", "no_agent", 3)]
+    assert "gen_ai.agent.id" in report.blind_spots[0].fix  # "wrap your agent loop in a span or set gen_ai.agent.id"
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize("content", ["false"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_without_content_tracing_the_calls_are_reported_as_without_arguments(g: Guarded, transport: str) -> None:
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect(transport), fake, g))
+    (spans,) = tool_spans_by_trace(g).values()
+    assert [s.name for s in spans] == [f"{tool}.tool" for tool, _ in SCRIPT]
+    assert not any("traceloop.entity.input" in (s.attributes or {}) for s in spans)
+    assert guard_events(g) == [] and g.reminders == []
+    assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
+    report = diagnosed(g)
+    assert blind_spots(report) == [
+        (MCP_SCOPE, "broken_lookup", "no_arguments", 2),
+        (MCP_SCOPE, "lookup", "no_arguments", 6),
+    ]
+    assert all(CAPTURE in b.fix for b in report.blind_spots)
+    assert report.exit_code == 1
