@@ -49,6 +49,8 @@ Decision = tuple[list[EventSpec], list[Reminder]]
 REPEAT_EVENT = "repeat_tool_guard.repeat"
 REMINDER_EVENT = "repeat_tool_guard.reminder"
 UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
+UNKNOWN_TOOL = "(unknown)"
+"""The tool name of a call the model asked for when its request's content was not recorded."""
 _MAX_WARNED = 1024
 
 
@@ -392,7 +394,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _count_unanswered(self, run: Run) -> Decision:
         events: list[EventSpec] = []
         reminders: list[Reminder] = []
-        for call, step in self._steps.unanswered(run.key):
+        step, calls = self._steps.unanswered(run.key)
+        if step is None:
+            return events, reminders
+        if not calls and step.asked_for_tools():  # content capture off: the model asked, but for what is unknown
+            self._unguarded(NO_ARGUMENTS, UNKNOWN_TOOL, None, "none", run, step.scope)
+        for call in calls:
             if not self._tracked[call.tool_name]:
                 continue
             if call.arguments is MISSING:

@@ -21,6 +21,7 @@ from typing import Any
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
 
+_TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call"})
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
 
 
@@ -59,6 +60,11 @@ class Step:
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}
         self._taken: set[int] = set()
+
+    def asked_for_tools(self) -> bool:
+        """The model's finish reason says it asked for tools, whether or not its content was recorded."""
+        reasons = self.attributes.get("gen_ai.response.finish_reasons")
+        return isinstance(reasons, Sequence) and any(r in _TOOL_FINISH for r in reasons if isinstance(r, str))
 
     def calls(self) -> list[RequestedCall]:
         if self._calls is None:
@@ -108,14 +114,14 @@ class PendingSteps:
             step.spanned = True
         return step
 
-    def unanswered(self, run_key: str) -> list[tuple[RequestedCall, Step]]:
-        """The run moves on (its next model call starts, or it ends): the requests of its last step
-        that no tool span answered, in request order, each at most once."""
+    def unanswered(self, run_key: str) -> tuple[Step | None, list[RequestedCall]]:
+        """The run moves on (its next model call starts, or it ends): its last step, if no tool span
+        answered it, and that step's requests, in request order, each counted at most once."""
         with self._lock:
             step = self._steps.pop(run_key, None)
         if step is None or step.spanned:
-            return []
-        out: list[tuple[RequestedCall, Step]] = []
+            return None, []
+        out: list[RequestedCall] = []
         for call in step.calls():
             if call.call_id is not None:
                 if self.was_counted(call.call_id):
@@ -124,8 +130,8 @@ class PendingSteps:
                     self._counted[call.call_id] = None
                     if len(self._counted) > self._max_counted:
                         self._counted.popitem(last=False)
-            out.append((call, step))
-        return out
+            out.append(call)
+        return step, out
 
     def was_counted(self, call_id: str) -> bool:
         """Whether the call was already counted from its request (its tool span came late)."""

@@ -50,6 +50,7 @@ assert "OTEL_SDK_DISABLED" not in os.environ, "OTEL_SDK_DISABLED would also swit
 require("crewai")
 import crewai.utilities.agent_utils as crewai_agent_utils  # noqa: E402
 from crewai import LLM, Agent, Crew, Task  # noqa: E402
+from crewai.crews.crew_output import CrewOutput  # noqa: E402
 from crewai.tools import tool  # noqa: E402
 from crewai.tools.tool_failure import ToolExecutionFailedError  # noqa: E402
 
@@ -110,7 +111,7 @@ def no_network() -> Iterator[list[Any]]:
         if host == "localhost":
             return True
         try:
-            return ipaddress.ip_address(host.split("%")[0]).is_loopback
+            return ipaddress.ip_address(host.split("%", maxsplit=1)[0]).is_loopback
         except ValueError:
             return False
 
@@ -130,16 +131,16 @@ def no_network() -> Iterator[list[Any]]:
     assert dialled == [], f"the tests tried to reach the network: {dialled}"
 
 
-@pytest.fixture
-def g(instrumented: Instrumented) -> Iterator[Guarded]:
+def guarded_on(instrumented: Instrumented) -> Iterator[Guarded]:
+    """The body of each module's ``g`` fixture: a fresh guard behind the module's switchboard."""
     guarded = make_guarded()
     instrumented.board.targets = guarded.processors
     yield guarded
     instrumented.board.targets = []
 
 
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
+def fake_server() -> Iterator[FakeOpenAI]:
+    """The body of each module's ``server`` fixture."""
     with FakeOpenAI() as fake:
         yield fake
 
@@ -151,10 +152,9 @@ def lift_crewai_stop(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def crewai_default_stop(lift_crewai_stop: None, monkeypatch: pytest.MonkeyPatch) -> int:
+def crewai_default_stop(lift_crewai_stop: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """CrewAI as installed: a run ends with ToolExecutionFailedError at the fifth identical call."""
     monkeypatch.setattr(crewai_agent_utils, "MAX_REPEATED_TOOL_CALLS", CREWAI_STOP)
-    return CREWAI_STOP
 
 
 # -- building and running crews --------------------------------------------------------------------
@@ -183,11 +183,15 @@ def run_two_crews(a: Crew, b: Crew, outer: Any | None = None) -> list[str]:
         with outer:
             return await _gather(a.kickoff_async(), b.kickoff_async())
 
-    return [out.raw for out in asyncio.run(both())]
+    return [out.raw for out in asyncio.run(both()) if isinstance(out, CrewOutput)]
 
 
 def run_one_crew_twice(crew: Crew, outer: Any | None = None) -> list[str]:
-    """CrewAI's own way to run one crew concurrently: ``kickoff_for_each_async`` (a copy of the crew per input)."""
+    """CrewAI's own way to run one crew concurrently: ``kickoff_for_each_async`` (a copy of the crew per input).
+
+    CrewAI refuses two concurrent runs of one Agent instance ("Executor is already running. Cannot
+    invoke the same executor instance concurrently."), so the copies are as close as it gets.
+    """
 
     async def both() -> Any:
         if outer is None:
@@ -195,12 +199,19 @@ def run_one_crew_twice(crew: Crew, outer: Any | None = None) -> list[str]:
         with outer:
             return await crew.kickoff_for_each_async(inputs=[{}, {}])
 
-    return [out.raw for out in asyncio.run(both())]
+    return [out.raw for out in asyncio.run(both()) if isinstance(out, CrewOutput)]
+
+
+def kickoff(crew: Crew) -> str:
+    """One run; its final answer."""
+    out = crew.kickoff()
+    assert isinstance(out, CrewOutput)
+    return out.raw
 
 
 def kickoff_twice(crew: Crew) -> list[str]:
     """A second prompt: the same crew kicked off again (CrewAI starts a new conversation each time)."""
-    return [crew.kickoff().raw, crew.kickoff().raw]
+    return [kickoff(crew), kickoff(crew)]
 
 
 # -- reading the spans -----------------------------------------------------------------------------
@@ -222,14 +233,18 @@ def spans_by_parent(g: Guarded, is_model_call: Callable[[ReadableSpan], bool]) -
 
 def assert_interleaved_runs(g: Guarded, is_model_call: Callable[[ReadableSpan], bool]) -> None:
     """The model calls of the runs really alternated in time (ended in a mixed order)."""
-    run_of = {m.context.span_id: run for run, ms in spans_by_parent(g, is_model_call).items() for m in ms}  # type: ignore[union-attr]
-    order = [run_of[s.context.span_id] for s in g.exporter.get_finished_spans() if s.context.span_id in run_of]  # type: ignore[union-attr]
+    run_of = {m.context.span_id: run for run, ms in spans_by_parent(g, is_model_call).items() for m in ms}
+    order = [run_of[s.context.span_id] for s in g.exporter.get_finished_spans() if s.context.span_id in run_of]
     first_of_other = next(i for i, r in enumerate(order) if r != order[0])
     assert order[0] in order[first_of_other:], "the runs did not interleave"
 
 
-def dump(spans: Sequence[ReadableSpan], path: str) -> None:
-    """Write every span (name, scope, parent, attributes, events) to ``path``, for the report."""
+def dump(spans: Sequence[ReadableSpan], name: str) -> None:
+    """With OTEL_REPEAT_GUARD_SPAN_DUMP_DIR set, write every span (name, scope, parent, attributes, events) there."""
+    folder = os.environ.get("OTEL_REPEAT_GUARD_SPAN_DUMP_DIR")
+    if not folder:
+        return
+    path = os.path.join(folder, f"spans-{name}.txt")
     names = {s.context.span_id: s.name for s in spans if s.context is not None}
     with open(path, "w", encoding="utf-8") as out:
         for s in spans:
