@@ -36,6 +36,7 @@ def main() -> int:
     steps: list[Callable[[], list[Row]]] = [
         lambda: cases.tool_overhead(settings, band),
         lambda: [cases.non_tool(settings, band)],
+        lambda: [cases.non_tool_with_output(settings, band)],
         lambda: [cases.threshold_hits(settings)],
         lambda: cases.comparison_anchors(settings),
         lambda: cases.memory(settings),

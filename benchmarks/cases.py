@@ -138,6 +138,22 @@ def non_tool(s: Settings, band: float) -> Row:
     return Row("non-tool spans (chat, HTTP)", _fmt(c), "<= 1.05", c.ratio <= 1.05 + band)
 
 
+def non_tool_with_output(s: Settings, band: float) -> Row:
+    """The same, with each chat span carrying its output messages (content capture on): the guard keeps
+    them unread, as its run's last step, and reads them only when no tool span answers it."""
+    guard = _guard()
+    base, guarded = w.pipeline(), w.pipeline(guard)
+    w.non_tool_segment(guarded, 100, output_messages=True)
+    _check(len(guard._chains) == 0, "the guard counted a chat answer as a tool call")
+    c = compare(
+        lambda: w.non_tool_segment(base, s.segment, output_messages=True),
+        lambda: w.non_tool_segment(guarded, s.segment, output_messages=True),
+        s.rounds,
+        _flush(base, guarded),
+    )
+    return Row("non-tool spans, chat with output messages", _fmt(c), "<= 1.05", c.ratio <= 1.05 + band)
+
+
 def threshold_hits(s: Settings) -> Row:
     """Pairs of identical calls: each second call either fires a reminder (threshold 2) or is a plain repeat."""
     calls = [text for text in w.tool_arguments(200, s.segment // 2, 0.0) for _ in range(2)]

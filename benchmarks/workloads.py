@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 import time
 from collections.abc import Sequence
@@ -114,8 +115,14 @@ def tool_segment_for_agents(p: Pipeline, agents: Sequence[str], arguments: str) 
     return (time.perf_counter() - start) / len(agents)
 
 
-def non_tool_segment(p: Pipeline, count: int) -> float:
-    """Chat and HTTP spans inside an agent run: what most of an agent's spans are."""
+OUTPUT_MESSAGES = json.dumps(
+    [{"role": "assistant", "parts": [{"type": "text", "content": "The build passes. " * 20}], "finish_reason": "stop"}]
+)
+
+
+def non_tool_segment(p: Pipeline, count: int, output_messages: bool = False) -> float:
+    """Chat and HTTP spans inside an agent run: what most of an agent's spans are. With
+    ``output_messages`` each chat span records the model's answer, as with content capture on."""
     tracer = p.tracer
     agent = tracer.start_span("invoke_agent coder", attributes=AGENT_ATTRIBUTES)
     context = set_span_in_context(agent)
@@ -126,6 +133,8 @@ def non_tool_segment(p: Pipeline, count: int) -> float:
             span.set_attribute("gen_ai.operation.name", "chat")
             span.set_attribute("gen_ai.request.model", "gpt-5")
             span.set_attribute("gen_ai.usage.input_tokens", 1200)
+            if output_messages:
+                span.set_attribute("gen_ai.output.messages", OUTPUT_MESSAGES)
         else:
             span = tracer.start_span("POST", context=context)
             span.set_attribute("http.request.method", "POST")

@@ -49,7 +49,10 @@ def _openai_tool_calls(calls: Any) -> Iterable[RequestedCall]:
 
 def gen_ai_output_messages(attributes: Mapping[str, Any]) -> list[RequestedCall]:
     """``gen_ai.output.messages`` (GenAI's latest conventions, OpenLLMetry 0.62+): parts of ``type`` ``tool_call``."""
-    messages = _parsed(attributes.get(_OUTPUT_MESSAGES))
+    raw = attributes.get(_OUTPUT_MESSAGES)
+    if isinstance(raw, str) and "tool_call" not in raw:
+        return []  # a text answer: nothing to parse
+    messages = _parsed(raw)
     out: list[RequestedCall] = []
     for message in messages if isinstance(messages, list) else ():
         if not isinstance(message, Mapping):
