@@ -1,0 +1,97 @@
+"""The run resolver on its own: which span stands for a span's run, with real SDK spans."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import SpanKind, use_span
+
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS
+from otel_repeat_guard.runs import Run, RunResolver
+from otel_repeat_guard.span_events import attributes_of
+
+
+class Feed(SpanProcessor):
+    """Hands every span to the resolver as the guard does; model calls are spans named ``chat``."""
+
+    def __init__(self) -> None:
+        self.ended: list[Run] = []
+        self.resolver = RunResolver(
+            DEFAULT_CONVENTIONS, 1_000, self.ended.append, is_model_call=lambda name, _: name == "chat"
+        )
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        self.resolver.started(span, attributes_of(span))
+        if span.name == "chat":
+            self.resolver.mark_model_call(span.parent)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.resolver.ended(span.context.span_id)  # type: ignore[union-attr]
+
+
+def _setup() -> tuple[Feed, Any]:
+    feed = Feed()
+    provider = TracerProvider()
+    provider.add_span_processor(feed)
+    return feed, provider.get_tracer("runs")
+
+
+def _resolve_here(feed: Feed, tracer: Any) -> Run | None:
+    with tracer.start_as_current_span("probe") as probe:
+        return feed.resolver.resolve(probe.parent)
+
+
+def test_an_agent_run_ancestor_wins_and_is_keyed_with_its_span() -> None:
+    feed, tracer = _setup()
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "obj-1", "gen_ai.agent.name": "helper"}
+    with tracer.start_as_current_span("invoke_agent helper", attributes=attributes) as agent:
+        with tracer.start_as_current_span("chat"):
+            pass
+        with tracer.start_as_current_span("step"):
+            run = _resolve_here(feed, tracer)
+        assert run == Run(f"obj-1#{agent.get_span_context().span_id:016x}", "helper", run.span_id, "obj-1")  # type: ignore[union-attr]
+        assert feed.resolver.runs_of_agent("obj-1") == [run.key]  # type: ignore[union-attr]
+    assert feed.ended == [run] and feed.resolver.runs_of_agent("obj-1") == []
+
+
+def test_the_nearest_span_enclosing_a_model_call_stands_for_the_run() -> None:
+    feed, tracer = _setup()
+    with tracer.start_as_current_span("outer"), tracer.start_as_current_span("run a") as a:
+        with tracer.start_as_current_span("step"), tracer.start_as_current_span("chat"):
+            pass
+        with tracer.start_as_current_span("call_tool"):
+            run = _resolve_here(feed, tracer)
+    assert run is not None and (run.name, run.how, run.span_id) == (
+        "run a",
+        "enclosing_span",
+        a.get_span_context().span_id,
+    )
+
+
+def test_a_model_call_nested_in_a_model_call_marks_around_both() -> None:
+    feed, tracer = _setup()
+    with tracer.start_as_current_span("agent loop"):
+        with tracer.start_as_current_span("chat"), tracer.start_as_current_span("chat"):
+            pass
+        run = _resolve_here(feed, tracer)
+    assert run is not None and run.name == "agent loop"
+
+
+def test_without_marks_the_local_root_but_never_an_rpc_client_span() -> None:
+    feed, tracer = _setup()
+    with tracer.start_as_current_span("root"), tracer.start_as_current_span("child"):
+        run = _resolve_here(feed, tracer)
+    assert run is not None and (run.name, run.how) == ("root", "local_root")
+    with tracer.start_as_current_span("MCP send tools/call lookup", kind=SpanKind.CLIENT):
+        assert _resolve_here(feed, tracer) is None
+
+
+def test_no_live_parent_means_no_run() -> None:
+    feed, tracer = _setup()
+    orphan = tracer.start_span("gone")
+    orphan.end()
+    with use_span(orphan):
+        assert _resolve_here(feed, tracer) is None
+    assert feed.resolver.resolve(None) is None
