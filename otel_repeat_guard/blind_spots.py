@@ -6,6 +6,8 @@ dashboard, so all three name the same fix.
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Final, Literal, NamedTuple
 
 Reason = Literal["no_arguments", "no_agent"]
@@ -77,3 +79,32 @@ def explain(reason: str) -> str:
     if reason == NO_AGENT:
         return "the tool span has no parent span in this process and no gen_ai.agent.id, so no agent run"
     return "neither the tool span nor the model's request recorded the call's arguments"
+
+
+class WarnOnce:
+    """One warning per instrumentation scope and reason: which calls cannot be compared, and the fix."""
+
+    __slots__ = ("_limit", "_lock", "_logger", "_warned")
+
+    def __init__(self, logger: logging.Logger, limit: int = 1024) -> None:
+        self._logger = logger
+        self._limit = limit
+        self._warned: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, reason: str, scope: str, tool: str) -> None:
+        key = (reason, scope)
+        if key in self._warned or len(self._warned) >= self._limit:
+            return
+        with self._lock:
+            first = key not in self._warned
+            self._warned.add(key)
+        if first:
+            self._logger.warning(
+                "repeat guard cannot compare calls of tool %r from %s: %s (%s). To fix it: %s.",
+                tool,
+                f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope",
+                explain(reason),
+                reason,
+                fix_for(reason, scope),
+            )

@@ -9,7 +9,6 @@ reads a tool span through the conventions (extract), resolves its run and asks t
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,7 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, explain, fix_for
+from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_arguments, raw_key
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
@@ -51,7 +50,6 @@ REMINDER_EVENT = "repeat_tool_guard.reminder"
 UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
-_MAX_WARNED = 1024
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -119,8 +117,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._tiers = {t: tier_for(t, config.thresholds) for t in config.thresholds}
-        self._warned: set[tuple[str, str]] = set()
-        self._warn_lock = threading.Lock()
+        self._warn = WarnOnce(logger)
 
     @property
     def config(self) -> GuardConfig:
@@ -437,20 +434,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         scope = _scope(span) if scope is None else scope
         if self._audit is not None:
             self._audit(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
-        warned = (reason, scope)
-        if warned not in self._warned and len(self._warned) < _MAX_WARNED:
-            with self._warn_lock:
-                first = warned not in self._warned
-                self._warned.add(warned)
-            if first:
-                logger.warning(
-                    "repeat guard cannot compare calls of tool %r from %s: %s (%s). To fix it: %s.",
-                    tool,
-                    f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope",
-                    explain(reason),
-                    reason,
-                    fix_for(reason, scope),
-                )
+        self._warn(reason, scope, tool)
         return [(UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})], []
 
     def _deliver(self, reminders: list[Reminder]) -> None:
