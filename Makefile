@@ -20,7 +20,7 @@ DB ?= repeat-guard.db
 # (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1; each requirements file says why it
 # stands alone). `make -j2 integration` installs and runs groups in parallel; CI runs `make -j2 test`.
 VENV_INT ?= .venv-int
-INTEGRATION_GROUPS := agents langchain adk oi agno crewai mcp mcp-openllmetry
+INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry
 INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py

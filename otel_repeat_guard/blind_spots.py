@@ -32,8 +32,8 @@ class CallAudit(NamedTuple):
 
 _CLIENT_CAPTURE: Final = (
     "instrument the model client with content capture on (opentelemetry-instrumentation-openai-v2 with "
-    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (true on releases before 2.x), openinference-instrumentation-openai, or "
-    "OpenLLMetry with TRACELOOP_TRACE_CONTENT=true): the guard then takes the arguments from the model's request"
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only (true on releases before 2.x), openinference-instrumentation-openai with "
+    "outputs not hidden (OPENINFERENCE_HIDE_OUTPUTS unset), or OpenLLMetry with TRACELOOP_TRACE_CONTENT=true): the guard then takes the arguments from the model's request"
 )
 
 # (instrumentation scope prefix, what to set so that the arguments are recorded), most specific first.

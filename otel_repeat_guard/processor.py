@@ -166,6 +166,26 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return None
         return None if run is None else run.key
 
+    def model_call_due(self, context: Context | None = None) -> str | None:
+        """A model request is about to go out from the current span (of ``context``).
+
+        Counts now what the run's last model call requested that no tool span answered (runtimes
+        that run tools without spans), so those calls' reminders are in the inbox before this
+        request, with their events on the current span; then returns the run's chain key, as
+        :meth:`current_agent_id` does. Adapters call this before they drain the inbox.
+        """
+        try:
+            current = trace.get_current_span(context)
+            run, events, reminders = self._next_model_call(current.get_span_context())
+            if events and current.is_recording():
+                for name, attributes in events:
+                    current.add_event(name, attributes)
+            self._deliver(reminders)
+        except Exception:
+            logger.exception("repeat guard failed to prepare the next model call")
+            return None
+        return None if run is None else run.key
+
     # -- SpanProcessor -------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -337,7 +357,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _model_call_starts(self, span: Span) -> None:
         """Mark the run's enclosing spans; the calls the run's last step requested without a
         tool span are counted now, before the model is asked again, with their events on this span."""
-        run, events, reminders = self._next_model_call(span)
+        run, events, reminders = self._next_model_call(span.parent)
         if run is None:
             return
         model_runs = self._model_runs
@@ -351,9 +371,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 span.add_event(name, attributes)  # the span is open: the public API works
         self._deliver(reminders)
 
-    def _next_model_call(self, span: ReadableSpan) -> tuple[Run | None, list[EventSpec], list[Reminder]]:
-        self._runs.mark_model_call(span.parent)
-        run = self._runs.resolve(span.parent)
+    def _next_model_call(self, parent: SpanContext | None) -> tuple[Run | None, list[EventSpec], list[Reminder]]:
+        """A model call starts under ``parent``: mark the run's enclosing spans, and count the calls its
+        last step requested that no tool span answered."""
+        self._runs.mark_model_call(parent)
+        run = self._runs.resolve(parent)
         if run is None or not self._steps:
             return run, [], []
         return run, *self._count_unanswered(run)
@@ -363,20 +385,31 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     ) -> Decision | None:
         """Keep what the model requested, unread, as its run's last step.
 
-        A span marked as a model call only after it started (Haystack's synchronous components)
-        is handled as starting now: the run's unanswered calls are counted, their events on it.
+        A model call nested in this one (the client's span under a framework's) already left
+        its step, with the content: that step stays. A span marked as a model call only after it
+        started (Haystack's synchronous components, Semantic Kernel's ``chat``) is handled as
+        starting now: the run's unanswered calls are counted, their events on it.
         """
         context = span.context
         if context is None:
             return None
-        decision: Decision | None = None
         run = self._model_runs.pop(context.span_id, None)
+        late = run is None
         if run is None:
-            run, counted, reminders = self._next_model_call(span)
+            self._runs.mark_model_call(span.parent)
+            run = self._runs.resolve(span.parent)
+            if run is None:
+                return None
+        started = span.start_time or 0
+        if self._steps.latest_end(run.key) >= started:
+            return None  # the run's last step came from a model call inside this one
+        decision: Decision | None = None
+        if late and self._steps:
+            counted, reminders = self._count_unanswered(run)
             decision = (counted, reminders) if counted else None
         read = self._router.request_reader(mask)
-        if run is not None and read is not None:
-            self._steps.add(run.key, Step(read, name, attributes, events, context, _scope(span)))
+        if read is not None:
+            self._steps.add(run.key, Step(read, name, attributes, events, context, _scope(span), span.end_time or 0))
         return decision
 
     def _run_span_ends(self, span: ReadableSpan) -> Decision | None:

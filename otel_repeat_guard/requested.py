@@ -35,6 +35,7 @@ class Step:
         "_read",
         "_taken",
         "attributes",
+        "ended_ns",
         "name",
         "scope",
         "span_context",
@@ -49,6 +50,7 @@ class Step:
         events: Sequence[EventLike],
         span_context: Any,
         scope: str = "",
+        ended_ns: int = 0,
     ) -> None:
         self._read = read
         self.name = name
@@ -56,6 +58,7 @@ class Step:
         self._events = events
         self.span_context = span_context
         self.scope = scope  # the model span's instrumentation scope
+        self.ended_ns = ended_ns  # when the model span ended
         self.spanned = False  # a tool span of the run came after it
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}
@@ -106,6 +109,11 @@ class PendingSteps:
             self._steps.move_to_end(run_key)
             if len(self._steps) > self._max_runs:
                 self._steps.popitem(last=False)
+
+    def latest_end(self, run_key: str) -> int:
+        """When the model span of the run's last step ended; -1 if the run has none."""
+        step = self._steps.get(run_key)
+        return -1 if step is None else step.ended_ns
 
     def answered(self, run_key: str) -> Step | None:
         """A tool span of the run ended: its last step is answered by tool spans (returned, if any)."""

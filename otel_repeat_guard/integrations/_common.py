@@ -41,9 +41,13 @@ def check_sources(guard: object = None, inbox: object = None) -> tuple[RepeatGua
 def take_reminders(
     guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, context: Context | None = None
 ) -> list[Reminder]:
-    """Drain the reminders of the agent run the current span (of ``context``) belongs to; never raises."""
+    """Drain the reminders of the agent run the current span (of ``context``) belongs to; never raises.
+
+    First the guard counts what the run's last model call requested without tool spans
+    (:meth:`RepeatGuardSpanProcessor.model_call_due`), so their reminders are due in this request.
+    """
     try:
-        agent_id = guard.current_agent_id(context)
+        agent_id = guard.model_call_due(context)
         return [] if agent_id is None else inbox.drain(agent_id)
     except Exception:
         logger.exception("repeat guard could not collect reminders; the model request goes out unchanged")

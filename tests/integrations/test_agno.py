@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from .fake_openai import FakeOpenAI
 from .scenario import (
+    EXPECTED_RUNS,
     FINAL_ANSWER,
     SHORT_SCRIPT,
     Guarded,
@@ -215,21 +216,42 @@ def assert_interleaved_runs(g: Guarded) -> None:
 # -- never silently blind ------------------------------------------------------------------------
 
 
-def test_with_inputs_hidden_the_counter_and_doctor_report_the_blind_spot(
+def test_with_inputs_hidden_the_models_request_stands_in(
     g: Guarded, server: FakeOpenAI, instrumented: Instrumented
 ) -> None:
-    """OPENINFERENCE_HIDE_INPUTS: the tool span's input.value is ``__REDACTED__``; with no call id on it, the
-    model's request cannot stand in, so every call is one the guard recognised but could not compare."""
+    """OPENINFERENCE_HIDE_INPUTS: the tool span's input.value is ``__REDACTED__`` and it has no call id, but
+    the model's request (outputs are not hidden) names each call: matched by tool name."""
+    instrumented.reinstrument(TraceConfig(hide_inputs=True))
+    try:
+        _check_outputs([make_agent(server).run("Weather in Paris?")])
+    finally:
+        instrumented.reinstrument()
+    tools = [
+        s for s in g.exporter.get_finished_spans() if (s.attributes or {}).get("openinference.span.kind") == "TOOL"
+    ]
+    assert {(s.attributes or {}).get("input.value") for s in tools} == {"__REDACTED__"}
+    assert run_lengths(tools) == EXPECTED_RUNS
+    assert [(r.tool_name, r.run_length, r.tier) for r in g.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+    ]
+    assert g.unguarded() == {}
+
+
+def test_with_inputs_and_outputs_hidden_the_counter_and_doctor_report_the_blind_spot(
+    g: Guarded, server: FakeOpenAI, instrumented: Instrumented
+) -> None:
+    """Inputs and outputs hidden: neither the tool span nor the model's request says the arguments, so every
+    call is one the guard recognised but could not compare."""
     from otel_repeat_guard.doctor import diagnose
 
-    instrumented.reinstrument(TraceConfig(hide_inputs=True))
+    instrumented.reinstrument(TraceConfig(hide_inputs=True, hide_outputs=True))
     try:
         _check_outputs([make_agent(server).run("Weather in Paris?")])
     finally:
         instrumented.reinstrument()
     spans = g.exporter.get_finished_spans()
     tools = [s for s in spans if (s.attributes or {}).get("openinference.span.kind") == "TOOL"]
-    assert {(s.attributes or {}).get("input.value") for s in tools} == {"__REDACTED__"}
     assert run_lengths(tools) == [1] * 8 and g.reminders == []
     assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
     report = diagnose(spans)
