@@ -176,7 +176,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         """
         try:
             current = trace.get_current_span(context)
-            run, events, reminders = self._next_model_call(current.get_span_context())
+            run = self._runs.resolve(current.get_span_context())  # as for a tool span started here
+            if run is None:
+                return None
+            events, reminders = self._count_unanswered(run) if self._steps else ([], [])
             if events and current.is_recording():
                 for name, attributes in events:
                     current.add_event(name, attributes)
@@ -184,7 +187,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         except Exception:
             logger.exception("repeat guard failed to prepare the next model call")
             return None
-        return None if run is None else run.key
+        return run.key
 
     # -- SpanProcessor -------------------------------------------------------------
 
@@ -263,9 +266,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
                 self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
             return None
-        if call_id is not None and self._steps.was_counted(call_id):
+        if call_id is not None and self._steps.was_counted(run.key, call_id):
             return None  # counted from its request already, before this late tool span ended
-        step = self._steps.answered(run.key) if self._steps else None  # this run's tools have spans
+        step = self._steps.answered(run.key, span.end_time or 0)  # this run's tools have spans
         if not tracked:
             return None
         source = "tool_span"
@@ -409,7 +412,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             decision = (counted, reminders) if counted else None
         read = self._router.request_reader(mask)
         if read is not None:
-            self._steps.add(run.key, Step(read, name, attributes, events, context, _scope(span), span.end_time or 0))
+            self._steps.add(
+                run.key, Step(read, name, attributes, events, context, _scope(span), span.end_time or 0), started
+            )
         return decision
 
     def _run_span_ends(self, span: ReadableSpan) -> Decision | None:

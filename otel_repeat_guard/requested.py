@@ -14,6 +14,7 @@ bounded memory of call ids already counted, so a late tool span is never counted
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -91,11 +92,12 @@ class Step:
 class PendingSteps:
     """The last model step of each run, by chain key."""
 
-    __slots__ = ("_counted", "_lock", "_max_counted", "_max_runs", "_steps")
+    __slots__ = ("_counted", "_lock", "_max_counted", "_max_runs", "_steps", "_tool_ends")
 
     def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
         self._steps: OrderedDict[str, Step] = OrderedDict()
-        self._counted: OrderedDict[str, None] = OrderedDict()
+        self._counted: dict[tuple[str, str], None] = {}  # (run, call id) counted from a request, oldest first
+        self._tool_ends: dict[str, int] = {}  # run -> when its last tool span ended
         self._lock = threading.Lock()
         self._max_runs = max_runs
         self._max_counted = max_counted
@@ -103,7 +105,11 @@ class PendingSteps:
     def __bool__(self) -> bool:
         return bool(self._steps)
 
-    def add(self, run_key: str, step: Step) -> None:
+    def add(self, run_key: str, step: Step, started_ns: int) -> None:
+        """The run's model call that started at ``started_ns`` ended with ``step``. If a tool span of the
+        run ended since it started (google-adk ends its model span after the tools it asked for), the
+        step is answered already."""
+        step.spanned = self._tool_ends.get(run_key, -1) >= started_ns
         with self._lock:
             self._steps[run_key] = step
             self._steps.move_to_end(run_key)
@@ -115,8 +121,12 @@ class PendingSteps:
         step = self._steps.get(run_key)
         return -1 if step is None else step.ended_ns
 
-    def answered(self, run_key: str) -> Step | None:
+    def answered(self, run_key: str, ended_ns: int) -> Step | None:
         """A tool span of the run ended: its last step is answered by tool spans (returned, if any)."""
+        ends = self._tool_ends
+        ends[run_key] = ended_ns
+        if len(ends) > self._max_runs:
+            _drop_oldest(ends)
         step = self._steps.get(run_key)
         if step is not None:
             step.spanned = True
@@ -132,19 +142,25 @@ class PendingSteps:
         out: list[RequestedCall] = []
         for call in step.calls():
             if call.call_id is not None:
-                if self.was_counted(call.call_id):
+                key = (run_key, call.call_id)
+                if key in self._counted:
                     continue
-                with self._lock:
-                    self._counted[call.call_id] = None
-                    if len(self._counted) > self._max_counted:
-                        self._counted.popitem(last=False)
+                self._counted[key] = None
+                if len(self._counted) > self._max_counted:
+                    _drop_oldest(self._counted)
             out.append(call)
         return step, out
 
-    def was_counted(self, call_id: str) -> bool:
-        """Whether the call was already counted from its request (its tool span came late)."""
-        return call_id in self._counted
+    def was_counted(self, run_key: str, call_id: str) -> bool:
+        """Whether the run's call with this id was counted from its request already (its tool span came late)."""
+        return (run_key, call_id) in self._counted
 
     def forget(self, run_key: str) -> None:
         with self._lock:
             self._steps.pop(run_key, None)
+        self._tool_ends.pop(run_key, None)
+
+
+def _drop_oldest(mapping: dict[Any, Any]) -> None:
+    with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next one drops it
+        del mapping[next(iter(mapping))]

@@ -358,3 +358,21 @@ def test_request_readers_for_each_vocabulary() -> None:
         }
 
     assert gen_ai_choice_events([Event()]) == [RequestedCall("c1", "lookup", "{}")]
+
+
+def test_an_adapter_gets_the_reminder_of_a_call_without_tool_span_before_the_next_request() -> None:
+    """An adapter drains the inbox before the model span starts: ``model_call_due`` counts the run's
+    unanswered requests first, so the reminder for the third call goes out with the fourth request."""
+    h = make_harness()
+    with _span(h, "crew_agent", **{"traceloop.span.kind": "agent"}) as run:
+        for i in range(3):
+            _model_call(h, [(f"call_{i}", "lookup", PARIS)], "traceloop")
+        assert h.reminders == []
+        key = h.guard.model_call_due()  # the adapter, just before the fourth request
+        assert key == f"crew_agent#{run.get_span_context().span_id:016x}"
+        assert [(r.run_length, r.tier) for r in h.reminders] == [(3, "gentle")]
+        _model_call(h, [])  # the fourth request: nothing left to count
+    assert [(span, e["repeat_tool_guard.run_length"]) for span, e in _events(h)] == [
+        ("chat gpt-4o", 2),
+        ("crew_agent", 3),
+    ]
