@@ -46,8 +46,9 @@ def tool_results_since_prompt(messages: Sequence[dict[str, Any]]) -> int:
 class FakeOpenAI:
     """The server; ``script_for(body)`` may be replaced to script requests another way."""
 
-    def __init__(self, script: Script = SCRIPT) -> None:
+    def __init__(self, script: Script = SCRIPT, by_prompt: dict[str, Script] | None = None) -> None:
         self.script = script
+        self.by_prompt = by_prompt or {}  # a conversation whose first user message holds the key follows its script
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -74,7 +75,19 @@ class FakeOpenAI:
 
     def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
         """The tool call to answer ``body`` with, or None for the final answer."""
-        return next_call(tool_results_since_prompt(body.get("messages") or []), self.script)
+        messages = body.get("messages") or []
+        prompt = next((json.dumps(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        script = next((s for key, s in self.by_prompt.items() if key in prompt), self.script)
+        return next_call(tool_results_since_prompt(messages), script)
+
+    def conversations(self) -> list[list[dict[str, Any]]]:
+        """The requests of each conversation (keyed by its first user message), in arrival order."""
+        by_prompt: dict[str, list[dict[str, Any]]] = {}
+        for body in self.requests:
+            messages = body.get("messages") or []
+            prompt = next((json.dumps(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            by_prompt.setdefault(prompt, []).append(body)
+        return list(by_prompt.values())
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
         call = self.script_for(body)

@@ -251,3 +251,48 @@ def assert_reminders_reached_model(requests: Sequence[Sequence[tuple[str, str]]]
     assert not any("5 times in a row" in t for t in reminder_texts(requests[4]))
     detailed = reminder_texts(requests[5])
     assert detailed and "5 times in a row" in detailed[-1] and "made no progress" in detailed[-1]
+
+
+# -- delivering reminders (adapters) ------------------------------------------------------------
+
+REPEAT3 = (("lookup", PARIS),) * 3
+"""The adapter scenario: three identical calls, then the answer. The fourth request must carry the gentle reminder."""
+LYON = {"city": "Lyon", "units": "metric"}
+ONE_CALL = (("lookup", LYON),)
+"""A second, concurrent run of the same agent (prompted about Lyon): one call, so no reminder is ever due to it."""
+GENTLE = "You have called `lookup` with identical arguments 3 times in a row."
+
+
+def assert_gentle_reminder_delivered_once(requests: Sequence[Sequence[tuple[str, str]]]) -> None:
+    """``requests[i]`` is the (role, text) list the model got on its i-th request of one run of REPEAT3.
+
+    The 4th request (after the 3rd identical call) carries the gentle reminder exactly once, in a
+    user message that comes after the last tool result; no earlier request carries any reminder,
+    no reminder is ever inside a tool result, and every tool result is the tool's own text.
+    """
+    assert len(requests) == 4, [len(r) for r in requests]
+    assert not any("<system-reminder>" in text for request in requests[:3] for _, text in request)
+    last = requests[3]
+    assert not any("<system-reminder>" in text for role, text in last if role != "user")
+    carrying = [i for i, (role, text) in enumerate(last) if role == "user" and "<system-reminder>" in text]
+    assert len(carrying) == 1, last
+    (i,) = carrying
+    assert last[i][1].count(GENTLE) == 1, last[i][1]
+    results = [j for j, (role, _) in enumerate(last) if role == "tool"]
+    assert results and i > max(results), last
+    assert [last[j][1] for j in results][-3:] == [lookup_result(**PARIS)] * 3, [last[j] for j in results]
+
+
+def assert_nothing_delivered(requests: Sequence[Sequence[tuple[str, str]]]) -> None:
+    assert not any("<system-reminder>" in text for request in requests for _, text in request)
+
+
+def openai_messages(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """A chat-completions request body as (role, text) pairs: text parts joined, tool calls as their JSON."""
+    out: list[tuple[str, str]] = []
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        out.append((message.get("role", ""), content or json.dumps(message.get("tool_calls") or "")))
+    return out
