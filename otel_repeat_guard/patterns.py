@@ -1,17 +1,57 @@
-"""Tool-name patterns: ``*`` matches any run of characters, everything else is literal."""
+"""Tool-name patterns: ``*`` matches any run of characters, everything else is literal.
+
+Matching takes time linear in the name's length whatever the pattern: the pieces between
+stars are found left to right with ``str.find`` (leftmost is always right when ``*`` is the
+only wildcard), never by a backtracking regex, which ``*_*_*x`` against a long name of ``_``
+would keep busy for minutes inside the agent's ``span.end()``.
+"""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 
-def compile_patterns(patterns: Sequence[str]) -> re.Pattern[str] | None:
-    """One regex that fully matches any of ``patterns``, or None when there are none."""
-    if not patterns:
-        return None
-    parts = (".*".join(re.escape(piece) for piece in p.split("*")) for p in patterns)
-    return re.compile("|".join(f"(?:{part})" for part in parts), re.DOTALL)
+class _Glob:
+    """One pattern: a literal name, or a prefix, pieces in order, and a suffix."""
+
+    __slots__ = ("_first", "_last", "_least", "_middle", "_star")
+
+    def __init__(self, pattern: str) -> None:
+        pieces = pattern.split("*")
+        self._star = len(pieces) > 1
+        self._first, self._last = pieces[0], pieces[-1] if self._star else ""
+        self._middle = tuple(piece for piece in pieces[1:-1] if piece)
+        self._least = len(pattern) - (len(pieces) - 1)  # the characters a match must hold
+
+    def matches(self, name: str) -> bool:
+        if not self._star:
+            return name == self._first
+        if len(name) < self._least or not name.startswith(self._first) or not name.endswith(self._last):
+            return False
+        position, end = len(self._first), len(name) - len(self._last)
+        for piece in self._middle:
+            found = name.find(piece, position, end)
+            if found < 0:
+                return False
+            position = found + len(piece)
+        return True
+
+
+class PatternSet:
+    """Any of several patterns; ``fullmatch`` answers as a regex would (a true value, or None)."""
+
+    __slots__ = ("_globs",)
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._globs = tuple(_Glob(pattern) for pattern in patterns)
+
+    def fullmatch(self, name: str) -> bool | None:
+        return True if any(glob.matches(name) for glob in self._globs) else None
+
+
+def compile_patterns(patterns: Sequence[str]) -> PatternSet | None:
+    """A matcher that fully matches any of ``patterns``, or None when there are none."""
+    return PatternSet(patterns) if patterns else None
 
 
 class ToolFilter(dict[str, bool]):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_repeat_guard.patterns import ToolFilter, compile_patterns
 
@@ -65,3 +69,50 @@ def test_filter_cache_stays_bounded() -> None:
     assert len(tracked) <= ToolFilter.CACHE_LIMIT
     assert not tracked("xray")
     assert not tracked["xray"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name"),
+    [
+        ("*_*_*x", "_" * 10_240),  # took 71 s with the backtracking regex
+        ("*a*a*a*b", "a" * 2_000),  # took 286 s
+        ("*a*a*a*a*a*a*a*a*b", "a" * 10_000),
+        ("a*" * 50 + "b", "a" * 10_000),
+    ],
+)
+def test_adversarial_patterns_finish_in_linear_time(pattern: str, name: str) -> None:
+    """An upper bound against the exponential case, not a benchmark."""
+    import time
+
+    tracked = ToolFilter(include=[], exclude=[pattern])
+    started = time.perf_counter()
+    assert tracked(name)  # no match: the name is tracked
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "matches"),
+    [
+        ("*ab*ab", "abab", True),
+        ("*ab*ab", "aba", False),
+        ("a*a", "a", False),
+        ("a*a", "aa", True),
+        ("**", "x", True),
+        ("x**y", "xy", True),
+        ("*a*", "bab", True),
+        ("ab*ba", "aba", False),
+    ],
+)
+def test_overlapping_prefix_and_suffix(pattern: str, name: str, matches: bool) -> None:
+    regex = compile_patterns([pattern])
+    assert regex is not None
+    assert (regex.fullmatch(name) is not None) is matches
+
+
+@given(st.lists(st.text("ab*", max_size=8), min_size=1, max_size=3), st.text("ab", max_size=12))
+def test_same_answers_as_the_regex_translation(patterns: list[str], name: str) -> None:
+    """The old regex translation, on inputs too short to backtrack for long, is the oracle."""
+    oracle = re.compile("|".join("(?:" + ".*".join(map(re.escape, p.split("*"))) + ")" for p in patterns), re.DOTALL)
+    compiled = compile_patterns(patterns)
+    assert compiled is not None
+    assert (compiled.fullmatch(name) is not None) is (oracle.fullmatch(name) is not None)
