@@ -2,12 +2,21 @@
 
 msgspec parses (it keeps integers of any size exact, where orjson would silently turn
 integers beyond 64 bits into floats) and orjson writes with sorted keys. Values neither
-can carry exactly (NaN, Infinity, lone surrogates, integers beyond 64 bits on output)
-take the standard library's exact path.
+can carry exactly take the exact path, which is iterative (no input reaches a recursion
+limit) and keeps every number as written:
+
+- NaN and ±Infinity are written ``NaN``, ``Infinity``, ``-Infinity``;
+- integers of any size are written in full, past Python's 4,300-digit conversion limit too;
+- numbers beyond a float's range (``1e400``) keep their value, normalized (``1E+400``), so
+  they never share a form with each other or with ``Infinity``;
+- ``bytes`` are the text they encode (UTF-8; undecodable bytes kept as escapes), so
+  ``b'{"a":1}'`` is the same call as ``'{"a":1}'``;
+- text nested too deeply to parse (``[[[…]]]`` thousands deep) is compared as raw text.
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 from typing import Any
@@ -26,10 +35,12 @@ cheaper than canonicalizing it again when it arrives unchanged."""
 
 def canonical_bytes(value: Any) -> bytes:
     """UTF-8 canonical form of tool-call arguments (see :func:`canonical_arguments`)."""
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", "surrogateescape")
     if isinstance(value, str):
         try:
             value = _decode(value)
-        except (msgspec.DecodeError, UnicodeEncodeError):
+        except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):
             return _from_text_exactly(value)
         try:
             return orjson.dumps(value, option=_SORT_KEYS)  # msgspec yields no NaN or Infinity
@@ -37,7 +48,7 @@ def canonical_bytes(value: Any) -> bytes:
             return _exact_dumps(value)
     try:
         out = orjson.dumps(value, option=_SORT_KEYS)
-    except TypeError:  # integers beyond 64 bits, lone surrogates, non-JSON types
+    except TypeError:  # integers beyond 64 bits, lone surrogates, nesting past 255, non-JSON types
         return _exact_dumps(value)
     # orjson writes NaN and Infinity as null: look closer only when a null is there.
     return _exact_dumps(value) if b"null" in out and _has_non_finite(value) else out
@@ -57,7 +68,7 @@ def arguments_key(value: Any) -> bytes | None:
     if type(value) is str:  # the hot path: JSON text that msgspec and orjson carry exactly
         try:
             return _digest(orjson.dumps(_decode(value), option=_SORT_KEYS))
-        except (msgspec.DecodeError, UnicodeEncodeError, TypeError):
+        except (msgspec.DecodeError, UnicodeEncodeError, TypeError, RecursionError):
             return _exact_key(value)
     return _exact_key(value)
 
@@ -85,25 +96,106 @@ def arguments_digest(canonical: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(canonical)
 
 
-def _from_text_exactly(text: str) -> bytes:
-    """Text msgspec rejects: JSON with NaN, Infinity or huge exponents, lone surrogates, or not JSON at all."""
+class _Number(str):
+    """A number kept as its canonical text: past the float range, or past the int conversion limit."""
+
+    __slots__ = ()
+
+
+def _exact_int(text: str) -> int | _Number:
     try:
-        value = json.loads(text)
-    except ValueError:
+        return int(text)
+    except (
+        ValueError
+    ):  # more digits than Python converts: JSON integers have no leading zeros, so the text is canonical
+        return _Number(text)
+
+
+def _exact_float(text: str) -> float | _Number:
+    number = float(text)
+    if math.isfinite(number):
+        return number
+    return _Number(str(decimal.Decimal(text).normalize()))  # 1e400: a value, not Infinity
+
+
+def _from_text_exactly(text: str) -> bytes:
+    """Text msgspec rejects: JSON with NaN, Infinity, numbers past a float's range or integers past
+    msgspec's, nesting too deep, lone surrogates, or not JSON at all (compared as raw text)."""
+    try:
+        value = json.loads(text, parse_int=_exact_int, parse_float=_exact_float)
+    except (ValueError, RecursionError):
         return text.encode("utf-8", "surrogatepass")
     return _exact_dumps(value)
 
 
 def _has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_non_finite(item) for item in value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return False
 
 
+_CONSTANTS = {None: "null", True: "true", False: "false"}
+
+
+def _scalar(value: Any) -> str:
+    """One JSON scalar, exactly."""
+    if value is None or value is True or value is False:
+        return _CONSTANTS[value]
+    if isinstance(value, _Number):
+        return str.__str__(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int):
+        try:
+            return int.__repr__(value)
+        except ValueError:  # past the conversion limit: Decimal writes every digit
+            return str(decimal.Decimal(value))
+    if isinstance(value, float):
+        return json.dumps(value, allow_nan=True)
+    raise TypeError(f"not JSON-like: {type(value).__name__}")
+
+
 def _exact_dumps(value: Any) -> bytes:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
-    return text.encode("utf-8", "surrogatepass")
+    """Compact JSON with sorted keys, written without recursion, so no input is too deep for it."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Close):
+            out.append(item.text)
+        elif isinstance(item, dict):
+            keys = sorted(item)
+            if not all(isinstance(key, str) for key in keys):
+                raise TypeError("object keys must be strings")
+            out.append("{")
+            stack.append(_Close("}"))
+            for index in range(len(keys) - 1, -1, -1):
+                stack.append(item[keys[index]])
+                stack.append(_Close(("," if index else "") + json.dumps(keys[index], ensure_ascii=False) + ":"))
+        elif isinstance(item, list | tuple):
+            out.append("[")
+            stack.append(_Close("]"))
+            for index in range(len(item) - 1, -1, -1):
+                stack.append(item[index])
+                if index:
+                    stack.append(_Close(","))
+        else:
+            out.append(_scalar(item))
+    return "".join(out).encode("utf-8", "surrogatepass")
+
+
+class _Close:
+    """Punctuation waiting on the stack of :func:`_exact_dumps`."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text

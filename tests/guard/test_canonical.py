@@ -150,3 +150,64 @@ def test_canonical_form_is_exact(value: Any) -> None:
 def test_key_order_never_matters(value: dict[str, Any]) -> None:
     reordered = dict(reversed(list(value.items())))
     assert canonical_arguments(json.dumps(reordered)) == canonical_arguments(value)
+
+
+# -- hostile inputs: no recursion limit, no conversion limit, no shared forms ---------------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("depth", [2_000, 100_000])
+def test_text_too_deep_to_parse_is_compared_as_raw_text(depth: int) -> None:
+    text = "[" * depth + "]" * depth
+    assert canonical_arguments(text) == text  # never a RecursionError
+    assert arguments_key(text) == arguments_key(text) is not None
+    assert arguments_key(text) != arguments_key("[" * depth + "] " + "]" * (depth - 1))
+
+
+def test_structured_values_of_any_depth_have_an_exact_form() -> None:
+    depth = 100_000
+    deep: Any = {"b": 1, "a": None}
+    for _ in range(depth):
+        deep = [deep]
+    assert canonical_bytes(deep) == b"[" * depth + b'{"a":null,"b":1}' + b"]" * depth
+    # its canonical text, too deep to parse, is compared as raw text: the same key
+    assert arguments_key(deep) == arguments_key(canonical_bytes(deep))
+    assert canonical_bytes([{"b": [True, False, None, 1.5, float("-inf")], "a": "x"}]) == (
+        b'[{"a":"x","b":[true,false,null,1.5,-Infinity]}]'
+    )
+
+
+def test_integers_past_the_conversion_limit_keep_their_value_and_key_order_does_not_matter() -> None:
+    digits = "7" * 5_000
+    a = canonical_arguments('{"b": 1, "a": ' + digits + "}")
+    assert a == canonical_arguments('{"a":' + digits + ', "b":1}') == '{"a":' + digits + ',"b":1}'
+    assert canonical_arguments('{"a": ' + digits + "8}") != a
+    assert canonical_arguments({"a": int(digits[:4000]) * 10**1000 + int(digits[:1000]), "b": 1}).startswith(
+        '{"a":7777'
+    )
+
+
+def test_numbers_past_the_float_range_never_share_a_form_with_infinity() -> None:
+    forms = {canonical_arguments(text) for text in ("1e400", "1e401", "Infinity", "-1e400")}
+    assert forms == {"1E+400", "1E+401", "Infinity", "-1E+400"}
+    assert canonical_arguments("10e399") == canonical_arguments("1e400")  # the same value
+    assert canonical_arguments('{"x": 1e400, "y": NaN}') == '{"x":1E+400,"y":NaN}'
+
+
+def test_bytes_are_the_text_they_encode() -> None:
+    assert canonical_bytes(b'{"b":1, "a": 2}') == canonical_bytes('{"a":2,"b":1}') == b'{"a":2,"b":1}'
+    assert canonical_bytes(bytearray(b"[1]")) == b"[1]"
+    assert arguments_key(b'{"a":1}') == arguments_key('{"a": 1}')
+    assert canonical_bytes(b"\xff not utf-8") == "\udcff not utf-8".encode("utf-8", "surrogatepass")
+
+
+def test_non_string_keys_in_deep_values_are_not_json_like() -> None:
+    deep: list[Any] = [{1: "x"}]
+    for _ in range(300):
+        deep = [deep]
+    assert canonical_or_none(deep) is None
+
+
+def test_finite_floats_beside_non_finite_ones_stay_exact() -> None:
+    assert canonical_arguments('{"b": NaN, "a": 1.5}') == '{"a":1.5,"b":NaN}'

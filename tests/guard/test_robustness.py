@@ -148,3 +148,31 @@ def test_unusable_arguments_count_as_unknown() -> None:
             h.call("grep", ["a", "b"], raw=True)  # a structured attribute value is fine
     assert h.run_lengths() == [1, 2, 3]
     assert canonical_or_none({"set": {1}}) is None  # what the guard makes of a value that is not JSON-like
+
+
+@pytest.mark.parametrize("depth", [2_000, 100_000])
+def test_arguments_too_deep_to_parse_still_form_and_break_runs(depth: int, caplog: pytest.LogCaptureFixture) -> None:
+    """Compared as raw text: three identical deep calls are a run; a deep call between two greps breaks theirs."""
+    deep = "[" * depth + "]" * depth
+    h = make_harness()
+    with caplog.at_level(logging.ERROR), h.agent_run("coder"):
+        for _ in range(3):
+            h.call("grep", deep)
+        h.call("grep", {"q": "X"})
+        h.call("grep", deep)
+        h.call("grep", {"q": "X"})
+    assert h.run_lengths() == [1, 2, 3, 1, 1, 1]
+    assert [r.run_length for r in h.reminders] == [3]
+    assert not caplog.records  # no RecursionError logged
+
+
+def test_numbers_beyond_limits_compare_exactly() -> None:
+    digits = "9" * 5_000
+    h = make_harness()
+    with h.agent_run("coder"):
+        h.call("calc", '{"a": ' + digits + ', "b": 1}')
+        h.call("calc", '{"b":1,"a":' + digits + "}")  # the same call: key order does not matter
+        h.call("calc", "1e400")
+        h.call("calc", "Infinity")  # a different value
+        h.call("calc", "1e400")
+    assert h.run_lengths() == [1, 2, 1, 1, 1]
