@@ -33,12 +33,15 @@ class IngestStats:
     duplicate_spans: int = 0
     replayed_traces: int = 0
     guarded_traces: int = 0
+    dropped_spans: int = 0
 
     def summary(self) -> str:
         text = (
             f"{self.records:,} records, {self.spans:,} spans: {self.new_spans:,} new, "
             f"{self.duplicate_spans:,} already stored; {self.malformed:,} malformed records skipped"
         )
+        if self.dropped_spans:
+            text += f"; {self.dropped_spans:,} spans the store cannot hold skipped"
         if self.replayed_traces or self.guarded_traces:
             text += (
                 f"; replayed {self.replayed_traces:,} traces through the guard"
@@ -76,6 +79,7 @@ class Ingest:
         self.stats = IngestStats()
         self.stop = stop or threading.Event()
         self._errors = sys.stderr if errors is None else errors
+        self._reported = 0
         self._progress = progress
         self._on_batch = on_batch
         config = self.options.config or GuardConfig.from_env()
@@ -125,9 +129,12 @@ class Ingest:
 
     def _write(self, spans: list[ReadableSpan]) -> None:
         if spans:
-            new, duplicate = self._writer.write(spans)
+            new, duplicate, dropped = self._writer.write(spans)
             self.stats.new_spans += new
             self.stats.duplicate_spans += duplicate
+            for problem in dropped:
+                self.stats.dropped_spans += 1
+                self._report(f"{self.path}: skipped span {_shorten(problem)}")
         if self._replayer is not None:
             self.stats.replayed_traces = self._replayer.replayed_traces
             self.stats.guarded_traces = self._replayer.guarded_traces
@@ -136,10 +143,15 @@ class Ingest:
 
     def _malformed(self, number: int, reason: str) -> None:
         self.stats.malformed += 1
-        if self.stats.malformed <= MAX_REPORTED:
-            self._errors.write(f"{self.path}:{number}: skipped malformed record: {_shorten(reason)}\n")
-        elif self.stats.malformed == MAX_REPORTED + 1:
-            self._errors.write(f"{self.path}: more malformed records; they are counted, not shown\n")
+        self._report(f"{self.path}:{number}: skipped malformed record: {_shorten(reason)}")
+
+    def _report(self, line: str) -> None:
+        """One problem line on stderr; past MAX_REPORTED they are only counted."""
+        self._reported += 1
+        if self._reported <= MAX_REPORTED:
+            self._errors.write(line + "\n")
+        elif self._reported == MAX_REPORTED + 1:
+            self._errors.write(f"{self.path}: more skipped records and spans; they are counted, not shown\n")
         self._errors.flush()
 
     def _status(self) -> str:

@@ -1,12 +1,12 @@
 """Writing ingested spans into the store through its own exporter, once each.
 
 Rows are made by :class:`~otel_repeat_guard.store.SQLiteSpanExporter` itself, so an
-ingested span and an exported span give identical rows. Ingest adds one thing:
-idempotency. Before a batch goes to the exporter, spans whose (trace id, span id) is
-already in the store are dropped, and so are repeats within the batch, so re-reading a
-file (a second ``ingest``, a restarted ``--follow``, a Collector retry that wrote a batch
-twice) inserts nothing twice. The lookup uses an index on (trace_id, span_id) that ingest
-adds to the store if it is missing; it changes no table, so the schema version stays.
+ingested span and an exported span give identical rows. A span is stored once: the schema
+holds a unique key on (trace id, span id) and the exporter inserts OR IGNORE, so two ingests
+of one file at once (an overlapping cron job, a restarted ``--follow``) insert nothing twice.
+Before a batch goes to the exporter, spans already stored and repeats within the batch are
+left out, which only saves work and counts them. A span the store cannot hold is dropped
+alone and reported with its trace and span id, like a bad line.
 """
 
 from __future__ import annotations
@@ -16,13 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.store import SQLiteSpanExporter, StoreError, open_for_writing
 
-_SPAN_INDEX = "CREATE INDEX IF NOT EXISTS tool_calls_span ON tool_calls(trace_id, span_id)"
 _LOOKUP_BATCH = 400  # pairs per query: well under SQLite's bound-parameter limit
 
 
@@ -37,10 +35,10 @@ class StoreWriter:
         self.path = Path(path)
         self._exporter = SQLiteSpanExporter(self.path, config=config, store_arguments=store_arguments)
         self._conn = open_for_writing(self.path)
-        self._conn.execute(_SPAN_INDEX)
 
-    def write(self, spans: Sequence[ReadableSpan]) -> tuple[int, int]:
-        """Store the spans not stored yet; returns (new, duplicate) counts."""
+    def write(self, spans: Sequence[ReadableSpan]) -> tuple[int, int, list[str]]:
+        """Store the spans not stored yet; returns the new and duplicate counts, and the dropped spans
+        (``trace/span: why``)."""
         keyed: dict[tuple[str, str], ReadableSpan] = {}
         for span in spans:
             context = span.context
@@ -48,9 +46,14 @@ class StoreWriter:
                 keyed.setdefault((format_trace_id(context.trace_id), format_span_id(context.span_id)), span)
         stored = self._stored(list(keyed))
         fresh = [span for key, span in keyed.items() if key not in stored]
-        if fresh and self._exporter.export(fresh) is not SpanExportResult.SUCCESS:
-            raise StoreWriteError(f"the store {self.path} refused a batch of {len(fresh)} spans (see the log above)")
-        return len(fresh), len(spans) - len(fresh)
+        if not fresh:
+            return 0, len(spans), []
+        try:
+            result = self._exporter.write(fresh)
+        except Exception as exc:  # the store itself refused (locked beyond the retries, disk full)
+            raise StoreWriteError(f"the store {self.path} refused a batch of {len(fresh)} spans: {exc}") from exc
+        new = len(fresh) - result.duplicates - len(result.dropped)
+        return new, len(spans) - new - len(result.dropped), result.dropped
 
     def _stored(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
         found: set[tuple[str, str]] = set()

@@ -7,10 +7,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, tool_call_reader
@@ -21,7 +23,7 @@ from otel_repeat_guard.store.schema import ROLLUP_BUCKET_NS, default_db_path, op
 logger = logging.getLogger("otel_repeat_guard")
 
 _INSERT_CALL = """
-INSERT INTO tool_calls (
+INSERT OR IGNORE INTO tool_calls (
     start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
     agent_key, agent_name, agent_known, agent_pending, tool_name, tracked, arguments_digest,
     error, run_length, reminder_tier, reminder_threshold, unguarded_reason
@@ -79,6 +81,26 @@ UPDATE call_rollup SET longest_run = (
 WHERE bucket_ns = :bucket AND service_name = :service AND agent = :agent AND tool_name = :tool AND tracked = :tracked
 """
 _LOCK_RETRIES = 5
+
+
+class _Busy(sqlite3.OperationalError):
+    """The store stayed locked through every retry: the batch is not the problem, nothing is dropped."""
+
+
+@dataclass
+class WriteResult:
+    """What one write did: spans stored, spans the store held already, and dropped spans (trace/span: why)."""
+
+    stored: int = 0
+    duplicates: int = 0
+    dropped: list[str] = field(default_factory=list)
+
+
+def _span_ids(span: ReadableSpan) -> str:
+    context = span.context
+    if context is None:
+        return "(no context)"
+    return f"{format_trace_id(context.trace_id)}/{format_span_id(context.span_id)}"
 
 
 def _label(name: str | None, key: str) -> str:
@@ -171,18 +193,33 @@ class SQLiteSpanExporter(SpanExporter):
         self._tracked = ToolFilter(config.include, config.exclude)
         self._store_arguments = bool(store_arguments)
         self._preview_chars = config.arguments_preview_chars
+        self.dropped_spans = 0
+        """Spans dropped because the store could not hold them, since this exporter was made."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
             return SpanExportResult.FAILURE
         try:
-            calls, runs = self._rows(spans)
-            if calls or runs:
-                self._write(calls, runs)
+            self.write(spans)
         except Exception:
             logger.exception("SQLiteSpanExporter could not write %d spans to %s", len(spans), self.path)
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
+
+    def write(self, spans: Sequence[ReadableSpan]) -> WriteResult:
+        """Store ``spans``; what was stored, already there, and dropped.
+
+        One odd span never costs the batch: a value SQLite cannot hold is stored in its
+        documented form (:func:`~otel_repeat_guard.store.records.storable`), and a span that
+        still cannot be stored is dropped alone, logged with its trace and span id. Raises only
+        when the store itself refuses (locked beyond the retries, disk full).
+        """
+        result = WriteResult()
+        calls, runs = self._rows(spans, result)
+        if calls or runs:
+            self._write(calls, runs, result)
+        self.dropped_spans += len(result.dropped)
+        return result
 
     def shutdown(self) -> None:
         with self._lock:
@@ -193,47 +230,81 @@ class SQLiteSpanExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export commits before it returns
 
-    def _rows(self, spans: Sequence[ReadableSpan]) -> tuple[list[ToolCallRow], list[AgentRunRow]]:
+    def _rows(self, spans: Sequence[ReadableSpan], result: WriteResult) -> tuple[list[ToolCallRow], list[AgentRunRow]]:
         calls: list[ToolCallRow] = []
         runs: list[AgentRunRow] = []
         for span in spans:
-            call = tool_call_row(
-                span,
-                self._read_tool_call,
-                self._tracked,
-                store_arguments=self._store_arguments,
-                preview_chars=self._preview_chars,
-            )
-            if call is not None:
-                calls.append(call)
-                continue
-            run = agent_run_row(span, self._conventions)
-            if run is not None:
-                runs.append(run)
+            try:
+                call = tool_call_row(
+                    span,
+                    self._read_tool_call,
+                    self._tracked,
+                    store_arguments=self._store_arguments,
+                    preview_chars=self._preview_chars,
+                )
+                if call is not None:
+                    calls.append(call)
+                    continue
+                run = agent_run_row(span, self._conventions)
+                if run is not None:
+                    runs.append(run)
+            except Exception as exc:  # one odd span: dropped alone
+                self._drop(result, _span_ids(span), exc)
         return calls, runs
 
-    def _write(self, calls: list[ToolCallRow], runs: list[AgentRunRow]) -> None:
+    def _write(self, calls: list[ToolCallRow], runs: list[AgentRunRow], result: WriteResult) -> None:
+        try:
+            self._retrying(calls, runs, result)
+        except _Busy:
+            raise
+        except Exception:  # some row SQLite refuses: store the batch row by row, dropping only what fails
+            for call in calls:
+                self._alone(result, [call], [], f"{call.trace_id}/{call.span_id}")
+            for run in runs:
+                self._alone(result, [], [run], f"{run.trace_id}/{run.span_id}")
+
+    def _alone(self, result: WriteResult, calls: list[ToolCallRow], runs: list[AgentRunRow], ids: str) -> None:
+        try:
+            self._retrying(calls, runs, result)
+        except _Busy:
+            raise
+        except Exception as exc:
+            self._drop(result, ids, exc)
+
+    def _drop(self, result: WriteResult, ids: str, exc: Exception) -> None:
+        result.dropped.append(f"{ids}: {type(exc).__name__}: {exc}")
+        logger.warning("store %s dropped span %s, which it cannot hold: %s", self.path, ids, exc)
+
+    def _retrying(self, calls: list[ToolCallRow], runs: list[AgentRunRow], result: WriteResult) -> None:
         for attempt in range(_LOCK_RETRIES):
             try:
                 with self._lock:
-                    self._transaction(calls, runs)
+                    stored, duplicates = self._transaction(calls, runs)
+                result.stored += stored
+                result.duplicates += duplicates
                 return
             except sqlite3.OperationalError as exc:  # busy beyond the timeout: try again, never drop
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
                 logger.warning("store %s is busy (attempt %d of %d)", self.path, attempt + 1, _LOCK_RETRIES)
                 time.sleep(0.1 * (attempt + 1))
-        raise sqlite3.OperationalError(f"store {self.path} stayed locked through {_LOCK_RETRIES} attempts")
+        raise _Busy(f"store {self.path} stayed locked through {_LOCK_RETRIES} attempts")
 
-    def _transaction(self, calls: list[ToolCallRow], runs: list[AgentRunRow]) -> None:
+    def _transaction(self, calls: list[ToolCallRow], runs: list[AgentRunRow]) -> tuple[int, int]:
+        """Write in one transaction; returns the calls stored and those already in the store."""
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             dimensions: set[tuple[str, str]] = set()
             rollup = _Rollup()
             runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}
+            duplicates = 0
             for call in calls:
-                label, agent = self._insert_call(conn, call, runs_seen)
+                inserted = self._insert_call(conn, call, runs_seen)
+                if inserted is None:  # this span is stored already (another exporter, an ingest)
+                    duplicates += 1
+                    continue
+                label, agent = inserted
                 rollup.add(
                     call.end_ns,
                     call.service_name,
@@ -264,6 +335,7 @@ class SQLiteSpanExporter(SpanExporter):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        return len(calls) - duplicates, duplicates
 
     @staticmethod
     def _relabelled(conn: sqlite3.Connection, run: AgentRunRow) -> tuple[_Rollup, _Rollup]:
@@ -289,8 +361,9 @@ class SQLiteSpanExporter(SpanExporter):
         conn: sqlite3.Connection,
         call: ToolCallRow,
         runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-    ) -> tuple[str, str | None]:
-        """Insert one call; returns its agent label and the label for the filter lists (None while provisional).
+    ) -> tuple[str, str | None] | None:
+        """Insert one call; returns its agent label and the label for the filter lists (None while
+        provisional), or None when the store holds the span already.
 
         ``runs_seen`` remembers, for this batch, which parents are known agent runs: a batch's
         first calls mostly share a few parents, so each is looked up once, not once per call.
@@ -331,6 +404,8 @@ class SQLiteSpanExporter(SpanExporter):
                 call.unguarded_reason,
             ),
         )
+        if cursor.rowcount == 0:
+            return None
         if call.arguments_preview is not None:
             conn.execute(_INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
         if pending and not known:

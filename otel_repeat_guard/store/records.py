@@ -18,6 +18,8 @@ tool call is taken, in order, from:
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +71,7 @@ class ToolCallRow:
 
     @property
     def duration_ns(self) -> int:
-        return max(0, self.end_ns - self.start_ns)
+        return storable_int(max(0, self.end_ns - self.start_ns))
 
     @property
     def agent_pending(self) -> bool:
@@ -91,6 +93,43 @@ def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple
     """The chain key and readable name the guard gives an agent resolved from this run span."""
     name = run.agent_name or span_name
     return agent_run_key(run.agent_id, name, span_id), name
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TEXT_FIELDS = ("service_name", "agent_key", "agent_name", "tool_name", "arguments_preview", "reminder_tier")
+_INT_FIELDS = ("start_ns", "end_ns", "run_length", "reminder_threshold")
+
+
+def storable_text(value: str) -> str:
+    """``value`` with every lone surrogate (what ``json.dumps`` writes for a cut-off emoji) as U+FFFD:
+    SQLite stores UTF-8, which has no form for them."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", value)
+    return value
+
+
+def storable_int(value: int) -> int:
+    """``value`` clamped to SQLite's 64-bit integers (a harness that ends a span in the wrong unit)."""
+    low, high = _INT64
+    return value if low <= value <= high else max(low, min(high, value))
+
+
+def storable(row: ToolCallRow) -> ToolCallRow:
+    """The row with every value SQLite can hold, as the store documents: text with U+FFFD for lone
+    surrogates, integers clamped to 64 bits. Nearly every row is returned as it is."""
+    changes: dict[str, Any] = {}
+    for field in _TEXT_FIELDS:
+        value = getattr(row, field)
+        if value is not None and storable_text(value) is not value:
+            changes[field] = storable_text(value)
+    for field in _INT_FIELDS:
+        value = getattr(row, field)
+        if value is not None and storable_int(value) != value:
+            changes[field] = storable_int(value)
+    return dataclasses.replace(row, **changes) if changes else row
 
 
 def provisional_agent_key(trace_id: str, parent_span_id: str | None) -> str:
@@ -167,26 +206,28 @@ def tool_call_row(
         run_length = 1
     start = span.start_time or 0
     end = span.end_time or start
-    return ToolCallRow(
-        start_ns=start,
-        end_ns=end,
-        service_name=_service_name(span),
-        trace_id=trace_id,
-        span_id=format_span_id(context.span_id),
-        parent_span_id=parent_span_id,
-        agent_key=agent_key,
-        agent_name=agent_name,
-        agent_known=known,
-        tool_name=tool,
-        tracked=is_tracked,
-        arguments_digest=digest,
-        arguments_preview=preview,
-        error=error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
-        run_length=run_length,
-        reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
-        reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),
-        unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
-        or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
+    return storable(
+        ToolCallRow(
+            start_ns=start,
+            end_ns=end,
+            service_name=_service_name(span),
+            trace_id=trace_id,
+            span_id=format_span_id(context.span_id),
+            parent_span_id=parent_span_id,
+            agent_key=agent_key,
+            agent_name=agent_name,
+            agent_known=known,
+            tool_name=tool,
+            tracked=is_tracked,
+            arguments_digest=digest,
+            arguments_preview=preview,
+            error=error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
+            run_length=run_length,
+            reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
+            reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),
+            unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
+            or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
+        )
     )
 
 
@@ -199,4 +240,6 @@ def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> Agen
     if run is None:
         return None
     key, name = agent_run_key_and_name(run, span.name, context.span_id)
-    return AgentRunRow(format_trace_id(context.trace_id), format_span_id(context.span_id), key, name)
+    return AgentRunRow(
+        format_trace_id(context.trace_id), format_span_id(context.span_id), storable_text(key), storable_text(name)
+    )

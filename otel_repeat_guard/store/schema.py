@@ -95,6 +95,8 @@ _TABLES = (
 )
 
 _INDEXES = (
+    # One row per span, whatever the number of concurrent exporters and ingests: inserts are OR IGNORE.
+    "CREATE UNIQUE INDEX IF NOT EXISTS tool_calls_span_unique ON tool_calls(trace_id, span_id)",
     "CREATE INDEX IF NOT EXISTS tool_calls_end ON tool_calls(end_ns)",
     "CREATE INDEX IF NOT EXISTS tool_calls_tool_repeats ON tool_calls(tool_name, run_length) WHERE run_length >= 2",
     "CREATE INDEX IF NOT EXISTS tool_calls_agent ON tool_calls(agent_key, id)",
@@ -138,10 +140,19 @@ def _upgrade_from_1(conn: sqlite3.Connection) -> None:
 
 
 def _upgrade_from_2(conn: sqlite3.Connection) -> None:
-    """Schema 3: why the guard could not compare a call (``no_arguments``, ``no_agent``), else NULL."""
+    """Schema 3: why the guard could not compare a call (``no_arguments``, ``no_agent``), else NULL;
+    and one row per span, enforced by a unique index (rows two ingests duplicated are removed first)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tool_calls)")}
     if "unguarded_reason" not in columns:
         conn.execute("ALTER TABLE tool_calls ADD COLUMN unguarded_reason TEXT")
+    duplicates = "SELECT MIN(id) FROM tool_calls GROUP BY trace_id, span_id"
+    conn.execute(f"DELETE FROM tool_call_arguments WHERE call_id NOT IN ({duplicates})")
+    removed = conn.execute(f"DELETE FROM tool_calls WHERE id NOT IN ({duplicates})").rowcount
+    conn.execute("DROP INDEX IF EXISTS tool_calls_span")  # ingest's lookup index: the unique one serves it
+    for statement in _INDEXES:
+        conn.execute(statement)
+    if removed:
+        rebuild_rollup(conn)
 
 
 class StoreError(Exception):

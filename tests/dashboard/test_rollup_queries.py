@@ -44,7 +44,7 @@ def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connectio
                     1000 + position,
                     f"svc-{agent % 2}",
                     "t" * 32,
-                    "s" * 16,
+                    f"{len(rows):016x}",  # one row per span, as the store's unique key holds
                     f"key-{agent}",
                     None if agent == 5 else f"name-{agent % 4}",
                     tool,
@@ -63,9 +63,9 @@ def conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connectio
     writer.execute(  # two calls exactly on day boundaries, and one a nanosecond before one
         "INSERT INTO tool_calls (start_ns, end_ns, duration_ns, service_name, trace_id, span_id, agent_key,"
         " agent_name, agent_known, agent_pending, tool_name, tracked, error, run_length, reminder_tier)"
-        " VALUES (0, ?, 7, 'svc-0', 't', 's', 'key-0', 'name-0', 1, 0, 'grep', 1, 0, 2, NULL),"
-        " (0, ?, 9, 'svc-1', 't', 's', 'key-1', 'name-1', 1, 0, 'shell', 1, 0, 3, 'gentle'),"
-        " (0, ?, 11, 'svc-1', 't', 's', 'key-1', 'name-1', 1, 0, 'shell', 1, 0, 4, NULL)",
+        " VALUES (0, ?, 7, 'svc-0', 't', 's1', 'key-0', 'name-0', 1, 0, 'grep', 1, 0, 2, NULL),"
+        " (0, ?, 9, 'svc-1', 't', 's2', 'key-1', 'name-1', 1, 0, 'shell', 1, 0, 3, 'gentle'),"
+        " (0, ?, 11, 'svc-1', 't', 's3', 'key-1', 'name-1', 1, 0, 'shell', 1, 0, 4, NULL)",
         (BASE + DAY, BASE + 2 * DAY, BASE + 2 * DAY - 1),
     )
     rebuild_rollup(writer)

@@ -129,3 +129,33 @@ def test_a_version_1_store_is_upgraded_by_the_exporter_and_refused_by_readers(db
         indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "tool_calls_repeats" not in indexes
     assert "tool_calls_repeats_by_time" in indexes
+
+
+def test_a_version_2_store_with_rows_two_ingests_duplicated_is_upgraded_to_one_row_per_span(db: Path) -> None:
+    harness = Harness(db)
+    run = harness.agent("old")
+    for _ in range(5):
+        harness.call(run, "grep", {"p": "x"})
+    run.end()
+    harness.close()
+    expected = assert_rollup_matches_calls(db)
+    with sqlite3.connect(db) as conn:  # schema 2, as two racing ingests left it: every row twice
+        conn.execute("DROP INDEX tool_calls_span_unique")
+        conn.execute("ALTER TABLE tool_calls DROP COLUMN unguarded_reason")
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(tool_calls)") if row[1] != "id"]
+        listed = ", ".join(columns)
+        conn.execute(f"INSERT INTO tool_calls ({listed}) SELECT {listed} FROM tool_calls")
+        conn.execute("DELETE FROM call_rollup")
+        conn.execute(f"INSERT INTO call_rollup {ROLLUP_FROM_CALLS}")
+        conn.execute("UPDATE repeat_guard_schema SET version = 2")
+        conn.execute("PRAGMA user_version = 2")
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0] == 10
+
+    open_for_writing(db).close()
+
+    assert assert_rollup_matches_calls(db) == expected
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM tool_calls").fetchone()[0] == 5
+        assert "unguarded_reason" in {row[1] for row in conn.execute("PRAGMA table_info(tool_calls)")}
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(f"INSERT INTO tool_calls ({listed}) SELECT {listed} FROM tool_calls LIMIT 1")
