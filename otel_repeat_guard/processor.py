@@ -48,6 +48,8 @@ Decision = tuple[list[EventSpec], list[Reminder]]
 REPEAT_EVENT = "repeat_tool_guard.repeat"
 REMINDER_EVENT = "repeat_tool_guard.reminder"
 UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
+REDACTION_FAILED = "[arguments withheld: redaction failed]"
+"""What a reminder quotes when the ``redact=`` callable raised."""
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
@@ -328,7 +330,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return events, []
         shown = canonical_arguments(arguments)  # only now: the key spared computing it on every call
         if self._redact is not None:
-            shown = self._redact(shown)
+            shown = _redacted(self._redact, shown)
         preview = arguments_preview(shown, self._config.arguments_preview_chars)
         text = reminder_text(tier, tool, length, preview)
         reminder_event: dict[str, AttributeValue] = {
@@ -488,3 +490,16 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 def _scope(span: ReadableSpan | None) -> str:
     scope = None if span is None else span.instrumentation_scope
     return "" if scope is None else scope.name
+
+
+def _redacted(redact: Callable[[str], str], text: str) -> str:
+    """The redactor's text; if it fails, a fixed marker: no unredacted text leaks, and only the
+    preview is lost, never the detection."""
+    try:
+        shown = redact(text)
+        if isinstance(shown, str):
+            return shown
+        raise TypeError(f"redact returned {type(shown).__name__}, not str")
+    except Exception:
+        logger.exception("repeat guard's redact= callable failed; the reminder quotes %s instead", REDACTION_FAILED)
+        return REDACTION_FAILED

@@ -49,8 +49,8 @@ def test_a_raising_redact_is_contained(caplog: pytest.LogCaptureFixture) -> None
     h = make_harness(GuardConfig(thresholds=(2,)), redact=broken)
     with h.agent_run("a"):
         h.call("login", {"password": "p"})
-        h.call("login", {"password": "p"})  # the reminder is lost, never the span
-    assert h.reminders == []
+        h.call("login", {"password": "p"})  # the preview is lost, never the detection or the span
+    assert [r.run_length for r in h.reminders] == [2]
     assert len(h.tool_spans()) == 2
     assert "redactor bug" in caplog.text
 
@@ -58,3 +58,24 @@ def test_a_raising_redact_is_contained(caplog: pytest.LogCaptureFixture) -> None
 def test_redact_must_be_callable() -> None:
     with pytest.raises(ValueError, match="redact must be callable"):
         RepeatGuardSpanProcessor(redact="***")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("redact", [lambda text: 1 / 0, lambda text: None], ids=["raises", "returns-none"])
+def test_a_failing_redactor_loses_only_the_preview(redact: object, caplog: pytest.LogCaptureFixture) -> None:
+    """The detection, the run lengths and the reminder stay; the quoted arguments become a fixed marker."""
+    from otel_repeat_guard.processor import REDACTION_FAILED
+
+    h = make_harness(GuardConfig(thresholds=(2, 3)), redact=redact)  # type: ignore[arg-type]
+    with h.agent_run("a"):
+        for _ in range(3):
+            h.call("http_get", {"token": SECRET})
+    assert h.run_lengths() == [1, 2, 3]
+    assert [(r.tier, r.arguments_preview) for r in h.reminders] == [
+        ("gentle", REDACTION_FAILED),
+        ("detailed", REDACTION_FAILED),
+    ]
+    assert REDACTION_FAILED in h.reminders[1].text
+    for span in h.exporter.get_finished_spans():
+        for event in span.events:
+            assert all(SECRET not in str(value) for value in (event.attributes or {}).values())
+    assert any("redact= callable failed" in r.getMessage() for r in caplog.records)
