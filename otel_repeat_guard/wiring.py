@@ -18,7 +18,9 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
 
 _PROTOCOLS = ("http/protobuf", "grpc")
+logger = logging.getLogger("otel_repeat_guard")
+_global_lock = threading.Lock()
+_global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,58 @@ def configure(
       ``store_arguments=False`` keeps argument text out of it.
     - ``set_global``: set the global tracer and meter providers and make this guard the
       process-wide one (what framework adapters use when not given a guard).
+
+    OpenTelemetry sets its global providers once. So with ``set_global``, a second call (a re-run
+    notebook cell, a library and the application both calling it) returns what the first built,
+    with a warning, so the installed guard is always the one on the provider that receives the
+    spans; and when some other code set the global tracer provider first, it raises
+    ``ValueError``: a guard on a provider that receives no spans would never see a call.
     """
+    if set_global:
+        with _global_lock:
+            if _global:
+                logger.warning(
+                    "configure() was called before in this process; returning what that call built "
+                    "(OpenTelemetry keeps the first global providers). Pass set_global=False for providers of your own."
+                )
+                return _global[0]
+            current = trace.get_tracer_provider()
+            if isinstance(current, TracerProvider):
+                raise ValueError(
+                    "a global tracer provider is already set, so configure() cannot install one: add "
+                    "RepeatGuardSpanProcessor to that provider (provider.add_span_processor(guard)), "
+                    "or call configure(set_global=False)"
+                )
+            telemetry = _build(
+                config,
+                on_reminder,
+                service_name,
+                resource_attributes,
+                span_exporters,
+                metric_readers,
+                store,
+                store_arguments,
+            )
+            trace.set_tracer_provider(telemetry.tracer_provider)
+            metrics.set_meter_provider(telemetry.meter_provider)
+            set_installed_guard(telemetry.guard)
+            _global.append(telemetry)
+            return telemetry
+    return _build(
+        config, on_reminder, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
+    )
+
+
+def _build(
+    config: GuardConfig | None,
+    on_reminder: ReminderCallback | None,
+    service_name: str | None,
+    resource_attributes: Mapping[str, AttributeValue] | None,
+    span_exporters: Sequence[SpanExporter] | None,
+    metric_readers: Sequence[MetricReader] | None,
+    store: str | Path | bool,
+    store_arguments: bool,
+) -> GuardTelemetry:
     environ = os.environ
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
@@ -197,8 +253,4 @@ def configure(
     tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export
     for exporter in exporters:
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
-    if set_global:
-        trace.set_tracer_provider(tracer_provider)
-        metrics.set_meter_provider(meter_provider)
-        set_installed_guard(guard)
     return GuardTelemetry(tracer_provider, meter_provider, guard, inbox)

@@ -124,3 +124,38 @@ def test_configure_sets_the_globals_and_the_process_wide_guard() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_second_configure_keeps_the_guard_that_sees_the_spans() -> None:
+    """A re-run notebook cell: OTel keeps the first global provider, and so does the installed guard."""
+    script = (
+        "import logging\n"
+        "from opentelemetry import trace\n"
+        "import otel_repeat_guard as g\n"
+        "logging.basicConfig()\n"
+        "first = g.configure(span_exporters=[], metric_readers=[])\n"
+        "second = g.configure(span_exporters=[], metric_readers=[])\n"
+        "assert second is first and g.installed_guard() is first.guard\n"
+        "assert trace.get_tracer_provider() is first.tracer_provider\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+    assert "configure() was called before in this process" in done.stderr
+
+
+def test_configure_refuses_when_another_global_provider_receives_the_spans() -> None:
+    script = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "import otel_repeat_guard as g\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "try:\n"
+        "    g.configure(span_exporters=[], metric_readers=[])\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+        "assert g.installed_guard() is None\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "a global tracer provider is already set" in done.stdout and "set_global=False" in done.stdout
