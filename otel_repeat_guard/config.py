@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 ENV_PREFIX = "OTEL_REPEAT_GUARD_"
+MAX_THRESHOLD = 100_000
+"""The longest run length a threshold may name: a larger one could never fire in a real run."""
+MAX_PREVIEW_CHARS = 1_000_000
+EMPTY_LIST = "-"
+"""An environment list variable set to this is an explicitly empty list (``OTEL_REPEAT_GUARD_EXCLUDE=-``:
+exclude nothing); an empty value is an error, not a silent way to drop the default."""
+_DIGITS = re.compile(r"-?[0-9]+")
 _MAPPING_KEYS = {
     "thresholds": "thresholds",
     "include": "include",
@@ -22,7 +30,7 @@ def _is_int(value: object) -> bool:
 
 
 def _patterns(field: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(f"{field} must be a sequence of tool-name patterns, got {value!r}")
     patterns = tuple(value)
     for pattern in patterns:
@@ -32,7 +40,7 @@ def _patterns(field: str, value: object) -> tuple[str, ...]:
 
 
 def _thresholds(value: object) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(f"thresholds must be a sequence of integers, got {value!r}")
     items = tuple(value)
     if not items:
@@ -42,6 +50,8 @@ def _thresholds(value: object) -> tuple[int, ...]:
             raise ValueError(f"thresholds must hold integers, got {item!r} in {value!r}")
         if item < 2:
             raise ValueError(f"thresholds must be at least 2 (a run has two calls), got {item!r}")
+        if item > MAX_THRESHOLD:
+            raise ValueError(f"thresholds must be at most {MAX_THRESHOLD:,}, got {item!r}")
     if len(set(items)) != len(items):
         raise ValueError(f"thresholds must not repeat a value, got {value!r}")
     return tuple(sorted(items))
@@ -68,6 +78,8 @@ class GuardConfig:
         chars = self.arguments_preview_chars
         if not _is_int(chars) or chars < 1:
             raise ValueError(f"arguments_preview_chars must be an integer >= 1, got {chars!r}")
+        if chars > MAX_PREVIEW_CHARS:
+            raise ValueError(f"arguments_preview_chars must be at most {MAX_PREVIEW_CHARS:,}, got {chars!r}")
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> GuardConfig:
@@ -87,25 +99,40 @@ class GuardConfig:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GuardConfig:
-        """Build from ``OTEL_REPEAT_GUARD_*`` variables; unset ones keep their defaults."""
+        """Build from ``OTEL_REPEAT_GUARD_*`` variables; unset ones keep their defaults.
+
+        Lists are comma-separated, spaces around items ignored; an empty item (``3,,5``), an
+        empty value, or a number that is not plain ASCII digits (``1_000``, ``٣``) is a
+        ``ValueError`` naming the variable. ``-`` is an explicitly empty list.
+        """
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
         for field in ("thresholds", "include", "exclude", "arguments_preview_chars"):
-            raw = env.get(ENV_PREFIX + field.upper())
+            variable = ENV_PREFIX + field.upper()
+            raw = env.get(variable)
             if raw is None:
                 continue
-            items = [item.strip() for item in raw.split(",") if item.strip()]
-            if field == "thresholds":
-                kwargs[field] = [_env_int(field, item) for item in items]
-            elif field == "arguments_preview_chars":
-                kwargs[field] = _env_int(field, raw.strip())
-            else:
-                kwargs[field] = items
+            if field == "arguments_preview_chars":
+                kwargs[field] = _env_int(variable, field, raw.strip())
+                continue
+            items = _env_list(variable, field, raw)
+            kwargs[field] = [_env_int(variable, field, item) for item in items] if field == "thresholds" else items
         return cls(**kwargs)
 
 
-def _env_int(field: str, raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_PREFIX}{field.upper()} ({field}) must be an integer, got {raw!r}") from None
+def _env_list(variable: str, field: str, raw: str) -> list[str]:
+    if raw.strip() == EMPTY_LIST:
+        return []
+    hint = f"(unset it for the default, or set it to {EMPTY_LIST!r} for an empty list)"
+    if not raw.strip():
+        raise ValueError(f"{variable} is set but empty: {field} must not be empty {hint}")
+    items = [item.strip() for item in raw.split(",")]
+    if "" in items:
+        raise ValueError(f"{variable} ({field}) has an empty item, got {raw!r} {hint}")
+    return items
+
+
+def _env_int(variable: str, field: str, raw: str) -> int:
+    if _DIGITS.fullmatch(raw) is None:
+        raise ValueError(f"{variable} ({field}) must be an integer, got {raw!r} (plain ASCII digits only)")
+    return int(raw)

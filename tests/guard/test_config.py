@@ -79,7 +79,7 @@ def test_from_env_reads_every_variable() -> None:
     env = {
         "OTEL_REPEAT_GUARD_THRESHOLDS": " 4, 2 ,9",
         "OTEL_REPEAT_GUARD_INCLUDE": "grep*, read_file",
-        "OTEL_REPEAT_GUARD_EXCLUDE": "",
+        "OTEL_REPEAT_GUARD_EXCLUDE": " - ",  # explicitly empty: exclude nothing
         "OTEL_REPEAT_GUARD_ARGUMENTS_PREVIEW_CHARS": " 64 ",
     }
     config = GuardConfig.from_env(env)
@@ -118,3 +118,32 @@ def test_from_env_defaults_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_from_env_invalid_values_raise(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         GuardConfig.from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"OTEL_REPEAT_GUARD_THRESHOLDS": "3,,5"},
+            r"OTEL_REPEAT_GUARD_THRESHOLDS \(thresholds\) has an empty item, got '3,,5'",
+        ),
+        ({"OTEL_REPEAT_GUARD_THRESHOLDS": "3,5,"}, "has an empty item"),
+        ({"OTEL_REPEAT_GUARD_THRESHOLDS": "3,\u0665"}, r"must be an integer, got '\u0665' \(plain ASCII digits only\)"),
+        ({"OTEL_REPEAT_GUARD_THRESHOLDS": "1_000"}, "must be an integer, got '1_000'"),
+        ({"OTEL_REPEAT_GUARD_THRESHOLDS": "3," + "1" + "0" * 23}, "thresholds must be at most 100,000"),
+        ({"OTEL_REPEAT_GUARD_EXCLUDE": ""}, "OTEL_REPEAT_GUARD_EXCLUDE is set but empty: exclude must not be empty"),
+        ({"OTEL_REPEAT_GUARD_INCLUDE": "grep,,ls"}, "OTEL_REPEAT_GUARD_INCLUDE \\(include\\) has an empty item"),
+        ({"OTEL_REPEAT_GUARD_ARGUMENTS_PREVIEW_CHARS": "9" * 30}, "arguments_preview_chars must be at most 1,000,000"),
+    ],
+)
+def test_from_env_refuses_what_it_used_to_bend(env: dict[str, str], message: str) -> None:
+    """Lenient parsing the README never promised: empty items, non-ASCII digits, absurd values."""
+    with pytest.raises(ValueError, match=message):
+        GuardConfig.from_env(env)
+
+
+def test_a_mapping_is_not_a_list_of_patterns() -> None:
+    with pytest.raises(ValueError, match="exclude must be a sequence"):
+        GuardConfig(exclude={"todo_write": True})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="thresholds must be a sequence"):
+        GuardConfig.from_mapping({"thresholds": {3: 1}})

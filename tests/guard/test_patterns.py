@@ -101,6 +101,7 @@ def test_adversarial_patterns_finish_in_linear_time(pattern: str, name: str) -> 
         ("x**y", "xy", True),
         ("*a*", "bab", True),
         ("ab*ba", "aba", False),
+        ("a*x*c", "abbc", False),  # a middle piece that is not there
     ],
 )
 def test_overlapping_prefix_and_suffix(pattern: str, name: str, matches: bool) -> None:
