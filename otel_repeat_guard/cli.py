@@ -140,8 +140,7 @@ def run_doctor(args: argparse.Namespace) -> int:
             f"doctor needs the ingest extra ({exc.name} is missing): pip install 'otel-repeat-guard[ingest]'"
         ) from None
     for path in args.paths:
-        if not path.is_file():
-            raise CliError(f"{path}: not a readable file")
+        check_input(path, may_be_missing=False)
     try:
         spans, problems = read_files(args.paths)
     except OSError as exc:
@@ -151,6 +150,24 @@ def run_doctor(args: argparse.Namespace) -> int:
     report = diagnose(spans, config=GuardConfig.from_env())
     print(render(report, args.json))
     return report.exit_code
+
+
+def check_input(path: Path, *, may_be_missing: bool) -> None:
+    """Refuse an input that is not a readable file (a directory, a symlink loop, no permission), in one line.
+
+    With ``may_be_missing`` (``--follow``) a file that does not exist yet is fine: it is waited for.
+    """
+    try:
+        with path.open("rb"):
+            pass
+    except FileNotFoundError:
+        if may_be_missing and not path.is_symlink():
+            return
+        raise CliError(f"no file at {path}") from None
+    except IsADirectoryError:
+        raise CliError(f"{path} is a directory: give the file the collector writes") from None
+    except OSError as exc:  # ELOOP, EACCES, ...
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def check_store(db: Path, *, must_exist: bool) -> None:
@@ -181,8 +198,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         ) from None
 
     db: Path = args.db or default_db_path()
-    if not args.follow and not args.path.is_file():
-        raise CliError(f"no file at {args.path}")
+    check_input(args.path, may_be_missing=args.follow)  # before the store file is created
     check_store(db, must_exist=False)
     options = IngestOptions(
         follow=args.follow, replay=args.replay, store_arguments=not args.no_arguments, poll_seconds=args.poll
@@ -194,6 +210,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         stats = job.run()
     except KeyboardInterrupt:
         stats = job.stats
+    except OSError as exc:  # the file changed under a follower: unreadable now, replaced by a directory, ...
+        raise CliError(f"cannot read {exc.filename or args.path}: {exc.strerror or exc}") from None
     print(f"ingested {args.path} into {db}: {stats.summary()}", flush=True)
     return 0
 

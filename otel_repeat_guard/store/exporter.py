@@ -255,7 +255,7 @@ class SQLiteSpanExporter(SpanExporter):
     def _write(self, calls: list[ToolCallRow], runs: list[AgentRunRow], result: WriteResult) -> None:
         try:
             self._retrying(calls, runs, result)
-        except _Busy:
+        except sqlite3.OperationalError:  # the store itself (read-only, disk full, locked): no span is to blame
             raise
         except Exception:  # some row SQLite refuses: store the batch row by row, dropping only what fails
             for call in calls:
@@ -266,7 +266,7 @@ class SQLiteSpanExporter(SpanExporter):
     def _alone(self, result: WriteResult, calls: list[ToolCallRow], runs: list[AgentRunRow], ids: str) -> None:
         try:
             self._retrying(calls, runs, result)
-        except _Busy:
+        except sqlite3.OperationalError:
             raise
         except Exception as exc:
             self._drop(result, ids, exc)

@@ -77,4 +77,4 @@ def test_diagnose_agrees_with_a_recorded_workload() -> None:
 def test_a_missing_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor", str(tmp_path / "nope.json")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not a readable file" in err
+    assert err.count("\n") == 1 and "no file at" in err
