@@ -195,3 +195,29 @@ def test_dockerfile_runs_the_entrypoint_the_tests_run(compose: dict[str, Any]) -
     assert shlex.split(f"x {dashboard_env['DASHBOARD_PORT']}")[1] == str(
         published(compose["services"]["dashboard"])[8501]
     )
+
+
+_INTERPOLATION = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+
+
+def _bind_address(spec: str) -> str:
+    """The host address a published port binds to, with compose's ${VAR:-default} read at its default."""
+    resolved = _INTERPOLATION.sub(lambda m: m[2] or "", spec)
+    parts = resolved.rsplit(":", 2)
+    return parts[0] if len(parts) == 3 else "0.0.0.0"  # "host:container" alone binds every interface
+
+
+def test_every_published_port_binds_to_loopback_unless_opened_on_purpose(compose: dict[str, Any]) -> None:
+    specs = [str(spec) for service in compose["services"].values() for spec in service.get("ports", [])]
+    assert specs, "no ports published"
+    assert {_bind_address(spec) for spec in specs} == {"127.0.0.1"}
+    assert all(spec.startswith("${OTEL_REPEAT_GUARD_BIND:-127.0.0.1}:") for spec in specs)  # one variable opens it
+    assert _bind_address("8501:8501") == "0.0.0.0"  # the check itself can fail
+
+
+def test_grafana_needs_a_login_and_a_password_of_the_users(compose: dict[str, Any]) -> None:
+    grafana = env(compose["services"]["grafana"])
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert grafana["GF_USERS_ALLOW_SIGN_UP"] == "false"
+    password = grafana["GF_SECURITY_ADMIN_PASSWORD"]
+    assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", password), password  # compose refuses without it
