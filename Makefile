@@ -31,7 +31,7 @@ INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py test
 INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
 
-.PHONY: test lint typecheck unit sdk-oldest backends prometheus chromium integration \
+.PHONY: check test lint typecheck unit sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
 
 $(BIN)/.installed: pyproject.toml
@@ -92,6 +92,15 @@ lint: $(BIN)/.installed
 
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy --strict otel_repeat_guard benchmarks
+
+# The edit-test loop, under a minute: lint, types and the fast unit tests (the guard, its readers,
+# doctor). No root, no network, no browsers, no backends. `make test` stays the full CI run.
+CHECK_TESTS := tests/guard tests/ingest/test_doctor.py tests/ingest/test_otlp_json.py
+check: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict otel_repeat_guard benchmarks
+	$(BIN)/python -m pytest -q -p no:cacheprovider -x $(CHECK_TESTS)
 
 # The whole suite but the framework integrations: a missing Prometheus or Phoenix fails the run instead of skipping.
 unit: $(BIN)/.installed backends chromium

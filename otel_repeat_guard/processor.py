@@ -207,7 +207,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             processor.on_start(span, parent_context=parent_context)
 
     def _on_ending(self, span: Span) -> None:
-        if self._wrapping:
+        if self._wrapping:  # the guard decides in on_end and hands on copies; the hook itself is passed on
+            for processor in self._downstream:
+                processor._on_ending(span)  # noqa: SLF001 - the SDK's end-of-span hook, as the provider calls it
             return
         try:
             decision = self._decide(span)

@@ -14,7 +14,13 @@ REMINDER_SOURCE: Mapping[str, str] = MappingProxyType({"kind": "plugin", "plugin
 
 @dataclass(frozen=True, slots=True)
 class Reminder:
-    """An advisory nudge for one agent whose tool-call run reached a threshold."""
+    """An advisory nudge for one agent whose tool-call run reached a threshold.
+
+    ``run_length`` is how many calls the loop holds so far; ``threshold`` is the configured
+    value that fired. For the exact-repeat chain the two are always equal (thresholds are
+    exact run lengths). They are kept apart because other loop shapes count differently: a
+    cycle of period p fires at a number of repetitions k while its run holds p x k calls.
+    """
 
     agent_id: str
     agent_name: str | None

@@ -57,3 +57,20 @@ def test_copies_respect_event_limits(monkeypatch: object) -> None:
     second = exporter.get_finished_spans()[1]
     assert [e.name for e in second.events] == ["repeat_tool_guard.repeat", "repeat_tool_guard.reminder"]
     assert second.dropped_events == 1
+
+
+def test_the_end_of_span_hook_is_passed_on_to_wrapped_processors() -> None:
+    """A wrapped processor that relies on ``_on_ending`` (as the guard itself does) still gets it."""
+    from opentelemetry.sdk.trace import Span, SpanProcessor
+
+    seen: list[str] = []
+
+    class Ending(SpanProcessor):
+        def _on_ending(self, span: Span) -> None:
+            seen.append(span.name)
+
+    provider = TracerProvider()
+    provider.add_span_processor(RepeatGuardSpanProcessor(downstream=[Ending()]))
+    with provider.get_tracer("t").start_as_current_span("work"):
+        pass
+    assert seen == ["work"]
