@@ -20,16 +20,17 @@ DB ?= repeat-guard.db
 # (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1; each requirements file says why it
 # stands alone). `make -j2 integration` installs and runs groups in parallel; CI runs `make -j2 test`.
 VENV_INT ?= .venv-int
-INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry
-INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py
+INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry clients
+INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py tests/integrations/test_google_adk_adapter.py
 INTEGRATION_TESTS_oi := tests/integrations/test_smolagents.py tests/integrations/test_llama_index.py tests/integrations/test_smolagents_adapter.py tests/integrations/test_llama_index_adapter.py
-INTEGRATION_TESTS_agno := tests/integrations/test_agno.py tests/integrations/test_haystack.py tests/integrations/test_haystack_adapter.py
-INTEGRATION_TESTS_msft := tests/integrations/test_autogen.py tests/integrations/test_semantic_kernel.py tests/integrations/test_autogen_adapter.py
+INTEGRATION_TESTS_agno := tests/integrations/test_agno.py tests/integrations/test_haystack.py tests/integrations/test_haystack_adapter.py tests/integrations/test_agno_adapter.py
+INTEGRATION_TESTS_msft := tests/integrations/test_autogen.py tests/integrations/test_semantic_kernel.py tests/integrations/test_autogen_adapter.py tests/integrations/test_semantic_kernel_adapter.py tests/integrations/test_client_adapter_msft.py
 INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py tests/integrations/test_crewai_openllmetry.py tests/integrations/test_crewai_adapter.py
 INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
+INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py
 
 .PHONY: check test lint typecheck unit sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean

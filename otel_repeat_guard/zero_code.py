@@ -22,6 +22,7 @@ from opentelemetry import trace
 
 from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
 from otel_repeat_guard.installed import default_inbox, installed_guard, set_installed_guard
+from otel_repeat_guard.integrations._clients import client_adapters, enable_client_adapters
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -70,6 +71,8 @@ def post_instrument(*_args: object, **_kwargs: object) -> None:
     """The ``opentelemetry_post_instrument`` entry point. Never raises."""
     try:
         if enabled():
-            install()
+            adapters = client_adapters()  # an unknown name fails before anything is installed
+            if install() is not None:
+                enable_client_adapters(adapters)
     except Exception as exc:
         logger.error("repeat guard not installed: %s", exc)

@@ -13,6 +13,25 @@ needs none of them:
   ``create_react_agent``.
 - :mod:`otel_repeat_guard.integrations.openai_agents`: a ``call_model_input_filter`` for
   ``RunConfig``.
+- :mod:`otel_repeat_guard.integrations.strands`: a ``BeforeModelCallEvent`` hook provider.
+- :mod:`otel_repeat_guard.integrations.google_adk`: a ``before_model_callback``.
+- :mod:`otel_repeat_guard.integrations.smolagents`: a wrapper around the agent's model.
+- :mod:`otel_repeat_guard.integrations.llama_index`: ``FunctionAgent`` (a ``take_step`` subclass)
+  and ``ReActAgent`` (a chat formatter).
+- :mod:`otel_repeat_guard.integrations.crewai`: a ``before_llm_call`` hook.
+- :mod:`otel_repeat_guard.integrations.autogen`: a model-context wrapper.
+- :mod:`otel_repeat_guard.integrations.haystack`: an Agent ``before_llm`` hook.
+
+Model-client adapters work under any framework that calls the model through these clients
+(Semantic Kernel and Agno have no hook before each model request, so they use these):
+
+- :mod:`otel_repeat_guard.integrations.openai_client`: ``guard_client(client)``, chat
+  completions and responses, sync and async.
+- :mod:`otel_repeat_guard.integrations.anthropic_client`: ``guard_client(client)``, messages.
+- :mod:`otel_repeat_guard.integrations.litellm_client`: ``guard_litellm()``.
+
+The inbox drain is atomic, so a native adapter and a client adapter both active deliver a
+reminder once.
 """
 
 from otel_repeat_guard.integrations._common import REMINDER_CLOSE, REMINDER_OPEN, reminder_message, take_reminders
