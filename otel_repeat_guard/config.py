@@ -16,13 +16,25 @@ EMPTY_LIST = "-"
 """An environment list variable set to this is an explicitly empty list (``OTEL_REPEAT_GUARD_EXCLUDE=-``:
 exclude nothing); an empty value is an error, not a silent way to drop the default."""
 _DIGITS = re.compile(r"-?[0-9]+")
+_FIELDS = (
+    "thresholds",
+    "include",
+    "exclude",
+    "arguments_preview_chars",
+    "cycle_thresholds",
+    "max_cycle_period",
+    "no_progress_thresholds",
+    "collapse_parallel",
+    "stop_at",
+)
 _MAPPING_KEYS = {
-    "thresholds": "thresholds",
-    "include": "include",
-    "exclude": "exclude",
-    "argumentsPreviewChars": "arguments_preview_chars",
-    "arguments_preview_chars": "arguments_preview_chars",
+    **{field: field for field in _FIELDS},
+    **{"".join(w.title() if i else w for i, w in enumerate(field.split("_"))): field for field in _FIELDS},
 }
+"""Each field by its snake_case and its camelCase name (``argumentsPreviewChars``, ``stopAt``, ...)."""
+_INT_LISTS = ("thresholds", "cycle_thresholds", "no_progress_thresholds")
+_INTS = ("arguments_preview_chars", "max_cycle_period", "stop_at")
+_BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 
 
 def _is_int(value: object) -> bool:
@@ -39,21 +51,21 @@ def _patterns(field: str, value: object) -> tuple[str, ...]:
     return patterns
 
 
-def _thresholds(value: object) -> tuple[int, ...]:
+def _thresholds(value: object, field: str = "thresholds", *, may_be_empty: bool = False) -> tuple[int, ...]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        raise ValueError(f"thresholds must be a sequence of integers, got {value!r}")
+        raise ValueError(f"{field} must be a sequence of integers, got {value!r}")
     items = tuple(value)
-    if not items:
-        raise ValueError("thresholds must not be empty, got ()")
+    if not items and not may_be_empty:
+        raise ValueError(f"{field} must not be empty, got ()")
     for item in items:
         if not _is_int(item):
-            raise ValueError(f"thresholds must hold integers, got {item!r} in {value!r}")
+            raise ValueError(f"{field} must hold integers, got {item!r} in {value!r}")
         if item < 2:
-            raise ValueError(f"thresholds must be at least 2 (a run has two calls), got {item!r}")
+            raise ValueError(f"{field} must be at least 2 (a run has two calls), got {item!r}")
         if item > MAX_THRESHOLD:
-            raise ValueError(f"thresholds must be at most {MAX_THRESHOLD:,}, got {item!r}")
+            raise ValueError(f"{field} must be at most {MAX_THRESHOLD:,}, got {item!r}")
     if len(set(items)) != len(items):
-        raise ValueError(f"thresholds must not repeat a value, got {value!r}")
+        raise ValueError(f"{field} must not repeat a value, got {value!r}")
     return tuple(sorted(items))
 
 
@@ -64,12 +76,23 @@ class GuardConfig:
     ``thresholds`` are the run lengths that fire a reminder (the first gentle, the rest
     detailed); ``include``/``exclude`` are tool-name patterns; ``arguments_preview_chars``
     bounds the arguments quoted in a reminder.
+
+    Opt-in loop shapes, all off by default: ``cycle_thresholds`` (repetitions of a cycle of
+    2 to ``max_cycle_period`` calls), ``no_progress_thresholds`` (run lengths of calls to one
+    tool with changing arguments and the same outcome), ``collapse_parallel`` (identical calls
+    made in one model step count once) and ``stop_at`` (the exact-repeat run length whose
+    reminder is the firm ``stop`` tier; above every threshold).
     """
 
     thresholds: tuple[int, ...] = (3, 5, 8)
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ("todo_write",)
     arguments_preview_chars: int = 500
+    cycle_thresholds: tuple[int, ...] = ()
+    max_cycle_period: int = 4
+    no_progress_thresholds: tuple[int, ...] = ()
+    collapse_parallel: bool = False
+    stop_at: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -80,6 +103,19 @@ class GuardConfig:
             raise ValueError(f"arguments_preview_chars must be an integer >= 1, got {chars!r}")
         if chars > MAX_PREVIEW_CHARS:
             raise ValueError(f"arguments_preview_chars must be at most {MAX_PREVIEW_CHARS:,}, got {chars!r}")
+        for field in ("cycle_thresholds", "no_progress_thresholds"):
+            object.__setattr__(self, field, _thresholds(getattr(self, field), field, may_be_empty=True))
+        period = self.max_cycle_period
+        if not _is_int(period) or not 2 <= period <= 8:
+            raise ValueError(f"max_cycle_period must be an integer from 2 to 8, got {period!r}")
+        if not isinstance(self.collapse_parallel, bool):
+            raise ValueError(f"collapse_parallel must be true or false, got {self.collapse_parallel!r}")
+        stop = self.stop_at
+        if stop is not None and (not _is_int(stop) or stop <= self.thresholds[-1] or stop > MAX_THRESHOLD):
+            raise ValueError(
+                f"stop_at must be an integer above every threshold (> {self.thresholds[-1]}) "
+                f"and at most {MAX_THRESHOLD:,}, or None; got {stop!r}"
+            )
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> GuardConfig:
@@ -107,16 +143,18 @@ class GuardConfig:
         """
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
-        for field in ("thresholds", "include", "exclude", "arguments_preview_chars"):
+        for field in _FIELDS:
             variable = ENV_PREFIX + field.upper()
             raw = env.get(variable)
             if raw is None:
                 continue
-            if field == "arguments_preview_chars":
+            if field in _INTS:
                 kwargs[field] = _env_int(variable, field, raw.strip())
-                continue
-            items = _env_list(variable, field, raw)
-            kwargs[field] = [_env_int(variable, field, item) for item in items] if field == "thresholds" else items
+            elif field == "collapse_parallel":
+                kwargs[field] = _env_bool(variable, field, raw)
+            else:
+                items = _env_list(variable, field, raw)
+                kwargs[field] = [_env_int(variable, field, item) for item in items] if field in _INT_LISTS else items
         return cls(**kwargs)
 
 
@@ -130,6 +168,13 @@ def _env_list(variable: str, field: str, raw: str) -> list[str]:
     if "" in items:
         raise ValueError(f"{variable} ({field}) has an empty item, got {raw!r} {hint}")
     return items
+
+
+def _env_bool(variable: str, field: str, raw: str) -> bool:
+    value = _BOOLEANS.get(raw.strip().lower())
+    if value is None:
+        raise ValueError(f"{variable} ({field}) must be true, false, 1 or 0, got {raw!r}")
+    return value
 
 
 def _env_int(variable: str, field: str, raw: str) -> int:

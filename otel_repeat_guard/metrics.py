@@ -23,6 +23,7 @@ REPEATED_CALLS = "repeat_tool_guard.repeated_calls"
 REMINDERS = "repeat_tool_guard.reminders"
 RUN_LENGTH = "repeat_tool_guard.run_length"
 UNGUARDED_CALLS = "repeat_tool_guard.unguarded_calls"
+REMINDER_OUTCOMES = "repeat_tool_guard.reminder_outcomes"
 _RUN_LENGTH_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
 MAX_SERIES = 2000
 """Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
@@ -38,6 +39,7 @@ class GuardMetrics:
 
     __slots__ = (
         "_lock",
+        "_outcomes",
         "_pending_runs",
         "_reminders",
         "_repeat_log",
@@ -52,7 +54,8 @@ class GuardMetrics:
         self._lock = threading.Lock()
         self._repeats: dict[str, int] = {}
         self._repeat_log: deque[str] = deque()
-        self._reminders: dict[tuple[str, str, int], int] = {}
+        self._reminders: dict[tuple[str, str, int, str], int] = {}
+        self._outcomes: dict[tuple[str, str, str], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
         self._tool_attrs: dict[str, dict[str, str]] = {}
         self._unguarded: dict[tuple[str, str], int] = {}
@@ -67,6 +70,13 @@ class GuardMetrics:
             callbacks=[self._observe_reminders],
             unit="{reminder}",
             description="Reminders handed to the harness, by tier and threshold.",
+        )
+        meter.create_observable_counter(
+            REMINDER_OUTCOMES,
+            callbacks=[self._observe_outcomes],
+            unit="{reminder}",
+            description="Reminders by what the run did next: broken (a different call), ignored (the loop "
+            "went on) or ended (the run ended first).",
         )
         meter.create_observable_counter(
             UNGUARDED_CALLS,
@@ -97,13 +107,18 @@ class GuardMetrics:
                     tool = ""
                 counts[tool] = counts.get(tool, 0) + 1
 
-    def reminder(self, tool: str, tier: str, threshold: int) -> None:
-        key = (tool, tier, threshold)
+    def reminder(self, tool: str, tier: str, threshold: int, kind: str = "repeat") -> None:
+        key = (tool, tier, threshold, kind)
         with self._lock:
             counts = self._reminders
             if key not in counts and len(counts) >= MAX_SERIES:
-                key = ("", tier, threshold)
+                key = ("", tier, threshold, kind)
             counts[key] = counts.get(key, 0) + 1
+
+    def reminder_outcome(self, outcome: str, kind: str, tier: str) -> None:
+        key = (outcome, kind, tier)  # few values each: no overflow series needed
+        with self._lock:
+            self._outcomes[key] = self._outcomes.get(key, 0) + 1
 
     def unguarded(self, reason: str, tool: str) -> None:
         key = (reason, tool)
@@ -142,9 +157,23 @@ class GuardMetrics:
             totals = list(self._reminders.items())
         return [
             Observation(
-                n, {**self._attributes(tool), "repeat_tool_guard.tier": tier, "repeat_tool_guard.threshold": threshold}
+                n,
+                {
+                    **self._attributes(tool),
+                    "repeat_tool_guard.tier": tier,
+                    "repeat_tool_guard.threshold": threshold,
+                    "repeat_tool_guard.kind": kind,
+                },
             )
-            for (tool, tier, threshold), n in totals
+            for (tool, tier, threshold, kind), n in totals
+        ]
+
+    def _observe_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._outcomes.items())
+        return [
+            Observation(n, {"outcome": outcome, "repeat_tool_guard.kind": kind, "repeat_tool_guard.tier": tier})
+            for (outcome, kind, tier), n in totals
         ]
 
     def _observe_unguarded(self, options: CallbackOptions) -> Iterable[Observation]:

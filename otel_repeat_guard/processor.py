@@ -12,15 +12,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import xxhash
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
-from opentelemetry.trace import SpanContext, StatusCode, format_span_id, format_trace_id
-from opentelemetry.util.types import AttributeValue
+from opentelemetry.trace import SpanContext, StatusCode
 
 from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
-from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_arguments, raw_key
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_or_none, raw_key
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import (
@@ -32,9 +32,19 @@ from otel_repeat_guard.conventions import (
     SpanRouter,
     failed,
 )
+from otel_repeat_guard.conventions.outcomes import outcome_of
+from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.reminders import Reminder, arguments_preview, reminder_text, tier_for
+from otel_repeat_guard.recorder import (
+    REDACTION_FAILED,
+    REMINDER_EVENT,
+    REPEAT_EVENT,
+    UNGUARDED_EVENT,
+    Decision,
+    Recorder,
+)
+from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.requested import PendingSteps, Step
 from otel_repeat_guard.runs import Run, RunResolver, evict_oldest
 from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events
@@ -42,14 +52,15 @@ from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, cont
 logger = logging.getLogger("otel_repeat_guard")
 
 ReminderCallback = Callable[[Reminder], None]
-Decision = tuple[list[EventSpec], list[Reminder]]
-"""What a span gets: the events for it, and reminders for the harness."""
-
-REPEAT_EVENT = "repeat_tool_guard.repeat"
-REMINDER_EVENT = "repeat_tool_guard.reminder"
-UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
-REDACTION_FAILED = "[arguments withheld: redaction failed]"
-"""What a reminder quotes when the ``redact=`` callable raised."""
+__all__ = [
+    "REDACTION_FAILED",
+    "REMINDER_EVENT",
+    "REPEAT_EVENT",
+    "UNGUARDED_EVENT",
+    "Decision",
+    "ReminderCallback",
+    "RepeatGuardSpanProcessor",
+]
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
@@ -92,7 +103,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
         if redact is not None and not callable(redact):
             raise ValueError(f"redact must be callable or None, got {redact!r}")
-        self._redact = redact
         self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._config = config
@@ -108,8 +118,15 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._limits = SpanLimits()
         self._tracked = ToolFilter(config.include, config.exclude)
         self._metrics = GuardMetrics(meter_provider)
+        self._recorder = Recorder(config, self._metrics, redact)
         max_agents = _positive_int("max_agents", max_agents)
-        self._chains = ChainTracker(max_agents, self._metrics.run_ended)
+        detectors = _detectors(config)
+        self._detecting = detectors is not None
+        self._detecting_outcomes = bool(config.no_progress_thresholds)
+        self._collapse_parallel = config.collapse_parallel
+        self._chains = ChainTracker(
+            max_agents, self._metrics.run_ended, detectors=detectors, on_reminder_outcome=self._metrics.reminder_outcome
+        )
         self._runs = RunResolver(
             self._conventions,
             _positive_int("max_live_spans", max_live_spans),
@@ -118,7 +135,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         )
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
-        self._tiers = {t: tier_for(t, config.thresholds) for t in config.thresholds}
         self._warn = WarnOnce(logger)
 
     @property
@@ -281,83 +297,70 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if requested is not None:  # the arguments the model asked with
                 arguments, source = requested.arguments, "model_request"
             if arguments is MISSING:
-                self._observe(run, tool, MISSING)  # still a call: it breaks the run, as any distinct call
-                return self._unguarded(NO_ARGUMENTS, tool, span, "none", run)
+                decision = self._unguarded(NO_ARGUMENTS, tool, span, "none", run)
+                counted = self._count(
+                    run, tool, MISSING, span, attributes, events, error
+                )  # still a call: it breaks runs
+                if counted is not None:
+                    _merge(decision, counted)
+                return decision
         if self._audit is not None:
             self._audit(CallAudit(_scope(span), tool, source, run.how, None))
-        repeat = self._observe(run, tool, arguments)
-        if repeat is None:
-            return None
-        error = error or span.status.status_code is StatusCode.ERROR or failed(attributes, events)
-        return self._record(run, tool, arguments, *repeat, error, span.context)
+        return self._count(run, tool, arguments, span, attributes, events, error)
 
-    def _observe(self, run: Run, tool: str, arguments: Any) -> tuple[bytes, int] | None:
-        """Count one tracked call in the run's chain: (arguments key, run length) for a repeat, else None."""
-        key = raw = None  # unknown or not JSON-like arguments have no key: never identical to others
-        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
-            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
-            key = self._chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
-        elif arguments is not MISSING:
-            key = arguments_key(arguments)
-        length = self._chains.observe(run.key, tool, key, raw)
-        if length < 2 or key is None:
-            return None
-        return key, length
-
-    def _record(
+    def _count(
         self,
         run: Run,
         tool: str,
         arguments: Any,
-        key: bytes,
-        length: int,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
         error: bool,
-        context: SpanContext | None,
         call_id: str | None = None,
-    ) -> Decision:
-        """The events and reminder of a repeated call (the ``length``-th identical one in a row)."""
-        repeat: dict[str, AttributeValue] = {
-            "repeat_tool_guard.run_length": length,
-            "repeat_tool_guard.agent_id": run.key,
-            "gen_ai.tool.name": tool,
-            "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
-            "repeat_tool_guard.error": error,
-        }
-        if call_id is not None:  # a call with no tool span of its own: its events sit on another span
-            repeat["gen_ai.tool.call.id"] = call_id
-        events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
-        self._metrics.repeated_call(tool)
-        tier = self._tiers.get(length)
-        if tier is None:
-            return events, []
-        shown = canonical_arguments(arguments)  # only now: the key spared computing it on every call
-        if self._redact is not None:
-            shown = _redacted(self._redact, shown)
-        preview = arguments_preview(shown, self._config.arguments_preview_chars)
-        text = reminder_text(tier, tool, length, preview)
-        reminder_event: dict[str, AttributeValue] = {
-            "repeat_tool_guard.run_length": length,
-            "repeat_tool_guard.threshold": length,
-            "repeat_tool_guard.tier": tier,
-            "repeat_tool_guard.reminder_text": text,
-        }
-        if call_id is not None:
-            reminder_event["gen_ai.tool.call.id"] = call_id
-        events.append((REMINDER_EVENT, reminder_event))
-        self._metrics.reminder(tool, tier, length)
-        reminder = Reminder(
-            agent_id=run.key,
-            agent_name=run.name,
-            tool_name=tool,
-            run_length=length,
-            threshold=length,
-            tier=tier,
-            text=text,
-            arguments_preview=preview,
-            trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
-            span_id=format_span_id(context.span_id) if context else "0" * 16,
-        )
-        return events, [reminder]
+        context: SpanContext | None = None,
+    ) -> Decision | None:
+        """Decide: count one tracked call in its run (every detector), and word what it extends.
+
+        ``span`` is the call's own tool span, None for a call with no tool span (its events go on
+        the span ``context`` names the requesting model span of).
+        """
+        key, raw = self._key(run, arguments)
+        chains = self._chains
+        decision: Decision = ([], [])
+        call = outcome = None
+        if self._collapse_parallel or chains.pending or self._detecting:
+            outcome_key = None
+            if self._detecting_outcomes and span is not None:
+                outcome, outcome_key = _outcome(span, attributes, events, error)
+            call = Call(tool, key, outcome_key)
+            if self._collapse_parallel and span is not None and key is not None:
+                parent = span.parent.span_id if span.parent is not None else None
+                if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
+                    return [self._recorder.parallel_duplicate(tool, key)], []  # one call for every detector
+            if chains.pending:
+                chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
+        length = chains.observe(run.key, tool, key, raw)
+        if span is not None:
+            context = span.context
+        if length >= 2 and key is not None:
+            if span is not None and not error:
+                error = span.status.status_code is StatusCode.ERROR or failed(attributes, events)
+            _merge(decision, self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id))
+        if call is not None and self._detecting:
+            for found in chains.detect(run.key, call):
+                _merge(decision, self._recorder.detection(run, tool, arguments, found, outcome, context, call_id))
+        for reminder in decision[1]:
+            chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
+        return decision if decision[0] else None
+
+    def _key(self, run: Run, arguments: Any) -> tuple[bytes | None, bytes | None]:
+        """The arguments' key, and the raw text's for long texts; None for unknown or not JSON-like
+        arguments, which are never identical to others."""
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
+            return self._chains.key_if_same_raw(run.key, raw) or arguments_key(arguments), raw
+        return (None if arguments is MISSING else arguments_key(arguments)), None
 
     # -- model calls, and the calls they requested -------------------------------------
 
@@ -446,13 +449,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 events += more
             elif self._audit is not None:
                 self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
-            repeat = self._observe(run, call.tool_name, call.arguments)
-            if repeat is not None:
-                more, reminder = self._record(
-                    run, call.tool_name, call.arguments, *repeat, False, step.span_context, call.call_id
-                )
-                events += more
-                reminders += reminder
+            counted = self._count(
+                run, call.tool_name, call.arguments, None, {}, (), False, call.call_id, step.span_context
+            )
+            if counted is not None:
+                events += counted[0]
+                reminders += counted[1]
         return events, reminders
 
     def _run_ended(self, run: Run) -> None:
@@ -494,14 +496,39 @@ def _scope(span: ReadableSpan | None) -> str:
     return "" if scope is None else scope.name
 
 
-def _redacted(redact: Callable[[str], str], text: str) -> str:
-    """The redactor's text; if it fails, a fixed marker: no unredacted text leaks, and only the
-    preview is lost, never the detection."""
-    try:
-        shown = redact(text)
-        if isinstance(shown, str):
-            return shown
-        raise TypeError(f"redact returned {type(shown).__name__}, not str")
-    except Exception:
-        logger.exception("repeat guard's redact= callable failed; the reminder quotes %s instead", REDACTION_FAILED)
-        return REDACTION_FAILED
+def _merge(into: Decision, more: Decision) -> None:
+    into[0].extend(more[0])
+    into[1].extend(more[1])
+
+
+def _detectors(config: GuardConfig) -> Callable[[], tuple[Detector, ...]] | None:
+    """What makes a run's opt-in detectors, or None when none is configured."""
+    cycle, no_progress = config.cycle_thresholds, config.no_progress_thresholds
+    if not cycle and not no_progress:
+        return None
+    period = config.max_cycle_period
+
+    def make() -> tuple[Detector, ...]:
+        made: list[Detector] = []
+        if cycle:
+            made.append(CycleDetector(cycle, period))
+        if no_progress:
+            made.append(NoProgressDetector(no_progress))
+        return tuple(made)
+
+    return make
+
+
+def _outcome(
+    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[EventLike], error: bool
+) -> tuple[Any, bytes | None]:
+    """The call's outcome (the error, else the result) and its key; (MISSING, None) when none was recorded."""
+    status = span.status
+    failed_ = error or status.status_code is StatusCode.ERROR or failed(attributes, events)
+    value, is_error = outcome_of(attributes, events, failed_, status.description)
+    if value is MISSING:
+        return value, None
+    canonical = canonical_or_none(value)
+    if canonical is None:
+        return value, None
+    return value, xxhash.xxh3_128_digest((b"E" if is_error else b"R") + canonical)  # an error never equals a result

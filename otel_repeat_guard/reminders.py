@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-Tier = Literal["gentle", "detailed"]
+Tier = Literal["gentle", "detailed", "stop"]
+Kind = Literal["repeat", "cycle", "no_progress"]
 
 REMINDER_SOURCE: Mapping[str, str] = MappingProxyType({"kind": "plugin", "plugin": "repeat-tool-guard"})
 
@@ -20,6 +21,7 @@ class Reminder:
     value that fired. For the exact-repeat chain the two are always equal (thresholds are
     exact run lengths). They are kept apart because other loop shapes count differently: a
     cycle of period p fires at a number of repetitions k while its run holds p x k calls.
+    ``tier`` is ``stop`` at ``GuardConfig.stop_at``: adapters then end the run.
     """
 
     agent_id: str
@@ -33,6 +35,10 @@ class Reminder:
     trace_id: str
     span_id: str
     source: Mapping[str, str] = field(default_factory=lambda: REMINDER_SOURCE, hash=False)
+    kind: Kind = "repeat"
+    """The loop shape: ``repeat`` (identical calls), ``cycle`` or ``no_progress``."""
+    period: int = 1
+    """A cycle's period (how many calls it repeats); 1 for the other kinds."""
 
 
 def tier_for(threshold: int, thresholds: tuple[int, ...]) -> Tier:
@@ -63,4 +69,33 @@ def reminder_text(tier: Tier, tool_name: str, run_length: int, preview: str) -> 
         "Do not call it again with the same arguments. Re-read the last result, then change your "
         "approach (different arguments or a different tool). If you have gathered enough evidence, "
         "it is fine to stop calling tools and give your answer now."
+    )
+
+
+def stop_text(tool_name: str, run_length: int) -> str:
+    """The firm text at ``stop_at``: stop calling tools, answer now."""
+    return (
+        f"You have called `{tool_name}` with identical arguments {run_length} times in a row, after earlier "
+        "reminders. Stop calling tools now. Answer with the information you already have, and say what is "
+        "missing if it is not enough."
+    )
+
+
+def cycle_text(tools: tuple[str, ...], repetitions: int) -> str:
+    """A cycle: its tools in order and how many times the sequence came back."""
+    sequence = " → ".join(f"`{tool}`" for tool in tools)
+    return (
+        f"You are going in circles: the sequence {sequence} has repeated {repetitions} times in a row, "
+        "with the same arguments each time. Repeating it will give the same results again. Re-read what "
+        "you already have, then change your approach or conclude."
+    )
+
+
+def no_progress_text(tool_name: str, run_length: int, outcome_preview: str) -> str:
+    """No progress: the shared outcome, already truncated by the caller."""
+    return (
+        f"You have called `{tool_name}` {run_length} times in a row with different arguments, and every "
+        f"call returned the same result:\n{outcome_preview}\n"
+        "Varying the arguments this way is not making progress. Try a different approach or tool, or "
+        "conclude with what you have."
     )

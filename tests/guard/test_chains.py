@@ -83,3 +83,46 @@ def test_the_raw_key_hint_gives_back_the_key_of_the_same_text() -> None:
     assert chains.key_if_same_raw("a", b"raw2") == b"key"
     chains.observe("a", "grep", b"new")
     assert chains.key_if_same_raw("a", b"raw2") is None
+
+
+def test_detectors_and_reminder_outcomes_live_in_the_run_state() -> None:
+    from otel_repeat_guard.detectors import Call, CycleDetector
+
+    tracker = ChainTracker(10)  # no detectors, no outcome callback
+    assert tracker.detect("a", Call("t", b"k")) == []
+    tracker.observe("a", "t", b"k")
+    tracker.reminded("a", "repeat", "gentle")
+    assert tracker.pending == 1
+    assert tracker.settle("a", "t", b"k", Call("t", b"k")) == [("ignored", "repeat", "gentle")]
+    assert tracker.pending == 0 and tracker.settle("a", "t", b"k", Call("t", b"k")) == []
+    tracker.reminded("a", "repeat", "gentle")
+    tracker.forget("a")  # ended, with no callback to tell
+    assert tracker.pending == 0
+
+    told: list[tuple[str, str, str]] = []
+    tracker = ChainTracker(
+        10, detectors=lambda: (CycleDetector((2,), 3),), on_reminder_outcome=lambda *o: told.append(o)
+    )
+    for key in (b"A", b"B", b"A", b"B"):
+        tracker.observe("a", "t", key)
+        found = tracker.detect("a", Call("t", key))
+    assert [(d.kind, d.period, d.threshold, d.fires) for d in found] == [("cycle", 2, 2, True)]
+    tracker.reminded("a", "cycle", "gentle", 2)
+    assert tracker.settle("a", "t", b"A", Call("t", b"A")) == [("ignored", "cycle", "gentle")]  # the cycle goes on
+    tracker.reminded("a", "cycle", "gentle", 2)
+    assert tracker.settle("a", "t", b"C", Call("t", b"C")) == [("broken", "cycle", "gentle")]
+    assert told == [("ignored", "cycle", "gentle"), ("broken", "cycle", "gentle")]
+
+
+def test_a_cycle_never_continues_with_unknown_arguments_or_before_it_has_a_past() -> None:
+    from otel_repeat_guard.detectors import Call, CycleDetector, ParallelCollapse
+
+    cycle = CycleDetector((2,), 4)
+    assert cycle.continues(Call("t", b"A"), 2) is False  # no history yet
+    cycle.observe(Call("t", b"A"))
+    cycle.observe(Call("t", b"B"))
+    assert cycle.continues(Call("t", None), 2) is False
+    assert cycle.continues(Call("t", b"A"), 2) is True
+    parallel = ParallelCollapse()
+    assert parallel.duplicate(Call("t", None), 7, 0, 10) is False
+    assert parallel.duplicate(Call("t", b"k"), None, 0, 10) is False

@@ -1,0 +1,44 @@
+"""The protocol every loop detector follows, and the values it sees and answers."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+
+class Call(NamedTuple):
+    """One tracked call of a run, as detectors compare it."""
+
+    tool: str
+    key: bytes | None
+    """The arguments' digest; None when they are unknown (such a call is distinct from every call)."""
+    outcome: bytes | None = None
+    """The digest of the call's outcome (result, else error), for detectors that need it; None: not recorded."""
+
+
+class Detection(NamedTuple):
+    """A call that extends a loop of one shape: an event for its span, and maybe a reminder."""
+
+    kind: str
+    """``cycle`` or ``no_progress``."""
+    run_length: int
+    """Calls in the loop so far (for a cycle: period x repetitions)."""
+    threshold: int
+    """What the configured thresholds are compared with: repetitions for a cycle, the run length otherwise."""
+    fires: bool
+    """The threshold value is configured: a reminder is due at this call."""
+    period: int = 1
+    tools: tuple[str, ...] = ()
+    """A cycle's tools, in order."""
+    outcome: bytes | None = None
+    """The shared outcome's digest (no progress)."""
+
+
+class Detector(Protocol):
+    """A loop shape. ``observe`` sees each tracked call of one run, in order; ``continues`` says whether
+    a call would extend the loop a reminder was about (so the reminder was ignored)."""
+
+    kind: str
+
+    def observe(self, call: Call) -> Detection | None: ...
+
+    def continues(self, call: Call, period: int) -> bool: ...

@@ -1,0 +1,214 @@
+"""The record step: what a detected loop becomes, as span events, metrics and a ``Reminder``.
+
+The processor decides (chains and detectors); the recorder words it. Reminder texts and tiers
+live in :mod:`otel_repeat_guard.reminders`; the names of the guard's span events are here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
+from opentelemetry.util.types import AttributeValue
+
+from otel_repeat_guard.canonical import canonical_arguments, canonical_or_none
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.detectors import Detection
+from otel_repeat_guard.metrics import GuardMetrics
+from otel_repeat_guard.reminders import (
+    Reminder,
+    Tier,
+    arguments_preview,
+    cycle_text,
+    no_progress_text,
+    reminder_text,
+    stop_text,
+    tier_for,
+)
+from otel_repeat_guard.runs import Run
+from otel_repeat_guard.span_events import EventSpec
+
+logger = logging.getLogger("otel_repeat_guard")
+
+REPEAT_EVENT = "repeat_tool_guard.repeat"
+REMINDER_EVENT = "repeat_tool_guard.reminder"
+UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
+CYCLE_EVENT = "repeat_tool_guard.cycle"
+NO_PROGRESS_EVENT = "repeat_tool_guard.no_progress"
+PARALLEL_DUPLICATE_EVENT = "repeat_tool_guard.parallel_duplicate"
+REDACTION_FAILED = "[arguments withheld: redaction failed]"
+"""What a reminder quotes when the ``redact=`` callable raised."""
+
+Decision = tuple[list[EventSpec], list[Reminder]]
+"""What a span gets: the events for it, and reminders for the harness."""
+
+
+def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:
+    return {t: tier_for(t, thresholds) for t in thresholds}
+
+
+class Recorder:
+    """Turns the run's answers into events, metric updates and reminders, per the configuration."""
+
+    __slots__ = ("_config", "_cycle_tiers", "_metrics", "_no_progress_tiers", "_redact", "_tiers")
+
+    def __init__(self, config: GuardConfig, metrics: GuardMetrics, redact: Callable[[str], str] | None) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._redact = redact
+        self._tiers = _tiers(config.thresholds)
+        if config.stop_at is not None:
+            self._tiers[config.stop_at] = "stop"
+        self._cycle_tiers = _tiers(config.cycle_thresholds)
+        self._no_progress_tiers = _tiers(config.no_progress_thresholds)
+
+    def repeat(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        key: bytes,
+        length: int,
+        error: bool,
+        context: SpanContext | None,
+        call_id: str | None = None,
+    ) -> Decision:
+        """The events and reminder of a repeated call (the ``length``-th identical one in a row)."""
+        repeat: dict[str, AttributeValue] = {
+            "repeat_tool_guard.run_length": length,
+            "repeat_tool_guard.agent_id": run.key,
+            "gen_ai.tool.name": tool,
+            "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
+            "repeat_tool_guard.error": error,
+        }
+        if call_id is not None:  # a call with no tool span of its own: its events sit on another span
+            repeat["gen_ai.tool.call.id"] = call_id
+        events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
+        self._metrics.repeated_call(tool)
+        tier = self._tiers.get(length)
+        if tier is None:
+            return events, []
+        preview = self._preview(canonical_arguments(arguments))  # only now: the key spared it on every call
+        text = stop_text(tool, length) if tier == "stop" else reminder_text(tier, tool, length, preview)
+        return self._remind(events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id)
+
+    def detection(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        found: Detection,
+        outcome: Any,
+        context: SpanContext | None,
+        call_id: str | None = None,
+    ) -> Decision:
+        """The event of a call that extends a cycle or a no-progress run, and its reminder when one is due."""
+        if found.kind == "cycle":
+            event: dict[str, AttributeValue] = {
+                "repeat_tool_guard.period": found.period,
+                "repeat_tool_guard.repetitions": found.threshold,
+                "repeat_tool_guard.cycle_tools": found.tools,
+            }
+            events: list[EventSpec] = [(CYCLE_EVENT, event)]
+            tier = self._cycle_tiers.get(found.threshold) if found.fires else None
+        else:
+            event = {
+                "repeat_tool_guard.run_length": found.run_length,
+                "repeat_tool_guard.outcome_digest": found.outcome.hex() if found.outcome else "",
+            }
+            events = [(NO_PROGRESS_EVENT, event)]
+            tier = self._no_progress_tiers.get(found.threshold) if found.fires else None
+        if call_id is not None:
+            event["gen_ai.tool.call.id"] = call_id
+        if tier is None:
+            return events, []
+        shown = canonical_or_none(arguments) or b""  # unknown arguments: nothing to quote
+        preview = self._preview(shown.decode("utf-8", "surrogatepass"))
+        if found.kind == "cycle":
+            text = cycle_text(found.tools, found.threshold)
+        else:
+            told = (canonical_or_none(outcome) or b"").decode("utf-8", "surrogatepass")
+            text = no_progress_text(tool, found.run_length, self._preview(told))
+        return self._remind(
+            events,
+            run,
+            tool,
+            found.kind,
+            tier,
+            found.run_length,
+            found.threshold,
+            found.period,
+            text,
+            preview,
+            context,
+            call_id,
+        )
+
+    @staticmethod
+    def parallel_duplicate(tool: str, key: bytes) -> EventSpec:
+        return (
+            PARALLEL_DUPLICATE_EVENT,
+            {"gen_ai.tool.name": tool, "repeat_tool_guard.arguments_digest": key.hex()},
+        )
+
+    def _remind(
+        self,
+        events: list[EventSpec],
+        run: Run,
+        tool: str,
+        kind: Any,
+        tier: Tier,
+        run_length: int,
+        threshold: int,
+        period: int,
+        text: str,
+        preview: str,
+        context: SpanContext | None,
+        call_id: str | None,
+    ) -> Decision:
+        reminder_event: dict[str, AttributeValue] = {
+            "repeat_tool_guard.run_length": run_length,
+            "repeat_tool_guard.threshold": threshold,
+            "repeat_tool_guard.tier": tier,
+            "repeat_tool_guard.reminder_text": text,
+        }
+        if call_id is not None:
+            reminder_event["gen_ai.tool.call.id"] = call_id
+        reminder_event["repeat_tool_guard.kind"] = kind
+        events.append((REMINDER_EVENT, reminder_event))
+        self._metrics.reminder(tool, tier, threshold, kind)
+        reminder = Reminder(
+            agent_id=run.key,
+            agent_name=run.name,
+            tool_name=tool,
+            run_length=run_length,
+            threshold=threshold,
+            tier=tier,
+            text=text,
+            arguments_preview=preview,
+            trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
+            span_id=format_span_id(context.span_id) if context else "0" * 16,
+            kind=kind,
+            period=period,
+        )
+        return events, [reminder]
+
+    def _preview(self, text: str) -> str:
+        if self._redact is not None:
+            text = redacted(self._redact, text)
+        return arguments_preview(text, self._config.arguments_preview_chars)
+
+
+def redacted(redact: Callable[[str], str], text: str) -> str:
+    """The redactor's text; if it fails, a fixed marker: no unredacted text leaks, and only the
+    preview is lost, never the detection."""
+    try:
+        shown = redact(text)
+        if isinstance(shown, str):
+            return shown
+        raise TypeError(f"redact returned {type(shown).__name__}, not str")
+    except Exception:
+        logger.exception("repeat guard's redact= callable failed; the reminder quotes %s instead", REDACTION_FAILED)
+        return REDACTION_FAILED
