@@ -100,3 +100,84 @@ def test_threads_match_the_sequential_oracle() -> None:
     delivered = Counter((r.agent_id, r.run_length) for r in reminders)
     assert delivered == expected_reminders  # none lost, none twice
     assert sum(delivered.values()) > 5_000
+
+
+LOOPS = GuardConfig(thresholds=(3, 5), cycle_thresholds=(2, 3), no_progress_thresholds=(3,), stop_at=7)
+
+
+def _loop_plan(seed: int) -> list[tuple[str, str, str, str]]:
+    """(action, agent, arguments, result) steps: cycles, repeats and same-result runs, with resets."""
+    rng = random.Random(1000 + seed)
+    agents = [f"loop-{seed}-{i}" for i in range(8)]
+    steps: list[tuple[str, str, str, str]] = []
+    while len(steps) < 1_500:
+        agent = rng.choice(agents)
+        if rng.random() < 0.02:
+            steps.append(("reset", agent, "", ""))
+            continue
+        shape = rng.choice(["cycle", "repeat", "no_progress"])
+        unit = rng.sample("ABCD", rng.randint(2, 3))
+        for i in range(rng.randint(2, 9)):
+            letter = unit[i % len(unit)] if shape == "cycle" else unit[0] if shape == "repeat" else f"{rng.random()}"
+            steps.append(("call", agent, f'{{"q": "{letter}"}}', "same" if shape == "no_progress" else letter))
+    return steps
+
+
+def _play(guard: RepeatGuardSpanProcessor, tracer: object, plan: list[tuple[str, str, str, str]]) -> None:
+    for action, agent, arguments, result in plan:
+        if action == "reset":
+            guard.reset(agent)
+            continue
+        with tracer.start_as_current_span("execute_tool grep") as span:  # type: ignore[attr-defined]
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "grep",
+                    "gen_ai.tool.call.arguments": arguments,
+                    "gen_ai.tool.call.result": result,
+                    "gen_ai.agent.id": agent,
+                }
+            )
+
+
+def _guarded(config: GuardConfig) -> tuple[RepeatGuardSpanProcessor, object, list[Reminder]]:
+    reminders: list[Reminder] = []
+    lock = threading.Lock()
+
+    def deliver(reminder: Reminder) -> None:
+        with lock:
+            reminders.append(reminder)
+
+    guard = RepeatGuardSpanProcessor(config, deliver)
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    return guard, provider.get_tracer("oracle"), reminders
+
+
+def test_threads_match_the_sequential_oracle_with_every_detector_on() -> None:
+    """The same plans, 16 threads at once against one after the other: the same reminders, of every kind."""
+    plans = [_loop_plan(seed) for seed in range(THREADS)]
+    guard, tracer, expected = _guarded(LOOPS)
+    for plan in plans:
+        _play(guard, tracer, plan)
+
+    guard, tracer, reminders = _guarded(LOOPS)
+    barrier = threading.Barrier(THREADS)
+
+    def worker(plan: list[tuple[str, str, str, str]]) -> None:
+        barrier.wait()
+        _play(guard, tracer, plan)
+
+    threads = [threading.Thread(target=worker, args=(plan,)) for plan in plans]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    def summary(found: list[Reminder]) -> Counter[tuple[str, str, str, int, int]]:
+        return Counter((r.agent_id, r.kind, r.tier, r.run_length, r.period) for r in found)
+
+    assert summary(reminders) == summary(expected)
+    kinds = Counter(r.kind for r in expected)
+    assert kinds["cycle"] > 50 and kinds["repeat"] > 50 and kinds["no_progress"] > 50, kinds
+    assert any(r.tier == "stop" for r in expected)
