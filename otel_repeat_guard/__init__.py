@@ -16,7 +16,7 @@ from otel_repeat_guard.conventions import (
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
-from otel_repeat_guard.reminders import Reminder
+from otel_repeat_guard.reminders import Reminder, RepeatGuardStop
 from otel_repeat_guard.version import __version__
 from otel_repeat_guard.wiring import GuardTelemetry, configure
 
@@ -35,6 +35,7 @@ __all__ = [
     "Reminder",
     "ReminderInbox",
     "RepeatGuardSpanProcessor",
+    "RepeatGuardStop",
     "ToolCall",
     "TraceloopConvention",
     "__version__",

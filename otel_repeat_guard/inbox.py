@@ -44,6 +44,12 @@ class ReminderInbox:
             box = self._boxes.pop(agent_id, None)
         return list(box) if box else []
 
+    def peek(self, agent_id: str) -> list[Reminder]:
+        """The agent's pending reminders, oldest first, left in place."""
+        with self._lock:
+            box = self._boxes.get(agent_id)
+            return list(box) if box else []
+
     def pending(self) -> list[str]:
         """The agent ids that have reminders waiting."""
         with self._lock:

@@ -99,3 +99,15 @@ def no_progress_text(tool_name: str, run_length: int, outcome_preview: str) -> s
         "Varying the arguments this way is not making progress. Try a different approach or tool, or "
         "conclude with what you have."
     )
+
+
+class RepeatGuardStop(Exception):
+    """Raised by a framework adapter to end the agent run at a ``stop`` reminder (``GuardConfig.stop_at``).
+
+    The guard itself blocks nothing; adapters end the run in the framework's natural way, and where
+    that is an exception, it is this one. ``reminder`` says which tool looped, how often, and why.
+    """
+
+    def __init__(self, reminder: Reminder) -> None:
+        super().__init__(reminder.text)
+        self.reminder = reminder

@@ -10,7 +10,7 @@ from opentelemetry.context import Context
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.reminders import Reminder
+from otel_repeat_guard.reminders import Reminder, RepeatGuardStop
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -52,6 +52,13 @@ def take_reminders(
     except Exception:
         logger.exception("repeat guard could not collect reminders; the model request goes out unchanged")
         return []
+
+
+def stop_if_due(reminders: Sequence[Reminder]) -> None:
+    """End the run: raise :class:`RepeatGuardStop` when a ``stop`` reminder is among ``reminders``."""
+    for reminder in reminders:
+        if reminder.tier == "stop":
+            raise RepeatGuardStop(reminder)
 
 
 def reminder_message(reminders: Sequence[Reminder]) -> str:

@@ -15,6 +15,11 @@ For LangGraph's prebuilt ``create_react_agent``, use the pre-model hook::
 Both add one ``HumanMessage`` to that model call only (``ModelRequest.override`` and
 ``llm_input_messages`` do not write to the graph state), after the tool messages.
 
+At a ``stop`` reminder (``GuardConfig.stop_at``) the run ends: the middleware's ``before_model``
+jumps to the end of the graph, with the stop reminder as the last message of the state (a
+``HumanMessage`` named ``repeat_guard``); the pre-model hook, which cannot jump, raises
+:class:`~otel_repeat_guard.RepeatGuardStop`, which carries the reminder.
+
 LangChain's instrumentors do not all make their spans current (OpenInference does not), so
 the run is found through LangChain's own run context: the span that the instrumentor's
 callback handler keeps for the current LangChain run (OpenInference's ``get_span(run_id)``,
@@ -30,13 +35,24 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import (
+    check_sources,
+    logger,
+    reminder_message,
+    stop_if_due,
+    take_reminders,
+)
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+from otel_repeat_guard.reminders import Reminder
 
 if TYPE_CHECKING:
     _AgentMiddleware = object
+
+    def _hook_config(**options: Any) -> Callable[[Any], Any]:
+        return lambda hook: hook
 else:
     from langchain.agents.middleware import AgentMiddleware as _AgentMiddleware
+    from langchain.agents.middleware import hook_config as _hook_config
 
 
 def _span_of_handler(handler: object, run_id: object) -> Any:
@@ -70,12 +86,18 @@ def langchain_run_context() -> Context | None:
     return None
 
 
-def _with_reminders(messages: list[Any], guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> list[Any] | None:
+def _run_context() -> Context | None:
     try:
-        context = langchain_run_context()
+        return langchain_run_context()
     except Exception:  # a LangChain internals change must not break the model call
-        context = None
-    reminders = take_reminders(guard, inbox, context)
+        return None
+
+
+def _due(guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> list[Reminder]:
+    return take_reminders(guard, inbox, _run_context())
+
+
+def _with(messages: list[Any], reminders: list[Reminder]) -> list[Any] | None:
     if not reminders:
         return None
     from langchain_core.messages import HumanMessage
@@ -84,14 +106,34 @@ def _with_reminders(messages: list[Any], guard: RepeatGuardSpanProcessor, inbox:
 
 
 class RepeatGuardMiddleware(_AgentMiddleware):
-    """An ``AgentMiddleware`` whose ``wrap_model_call`` adds due reminders to the request."""
+    """An ``AgentMiddleware`` whose ``wrap_model_call`` adds due reminders to the request, and whose
+    ``before_model`` ends the run at a stop reminder."""
 
     def __init__(self, *, guard: RepeatGuardSpanProcessor | None = None, inbox: ReminderInbox | None = None) -> None:
         super().__init__()
         self._guard, self._inbox = check_sources(guard, inbox)
 
+    @_hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        try:
+            key = self._guard.current_agent_id(_run_context())
+            if key is None or not any(r.tier == "stop" for r in self._inbox.peek(key)):
+                return None
+            from langchain_core.messages import HumanMessage
+
+            stop = HumanMessage(content=reminder_message(self._inbox.drain(key)), name="repeat_guard")
+        except Exception:
+            logger.exception("repeat guard could not check for a stop; the run goes on")
+            return None
+        return {"messages": [stop], "jump_to": "end"}
+
+    @_hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        update: dict[str, Any] | None = self.before_model(state, runtime)
+        return update
+
     def _request(self, request: Any) -> Any:
-        messages = _with_reminders(list(request.messages), self._guard, self._inbox)
+        messages = _with(list(request.messages), _due(self._guard, self._inbox))
         return request if messages is None else request.override(messages=messages)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -109,6 +151,8 @@ def repeat_guard_pre_model_hook(
 
     def pre_model_hook(state: dict[str, Any]) -> dict[str, Any]:
         messages = list(state["messages"])
-        return {"llm_input_messages": _with_reminders(messages, guard, inbox) or messages}
+        reminders = _due(guard, inbox)
+        stop_if_due(reminders)  # a pre-model hook cannot jump: the stop tier ends the run with RepeatGuardStop
+        return {"llm_input_messages": _with(messages, reminders) or messages}
 
     return pre_model_hook

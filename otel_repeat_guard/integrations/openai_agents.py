@@ -7,7 +7,9 @@
 
 The reminder goes into that one model call as a user input item after the tool outputs;
 the SDK does not keep filtered input in the run's history. To combine it with a filter of
-your own, pass that as ``then``: it receives the data with the reminder already added.
+your own, pass that as ``then``: it receives the data with the reminder already added. At a
+``stop`` reminder (``GuardConfig.stop_at``) the run ends: ``Runner.run`` raises
+:class:`~otel_repeat_guard.RepeatGuardStop`, which carries the reminder.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, reminder_message, stop_if_due, take_reminders
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
@@ -33,6 +35,7 @@ def repeat_guard_input_filter(
 
     async def add_reminders(data: Any) -> Any:
         reminders = take_reminders(guard, inbox)
+        stop_if_due(reminders)  # the stop tier ends the run: Runner.run raises RepeatGuardStop
         if reminders:
             model_data = data.model_data
             item = {"role": "user", "content": reminder_message(reminders)}

@@ -6,7 +6,9 @@
 
 The reminder is added as a ``UserPromptPart`` after the tool results of the last
 ``ModelRequest`` (pydantic-ai keeps processed history, so it stays in the conversation
-where it was delivered, once). Needs ``pydantic-ai`` (or ``pydantic-ai-slim``) 1.x/2.x.
+where it was delivered, once). At a ``stop`` reminder (``GuardConfig.stop_at``) the run ends:
+``agent.run`` raises :class:`~otel_repeat_guard.RepeatGuardStop`, which carries the reminder.
+Needs ``pydantic-ai`` (or ``pydantic-ai-slim``) 1.x/2.x.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, reminder_message, stop_if_due, take_reminders
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 HistoryProcessor = Callable[[list[Any]], Awaitable[list[Any]]]
@@ -37,6 +39,7 @@ def repeat_guard_history_processor(
         reminders = take_reminders(guard, inbox)
         if not reminders:
             return messages
+        stop_if_due(reminders)  # the stop tier ends the run: agent.run raises RepeatGuardStop
         part = UserPromptPart(content=reminder_message(reminders))
         last = messages[-1] if messages else None
         if isinstance(last, ModelRequest):

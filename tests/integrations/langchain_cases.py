@@ -186,3 +186,31 @@ def test_two_concurrent_runs_of_one_agent_have_separate_chains(kind: str, g: Gua
     asyncio.run(_both(agent.ainvoke(PROMPT), agent.ainvoke(PROMPT)))
     assert_separate_runs(g, 2)
     assert_interleaved(g)
+
+
+@KINDS
+def test_a_stop_reminder_ends_the_run(kind: str, board: Switchboard) -> None:
+    """create_agent: the middleware jumps to the end, the stop text the state's last message;
+    create_react_agent: its pre-model hook cannot jump, so the run ends with RepeatGuardStop."""
+    from otel_repeat_guard import GuardConfig, RepeatGuardStop
+
+    from .scenario import PARIS
+
+    guarded = make_guarded(config=GuardConfig(thresholds=(3,), stop_at=4))
+    board.targets = guarded.processors
+    requests: list[Any] = []
+    try:
+        agent = build(kind, guarded, NAMES[kind][0], (("lookup", PARIS),) * 6, requests)
+        if kind == "create_agent":
+            out = agent.invoke(PROMPT)
+            last = out["messages"][-1]
+            assert (last.type, last.name) == ("human", "repeat_guard")
+            assert "Stop calling tools now" in last.content and "<system-reminder>" in last.content
+        else:
+            with pytest.raises(RepeatGuardStop) as stopped:
+                agent.invoke(PROMPT)
+            assert stopped.value.reminder.tier == "stop"
+    finally:
+        board.targets = []
+    assert [(r.tier, r.run_length) for r in guarded.reminders] == [("gentle", 3), ("stop", 4)]
+    assert len(requests) == 4  # no model request after the stop

@@ -16,6 +16,7 @@ from .langchain_cases import (  # noqa: E402, F401
     instrumented_board,
     test_a_second_agent_running_concurrently_has_its_own_chain,
     test_a_second_prompt_gets_a_fresh_chain,
+    test_a_stop_reminder_ends_the_run,
     test_one_run_and_the_reminders_reach_the_model,
     test_two_concurrent_runs_of_one_agent_have_separate_chains,
 )

@@ -146,3 +146,25 @@ def test_two_concurrent_runs_of_one_agent_have_separate_chains(g: Guarded) -> No
     asyncio.run(_both(run(g, agent), run(g, agent)))
     assert_separate_runs(g, 2)
     assert_interleaved(g)
+
+
+def test_a_stop_reminder_ends_the_run_with_repeat_guard_stop() -> None:
+    from otel_repeat_guard import GuardConfig, RepeatGuardStop
+
+    from .scenario import PARIS
+
+    guarded = make_guarded(config=GuardConfig(thresholds=(3,), stop_at=4))
+    set_trace_processors([])
+    instrumentor = OpenAIAgentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider_for(guarded))
+    requests: list[list[tuple[str, str]]] = []
+    try:
+        agent = Agent(name="weather_agent", model=ScriptedModel((("lookup", PARIS),) * 6, requests), tools=TOOLS)
+        with pytest.raises(RepeatGuardStop) as stopped:
+            asyncio.run(run(guarded, agent))
+    finally:
+        instrumentor.uninstrument()
+        set_trace_processors([])
+    assert (stopped.value.reminder.tier, stopped.value.reminder.run_length) == ("stop", 4)
+    assert len(requests) == 4  # no request after the stop
+    assert any("identical arguments 3 times" in text for role, text in requests[3] if role == "user")

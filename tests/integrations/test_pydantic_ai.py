@@ -156,3 +156,25 @@ def test_two_concurrent_runs_of_one_agent_have_separate_chains(g: Guarded) -> No
     assert_separate_runs(g, 2)
     assert_interleaved(g)
     assert sum("<system-reminder>" in t for r in requests for _, t in r[-1:]) == 4  # each run got its own two
+
+
+def test_a_stop_reminder_ends_the_run_with_repeat_guard_stop() -> None:
+    """stop_at: the run ends before the model is asked again, with an exception the application catches."""
+    from otel_repeat_guard import GuardConfig, RepeatGuardStop
+
+    from .scenario import PARIS
+
+    guarded = make_guarded(config=GuardConfig(thresholds=(3,), stop_at=4))
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=provider_for(guarded)))
+    requests: list[list[tuple[str, str]]] = []
+    try:
+        agent = make_agent(guarded, "weather_agent", requests, (("lookup", PARIS),) * 6)
+        with pytest.raises(RepeatGuardStop) as stopped:
+            agent.run_sync("Weather in Paris?")
+    finally:
+        Agent.instrument_all(False)
+    reminder = stopped.value.reminder
+    assert (reminder.tier, reminder.run_length, reminder.tool_name) == ("stop", 4, "lookup")
+    assert str(stopped.value) == reminder.text and "Stop calling tools now" in reminder.text
+    assert len(requests) == 4  # the 4th call's request carried the gentle reminder; no 5th request went out
+    assert any("identical arguments 3 times" in text for role, text in requests[3] if role == "user")
