@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from benchmarks import workloads as w
 from benchmarks.sketch import MinimalSketch
-from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
 from otel_repeat_guard.processor import Decision
 
 VARIANTS = {
@@ -31,6 +31,11 @@ VARIANTS = {
     "guard, 200 B, all repeats": ("guard", "tool-same"),
     "guard, live-span bookkeeping only": ("bookkeeping", "tool"),
     "guard, non-tool spans": ("guard", "non-tool"),
+    "guard, non-tool spans, chat output messages": ("guard", "non-tool-output"),
+    "guard + cycles, 200 B, 20% repeats": ("guard-cycle", "tool"),
+    "guard + no progress, 200 B, 20% repeats": ("guard-no-progress", "tool"),
+    "guard + parallel collapse, 200 B, 20% repeats": ("guard-parallel", "tool"),
+    "guard + every detector, 200 B, 20% repeats": ("guard-all", "tool"),
 }
 _COUNTS = (500, 1_500)
 
@@ -49,14 +54,22 @@ def _child(processor: str, workload: str, count: int) -> None:
         "sketch": [MinimalSketch()],
         "guard": [RepeatGuardSpanProcessor()],
         "bookkeeping": [_BookkeepingOnly()],
+        "guard-cycle": [RepeatGuardSpanProcessor(GuardConfig(cycle_thresholds=(3,)))],
+        "guard-no-progress": [RepeatGuardSpanProcessor(GuardConfig(no_progress_thresholds=(3,)))],
+        "guard-parallel": [RepeatGuardSpanProcessor(GuardConfig(collapse_parallel=True))],
+        "guard-all": [
+            RepeatGuardSpanProcessor(
+                GuardConfig(cycle_thresholds=(3,), no_progress_thresholds=(3,), collapse_parallel=True)
+            )
+        ],
     }
     p = w.pipeline(*fronts[processor])
     share = {"tool": 0.2, "tool-distinct": 0.0, "tool-same": 1.0}.get(workload, 0.2)
     calls = w.tool_arguments(200, 2_000, share)
 
     def run(n: int) -> None:
-        if workload == "non-tool":
-            w.non_tool_segment(p, n)
+        if workload.startswith("non-tool"):
+            w.non_tool_segment(p, n, output_messages=workload == "non-tool-output")
         else:
             w.tool_segment(p, calls[:n])
 
@@ -89,12 +102,12 @@ def main() -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    jobs = {("none", "tool"), ("none", "non-tool"), *VARIANTS.values()}
+    jobs = {("none", "tool"), ("none", "non-tool"), ("none", "non-tool-output"), *VARIANTS.values()}
     with ThreadPoolExecutor(max_workers=2) as pool:
         counts = dict(zip(jobs, pool.map(lambda job: _per_span(*job), jobs), strict=True))
     print(f"{'variant':40} {'instructions per span':>22} {'over no processor':>18}")
     for label, (processor, workload) in VARIANTS.items():
-        base = counts[("none", "non-tool" if workload == "non-tool" else "tool")]
+        base = counts[("none", workload if workload.startswith("non-tool") else "tool")]
         extra = counts[(processor, workload)] - base
         print(f"{label:40} {counts[(processor, workload)]:22,.0f} {extra:+12,.0f} ({extra / base:+.1%})")
     return 0
