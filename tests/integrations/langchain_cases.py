@@ -157,6 +157,13 @@ def test_one_run_and_the_reminders_reach_the_model(kind: str, g: Guarded) -> Non
     assert out["messages"][-1].content == FINAL_ANSWER
     assert_separate_runs(g, 1)
     assert_reminders_reached_model(requests)
+    # the no-progress detector's outcome: the ToolMessage envelope (its tool_call_id differs per call) unwrapped
+    from otel_repeat_guard.conventions.outcomes import outcome_of
+
+    tools = next(iter(tool_spans_by_trace(g).values()))
+    assert [outcome_of(s.attributes or {}, s.events, False, None) for s in tools[:6]] == [
+        (lookup_result("Paris", "metric"), False)
+    ] * 6
     assert not any("<system-reminder>" in str(m.content) for m in out["messages"])  # per call, not in the state
 
 

@@ -173,6 +173,11 @@ def test_one_run(g: Guarded, server: FakeOpenAI, instrumented: Instrumented, age
     ]
     expected = [name for name, _ in SCRIPT] + [None] if agent_kind == "function" else [None] * 9
     assert requested == expected
+    # the no-progress detector's outcome: the ToolOutput envelope (it echoes raw_input) unwrapped to the text
+    from otel_repeat_guard.conventions.outcomes import outcome_of
+
+    outcomes = [outcome_of(s.attributes or {}, s.events, False, None) for s in tools[:6]]
+    assert outcomes == [(lookup_result("Paris", "metric"), False)] * 6
 
 
 @KINDS
