@@ -45,7 +45,7 @@ from otel_repeat_guard.recorder import (
     Recorder,
 )
 from otel_repeat_guard.reminders import Reminder
-from otel_repeat_guard.requested import PendingSteps, Step
+from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.runs import Run, RunResolver, evict_oldest
 from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events
 
@@ -135,6 +135,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         )
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
+        self._model_calls_seen = False
         self._warn = WarnOnce(logger)
 
     @property
@@ -197,7 +198,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             run = self._runs.resolve(current.get_span_context())  # as for a tool span started here
             if run is None:
                 return None
-            events, reminders = self._count_unanswered(run) if self._steps else ([], [])
+            events, reminders = self._count_unanswered(run) if self._steps.steps else ([], [])
             if events and current.is_recording():
                 for name, attributes in events:
                     current.add_event(name, attributes)
@@ -215,7 +216,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             agent_id = self._runs.started(span, attributes)
             if agent_id is not None:
                 self._chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
-            if self._route(name, attributes) & self._model_bits:
+            if attributes and self._route(name, attributes) & self._model_bits:
                 self._model_call_starts(span)
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
@@ -267,7 +268,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         name, attributes, events = contents_of(span)
         mask = self._route(name, attributes)
         if not mask:  # nearly every span stops here
-            return self._run_span_ends(span) if self._steps else None
+            return self._run_span_ends(span) if self._steps.steps else None
         reader = self._tool_readers[mask & self._tool_bits]
         call = None if reader is None else reader(name, attributes, events)
         if call is not None:
@@ -288,7 +289,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return None
         if call_id is not None and self._steps.was_counted(run.key, call_id):
             return None  # counted from its request already, before this late tool span ended
-        step = self._steps.answered(run.key, span.end_time or 0)  # this run's tools have spans
+        # this run's tools have spans (recorded once the guard has seen a model call at all)
+        step = self._steps.answered(run.key, span.end_time or 0) if self._model_calls_seen else None
         if not tracked:
             return None
         source = "tool_span"
@@ -325,9 +327,13 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         ``span`` is the call's own tool span, None for a call with no tool span (its events go on
         the span ``context`` names the requesting model span of).
         """
-        key, raw = self._key(run, arguments)
         chains = self._chains
-        decision: Decision = ([], [])
+        raw = None  # unknown or not JSON-like arguments have no key: never identical to others
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
+            key = chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
+        else:
+            key = None if arguments is MISSING else arguments_key(arguments)
         call = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
             outcome_key = None
@@ -341,8 +347,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             if chains.pending:
                 chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
         length = chains.observe(run.key, tool, key, raw)
+        if length < 2 and call is None:
+            return None  # nearly every call: no repeat, no detector to ask
         if span is not None:
             context = span.context
+        decision: Decision = ([], [])
         if length >= 2 and key is not None:
             if span is not None and not error:
                 error = span.status.status_code is StatusCode.ERROR or failed(attributes, events)
@@ -354,19 +363,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
         return decision if decision[0] else None
 
-    def _key(self, run: Run, arguments: Any) -> tuple[bytes | None, bytes | None]:
-        """The arguments' key, and the raw text's for long texts; None for unknown or not JSON-like
-        arguments, which are never identical to others."""
-        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
-            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
-            return self._chains.key_if_same_raw(run.key, raw) or arguments_key(arguments), raw
-        return (None if arguments is MISSING else arguments_key(arguments)), None
-
     # -- model calls, and the calls they requested -------------------------------------
 
     def _model_call_starts(self, span: Span) -> None:
         """Mark the run's enclosing spans; the calls the run's last step requested without a
         tool span are counted now, before the model is asked again, with their events on this span."""
+        self._model_calls_seen = True
         run, events, reminders = self._next_model_call(span.parent)
         if run is None:
             return
@@ -386,7 +388,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         last step requested that no tool span answered."""
         self._runs.mark_model_call(parent)
         run = self._runs.resolve(parent)
-        if run is None or not self._steps:
+        if run is None or not self._steps.steps:
             return run, [], []
         return run, *self._count_unanswered(run)
 
@@ -405,8 +407,13 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return None
         run = self._model_runs.pop(context.span_id, None)
         late = run is None
+        if late:
+            self._model_calls_seen = True
+            self._runs.mark_model_call(span.parent)  # its enclosing spans, for runs without agent spans
+        keep = may_request(attributes, events)
+        if not keep and not (late and self._steps.steps):
+            return None  # a text answer, nothing pending: nothing to keep, nothing to count
         if run is None:
-            self._runs.mark_model_call(span.parent)
             run = self._runs.resolve(span.parent)
             if run is None:
                 return None
@@ -414,10 +421,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if self._steps.latest_end(run.key) >= started:
             return None  # the run's last step came from a model call inside this one
         decision: Decision | None = None
-        if late and self._steps:
+        if late and self._steps.steps:
             counted, reminders = self._count_unanswered(run)
             decision = (counted, reminders) if counted else None
-        read = self._router.request_reader(mask)
+        read = self._router.request_reader(mask) if keep else None
         if read is not None:
             self._steps.add(
                 run.key, Step(read, name, attributes, events, context, _scope(span), span.end_time or 0), started

@@ -23,6 +23,26 @@ from typing import Any
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
 
 _TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call"})
+_REQUEST_KEYS = (
+    "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",  # OpenInference
+    "gen_ai.completion.0.tool_calls.0.name",  # OpenLLMetry before 0.62
+)
+
+
+def may_request(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
+    """Whether a model-call span may hold tool-call requests, or say it asked for tools: a few dict
+    lookups, so a text answer (most model calls) is never kept as a step, let alone parsed."""
+    output = attributes.get("gen_ai.output.messages")
+    if output is not None:
+        return not isinstance(output, str) or "tool_call" in output
+    if any(key in attributes for key in _REQUEST_KEYS):
+        return True
+    reasons = attributes.get("gen_ai.response.finish_reasons")
+    if isinstance(reasons, Sequence) and any(r in _TOOL_FINISH for r in reasons if isinstance(r, str)):
+        return True
+    return bool(len(events))  # the older gen_ai.choice events
+
+
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
 
 
@@ -92,18 +112,16 @@ class Step:
 class PendingSteps:
     """The last model step of each run, by chain key."""
 
-    __slots__ = ("_counted", "_lock", "_max_counted", "_max_runs", "_steps", "_tool_ends")
+    __slots__ = ("_counted", "_lock", "_max_counted", "_max_runs", "_tool_ends", "steps")
 
     def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
-        self._steps: OrderedDict[str, Step] = OrderedDict()
+        self.steps: OrderedDict[str, Step] = OrderedDict()
+        """Run key -> its last step; test its truth for "any step pending" (no Python-level call)."""
         self._counted: dict[tuple[str, str], None] = {}  # (run, call id) counted from a request, oldest first
         self._tool_ends: dict[str, int] = {}  # run -> when its last tool span ended
         self._lock = threading.Lock()
         self._max_runs = max_runs
         self._max_counted = max_counted
-
-    def __bool__(self) -> bool:
-        return bool(self._steps)
 
     def add(self, run_key: str, step: Step, started_ns: int) -> None:
         """The run's model call that started at ``started_ns`` ended with ``step``. If a tool span of the
@@ -111,14 +129,14 @@ class PendingSteps:
         step is answered already."""
         step.spanned = self._tool_ends.get(run_key, -1) >= started_ns
         with self._lock:
-            self._steps[run_key] = step
-            self._steps.move_to_end(run_key)
-            if len(self._steps) > self._max_runs:
-                self._steps.popitem(last=False)
+            self.steps[run_key] = step
+            self.steps.move_to_end(run_key)
+            if len(self.steps) > self._max_runs:
+                self.steps.popitem(last=False)
 
     def latest_end(self, run_key: str) -> int:
         """When the model span of the run's last step ended; -1 if the run has none."""
-        step = self._steps.get(run_key)
+        step = self.steps.get(run_key)
         return -1 if step is None else step.ended_ns
 
     def answered(self, run_key: str, ended_ns: int) -> Step | None:
@@ -127,7 +145,7 @@ class PendingSteps:
         ends[run_key] = ended_ns
         if len(ends) > self._max_runs:
             _drop_oldest(ends)
-        step = self._steps.get(run_key)
+        step = self.steps.get(run_key)
         if step is not None:
             step.spanned = True
         return step
@@ -136,7 +154,7 @@ class PendingSteps:
         """The run moves on (its next model call starts, or it ends): its last step, if no tool span
         answered it, and that step's requests, in request order, each counted at most once."""
         with self._lock:
-            step = self._steps.pop(run_key, None)
+            step = self.steps.pop(run_key, None)
         if step is None or step.spanned:
             return None, []
         out: list[RequestedCall] = []
@@ -157,7 +175,7 @@ class PendingSteps:
 
     def forget(self, run_key: str) -> None:
         with self._lock:
-            self._steps.pop(run_key, None)
+            self.steps.pop(run_key, None)
         self._tool_ends.pop(run_key, None)
 
 

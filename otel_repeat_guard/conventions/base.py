@@ -175,7 +175,8 @@ class BuiltInConvention:
 
 def call_id_of(attributes: Mapping[str, Any]) -> str | None:
     """The model's id for a tool call on its tool span: ``gen_ai.tool.call.id``, else OpenInference's ``tool_call.id``."""
-    return str_or_none(attributes.get("gen_ai.tool.call.id")) or str_or_none(attributes.get("tool_call.id"))
+    value = attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id")
+    return value if value.__class__ is str else None  # on every tool span: no further call
 
 
 def gen_ai_agent(attributes: Mapping[str, Any]) -> tuple[str | None, str | None]:
