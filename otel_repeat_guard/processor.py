@@ -336,16 +336,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             key = None if arguments is MISSING else arguments_key(arguments)
         call = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
-            outcome_key = None
-            if self._detecting_outcomes and span is not None:
-                outcome, outcome_key = _outcome(span, attributes, events, error)
-            call = Call(tool, key, outcome_key)
-            if self._collapse_parallel and span is not None and key is not None:
-                parent = span.parent.span_id if span.parent is not None else None
-                if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
-                    return [self._recorder.parallel_duplicate(tool, key)], []  # one call for every detector
-            if chains.pending:
-                chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
+            call, outcome = self._opt_in(run, tool, key, span, attributes, events, error)
+            if call is None and key is not None:  # the extra copy of a call made twice in one step: one call for all
+                return [self._recorder.parallel_duplicate(tool, key)], []
         length = chains.observe(run.key, tool, key, raw)
         if length < 2 and call is None:
             return None  # nearly every call: no repeat, no detector to ask
@@ -362,6 +355,31 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         for reminder in decision[1]:
             chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
         return decision if decision[0] else None
+
+    def _opt_in(
+        self,
+        run: Run,
+        tool: str,
+        key: bytes | None,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        error: bool,
+    ) -> tuple[Call | None, Any]:
+        """What the opt-in work needs before the call is counted: the call as detectors see it (None for
+        a parallel duplicate, which is not counted), its outcome, and the outcome of reminders waiting for it."""
+        chains = self._chains
+        outcome = outcome_key = None
+        if self._detecting_outcomes and span is not None:
+            outcome, outcome_key = _outcome(span, attributes, events, error)
+        call = Call(tool, key, outcome_key)
+        if self._collapse_parallel and span is not None and key is not None:
+            parent = span.parent.span_id if span.parent is not None else None
+            if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
+                return None, outcome
+        if chains.pending:
+            chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
+        return call, outcome
 
     # -- model calls, and the calls they requested -------------------------------------
 
