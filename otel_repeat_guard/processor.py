@@ -45,7 +45,7 @@ from otel_repeat_guard.recorder import (
     Recorder,
 )
 from otel_repeat_guard.reminders import Reminder
-from otel_repeat_guard.requested import PendingSteps, Step, may_request
+from otel_repeat_guard.requested import PendingSteps, Step, drop_oldest, may_request
 from otel_repeat_guard.runs import Run, RunResolver, evict_oldest
 from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events
 
@@ -135,7 +135,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         )
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
-        self._model_calls_seen = False
         self._warn = WarnOnce(logger)
 
     @property
@@ -289,8 +288,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return None
         if call_id is not None and self._steps.was_counted(run.key, call_id):
             return None  # counted from its request already, before this late tool span ended
-        # this run's tools have spans (recorded once the guard has seen a model call at all)
-        step = self._steps.answered(run.key, span.end_time or 0) if self._model_calls_seen else None
+        steps = self._steps  # this run's tools have spans: a model span that ends later is answered already
+        ends = steps.tool_ends
+        ends[run.key] = span.end_time or 0
+        if len(ends) > steps.max_runs:
+            drop_oldest(ends)
+        step = steps.answered(run.key) if steps.steps else None
         if not tracked:
             return None
         source = "tool_span"
@@ -386,7 +389,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _model_call_starts(self, span: Span) -> None:
         """Mark the run's enclosing spans; the calls the run's last step requested without a
         tool span are counted now, before the model is asked again, with their events on this span."""
-        self._model_calls_seen = True
         run, events, reminders = self._next_model_call(span.parent)
         if run is None:
             return
@@ -426,7 +428,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         run = self._model_runs.pop(context.span_id, None)
         late = run is None
         if late:
-            self._model_calls_seen = True
             self._runs.mark_model_call(span.parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
         if not keep and not (late and self._steps.steps):

@@ -112,26 +112,27 @@ class Step:
 class PendingSteps:
     """The last model step of each run, by chain key."""
 
-    __slots__ = ("_counted", "_lock", "_max_counted", "_max_runs", "_tool_ends", "steps")
+    __slots__ = ("_counted", "_lock", "_max_counted", "max_runs", "steps", "tool_ends")
 
     def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
         self.steps: OrderedDict[str, Step] = OrderedDict()
         """Run key -> its last step; test its truth for "any step pending" (no Python-level call)."""
         self._counted: dict[tuple[str, str], None] = {}  # (run, call id) counted from a request, oldest first
-        self._tool_ends: dict[str, int] = {}  # run -> when its last tool span ended
+        self.tool_ends: dict[str, int] = {}
+        """Run key -> when its last tool span ended; the processor writes it on every tool span (no call)."""
         self._lock = threading.Lock()
-        self._max_runs = max_runs
+        self.max_runs = max_runs
         self._max_counted = max_counted
 
     def add(self, run_key: str, step: Step, started_ns: int) -> None:
         """The run's model call that started at ``started_ns`` ended with ``step``. If a tool span of the
         run ended since it started (google-adk ends its model span after the tools it asked for), the
         step is answered already."""
-        step.spanned = self._tool_ends.get(run_key, -1) >= started_ns
+        step.spanned = self.tool_ends.get(run_key, -1) >= started_ns
         with self._lock:
             self.steps[run_key] = step
             self.steps.move_to_end(run_key)
-            if len(self.steps) > self._max_runs:
+            if len(self.steps) > self.max_runs:
                 self.steps.popitem(last=False)
 
     def latest_end(self, run_key: str) -> int:
@@ -139,12 +140,9 @@ class PendingSteps:
         step = self.steps.get(run_key)
         return -1 if step is None else step.ended_ns
 
-    def answered(self, run_key: str, ended_ns: int) -> Step | None:
-        """A tool span of the run ended: its last step is answered by tool spans (returned, if any)."""
-        ends = self._tool_ends
-        ends[run_key] = ended_ns
-        if len(ends) > self._max_runs:
-            _drop_oldest(ends)
+    def answered(self, run_key: str) -> Step | None:
+        """A tool span of the run ended (its end is in ``tool_ends``): the run's last step is answered
+        by tool spans (returned, if any)."""
         step = self.steps.get(run_key)
         if step is not None:
             step.spanned = True
@@ -165,7 +163,7 @@ class PendingSteps:
                     continue
                 self._counted[key] = None
                 if len(self._counted) > self._max_counted:
-                    _drop_oldest(self._counted)
+                    drop_oldest(self._counted)
             out.append(call)
         return step, out
 
@@ -176,9 +174,9 @@ class PendingSteps:
     def forget(self, run_key: str) -> None:
         with self._lock:
             self.steps.pop(run_key, None)
-        self._tool_ends.pop(run_key, None)
+        self.tool_ends.pop(run_key, None)
 
 
-def _drop_oldest(mapping: dict[Any, Any]) -> None:
+def drop_oldest(mapping: dict[Any, Any]) -> None:
     with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next one drops it
         del mapping[next(iter(mapping))]
