@@ -45,3 +45,19 @@ def test_reminder_is_frozen_and_hashable_with_its_source() -> None:
     assert hash(reminder) == hash(dataclasses.replace(reminder))
     with pytest.raises(dataclasses.FrozenInstanceError):
         reminder.text = "x"  # type: ignore[misc]
+
+
+def test_repeat_guard_stop_carries_its_reminder() -> None:
+    from otel_repeat_guard import RepeatGuardStop
+    from otel_repeat_guard.integrations._common import stop_if_due
+
+    stop = Reminder(
+        agent_id="a", agent_name=None, tool_name="grep", run_length=12, threshold=12, tier="stop",
+        text="Stop calling tools now.", arguments_preview="{}", trace_id="0" * 32, span_id="0" * 16,
+    )  # fmt: skip
+    raised = RepeatGuardStop(stop)
+    assert (raised.reminder, str(raised)) == (stop, "Stop calling tools now.")
+    stop_if_due([])  # nothing due: nothing raised
+    with pytest.raises(RepeatGuardStop) as caught:
+        stop_if_due([stop])
+    assert caught.value.reminder is stop
