@@ -9,7 +9,7 @@ VENV_OLDEST ?= .venv-sdk-oldest
 VENV_PHOENIX ?= .venv-phoenix
 PHOENIX_VERSION ?= 20.26.1
 # Extras the main virtualenv needs for the whole suite.
-EXTRAS ?= dev,dashboard,test,otlp,ingest,backends-test
+EXTRAS ?= dev,dashboard,test,otlp,ingest,backends-test,redis
 CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py
 
 # Debian's browser for the real-browser dashboard test (Playwright never downloads one here).
@@ -32,7 +32,7 @@ INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
 INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py
 
-.PHONY: check test lint typecheck unit sdk-oldest backends prometheus chromium integration \
+.PHONY: redis check test lint typecheck unit sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
 
 $(BIN)/.installed: pyproject.toml
@@ -55,7 +55,7 @@ $(VENV_PHOENIX)/.installed:
 	$(VENV_PHOENIX)/bin/pip install --quiet 'arize-phoenix==$(PHOENIX_VERSION)'
 	touch $@
 
-backends: prometheus $(VENV_PHOENIX)/.installed
+backends: prometheus redis $(VENV_PHOENIX)/.installed
 
 $(BIN)/.installed-dashboard: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -70,9 +70,15 @@ demo: $(BIN)/.installed-dashboard
 dashboard: $(BIN)/.installed-dashboard
 	$(BIN)/otel-repeat-guard dashboard --db $(DB)
 
+# Debian's Redis server, for the distributed-runs tests (they start it on a free port themselves).
+redis: | prometheus
+	@command -v redis-server >/dev/null || apt-get install -y --no-install-recommends redis-server >/dev/null 2>&1 \
+	  || { apt-get update -qq && apt-get install -y --no-install-recommends redis-server; }
+	@redis-server --version
+
 # Installs Debian's chromium only when it is absent (CI runs as root on a fresh machine).
 # After prometheus: two apt-get runs at once (make -j) would fight over dpkg's lock.
-chromium: | prometheus
+chromium: | prometheus redis
 	@test -x $(CHROMIUM) || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 $(VENV_OLDEST)/.installed: pyproject.toml

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -26,6 +27,10 @@ _FIELDS = (
     "no_progress_thresholds",
     "collapse_parallel",
     "stop_at",
+    "chain_store",
+    "store_timeout_ms",
+    "store_expiry_seconds",
+    "remote_runs",
 )
 _MAPPING_KEYS = {
     **{field: field for field in _FIELDS},
@@ -33,8 +38,17 @@ _MAPPING_KEYS = {
 }
 """Each field by its snake_case and its camelCase name (``argumentsPreviewChars``, ``stopAt``, ...)."""
 _INT_LISTS = ("thresholds", "cycle_thresholds", "no_progress_thresholds")
-_INTS = ("arguments_preview_chars", "max_cycle_period", "stop_at")
+_INTS = ("arguments_preview_chars", "max_cycle_period", "stop_at", "store_timeout_ms", "store_expiry_seconds")
+_BOOLS = ("collapse_parallel", "remote_runs")
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+MEMORY_STORE = "memory"
+"""The default chain store: this process's memory."""
+STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+"""What a shared chain store's URL may start with (redis-py's URL forms)."""
+_ENV_ALIASES = {"chain_store": ENV_PREFIX + "STORE"}
+"""Shorter environment names some fields also answer to (setting both to different values is an error)."""
+MAX_STORE_TIMEOUT_MS = 10_000
+MAX_STORE_EXPIRY_SECONDS = 366 * 86_400
 
 
 def _is_int(value: object) -> bool:
@@ -93,6 +107,10 @@ class GuardConfig:
     no_progress_thresholds: tuple[int, ...] = ()
     collapse_parallel: bool = False
     stop_at: int | None = None
+    chain_store: str = dataclasses.field(default=MEMORY_STORE, repr=False)  # a URL may hold a password
+    store_timeout_ms: int = 50
+    store_expiry_seconds: int = 86_400
+    remote_runs: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -116,6 +134,32 @@ class GuardConfig:
                 f"stop_at must be an integer above every threshold (> {self.thresholds[-1]}) "
                 f"and at most {MAX_THRESHOLD:,}, or None; got {stop!r}"
             )
+        store = self.chain_store
+        if not isinstance(store, str) or (store != MEMORY_STORE and not store.startswith(STORE_SCHEMES)):
+            raise ValueError(
+                f"chain_store must be {MEMORY_STORE!r} or a Redis URL starting with "
+                f"{', '.join(STORE_SCHEMES)}; got {store!r}"
+            )
+        timeout = self.store_timeout_ms
+        if not _is_int(timeout) or not 1 <= timeout <= MAX_STORE_TIMEOUT_MS:
+            raise ValueError(f"store_timeout_ms must be an integer from 1 to {MAX_STORE_TIMEOUT_MS:,}, got {timeout!r}")
+        expiry = self.store_expiry_seconds
+        if not _is_int(expiry) or not 1 <= expiry <= MAX_STORE_EXPIRY_SECONDS:
+            raise ValueError(
+                f"store_expiry_seconds must be an integer from 1 to {MAX_STORE_EXPIRY_SECONDS:,}, got {expiry!r}"
+            )
+        if self.remote_runs is not None and not isinstance(self.remote_runs, bool):
+            raise ValueError(f"remote_runs must be true, false or None, got {self.remote_runs!r}")
+
+    @property
+    def shared_store(self) -> bool:
+        """Whether chains live outside this process (a Redis URL)."""
+        return self.chain_store != MEMORY_STORE
+
+    @property
+    def follows_remote_runs(self) -> bool:
+        """Whether a tool span with a remote parent belongs to the run its baggage names."""
+        return self.shared_store if self.remote_runs is None else self.remote_runs
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> GuardConfig:
@@ -139,19 +183,27 @@ class GuardConfig:
 
         Lists are comma-separated, spaces around items ignored; an empty item (``3,,5``), an
         empty value, or a number that is not plain ASCII digits (``1_000``, ``٣``) is a
-        ``ValueError`` naming the variable. ``-`` is an explicitly empty list.
+        ``ValueError`` naming the variable. ``-`` is an explicitly empty list. ``chain_store``
+        also answers to ``OTEL_REPEAT_GUARD_STORE``.
         """
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
         for field in _FIELDS:
             variable = ENV_PREFIX + field.upper()
             raw = env.get(variable)
+            alias = _ENV_ALIASES.get(field)
+            if alias is not None and env.get(alias) is not None:
+                if raw is not None and raw.strip() != env[alias].strip():
+                    raise ValueError(f"{variable} and {alias} ({field}) disagree: {raw!r} vs {env[alias]!r}")
+                variable, raw = alias, env[alias]
             if raw is None:
                 continue
             if field in _INTS:
                 kwargs[field] = _env_int(variable, field, raw.strip())
-            elif field == "collapse_parallel":
+            elif field in _BOOLS:
                 kwargs[field] = _env_bool(variable, field, raw)
+            elif field == "chain_store":
+                kwargs[field] = raw.strip()
             else:
                 items = _env_list(variable, field, raw)
                 kwargs[field] = [_env_int(variable, field, item) for item in items] if field in _INT_LISTS else items

@@ -1,11 +1,29 @@
-"""A thread-safe mailbox for harnesses that pull reminders instead of being called."""
+"""A thread-safe mailbox for harnesses that pull reminders instead of being called; and its shared form,
+in Redis, for agent runs whose tool calls run in other processes (``docs/distributed.md``)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict, deque
 
-from otel_repeat_guard.reminders import Reminder
+import orjson
+from opentelemetry.metrics import MeterProvider
+
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.redis_store import (
+    INBOX_DRAIN,
+    INBOX_PREFIX,
+    INBOX_PUT,
+    Quiet,
+    StoreHealth,
+    connect,
+    store_health,
+    text_of,
+)
+from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder
+
+logger = logging.getLogger("otel_repeat_guard")
 
 
 class ReminderInbox:
@@ -54,3 +72,140 @@ class ReminderInbox:
         """The agent ids that have reminders waiting."""
         with self._lock:
             return list(self._boxes)
+
+
+def _encode(reminder: Reminder) -> bytes:
+    return orjson.dumps(
+        {
+            "agent_id": reminder.agent_id,
+            "agent_name": reminder.agent_name,
+            "tool_name": reminder.tool_name,
+            "run_length": reminder.run_length,
+            "threshold": reminder.threshold,
+            "tier": reminder.tier,
+            "text": reminder.text,
+            "arguments_preview": reminder.arguments_preview,
+            "trace_id": reminder.trace_id,
+            "span_id": reminder.span_id,
+            "source": dict(reminder.source),
+            "kind": reminder.kind,
+            "period": reminder.period,
+        }
+    )
+
+
+def _decode(blob: bytes) -> Reminder | None:
+    try:
+        fields = orjson.loads(blob)
+        source = fields.pop("source", None)
+        reminder = Reminder(**fields)
+    except Exception:
+        logger.warning("repeat guard: an unreadable reminder in the shared inbox was dropped", exc_info=True)
+        return None
+    if source is not None and source != REMINDER_SOURCE:
+        reminder = Reminder(**fields, source=source)
+    return reminder
+
+
+class RedisReminderInbox(ReminderInbox):
+    """A :class:`ReminderInbox` whose boxes are Redis lists (``repeat_tool_guard:inbox:<run key>``), shared by
+    the agent process and its workers. ``put`` is usable as a worker guard's ``on_reminder``; the agent
+    process's adapters ``drain`` the run's box before each model request. A drain reads and deletes the box
+    in one script, so a reminder is delivered once, to one drainer. At most ``per_agent`` reminders per box
+    (oldest dropped), each box expiring ``expiry_seconds`` after its last write. When Redis fails, the
+    reminder goes to (and is drained from) this process's own boxes, the parent class's."""
+
+    # Here, in an interpreted module, not beside the chain store: mypyc cannot compile a subclass of a class
+    # with __slots__ that it does not compile (and adapters accept only a ReminderInbox).
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        per_agent: int = 16,
+        max_agents: int = 10_000,
+        timeout_ms: int = 50,
+        expiry_seconds: int = 86_400,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        super().__init__(per_agent=per_agent, max_agents=max_agents)
+        self._client = connect(url, timeout_ms)
+        self._health = store_health(url, meter_provider)
+        self._expiry_ms = expiry_seconds * 1000
+        self._put_script = self._client.register_script(INBOX_PUT)
+        self._drain_script = self._client.register_script(INBOX_DRAIN)
+
+    @classmethod
+    def from_config(cls, config: GuardConfig, *, meter_provider: MeterProvider | None = None) -> RedisReminderInbox:
+        return cls(
+            config.chain_store,
+            timeout_ms=config.store_timeout_ms,
+            expiry_seconds=config.store_expiry_seconds,
+            meter_provider=meter_provider,
+        )
+
+    @property
+    def health(self) -> StoreHealth:
+        return self._health
+
+    def put(self, reminder: Reminder) -> None:
+        if self._health.usable("inbox_put"):
+            try:
+                with Quiet():
+                    self._put_script(
+                        keys=[INBOX_PREFIX + reminder.agent_id],
+                        args=[_encode(reminder), self._per_agent, self._expiry_ms],
+                    )
+            except Exception as error:
+                self._health.failed("inbox_put", error)
+            else:
+                self._health.succeeded()
+                return
+        super().put(reminder)
+
+    def drain(self, agent_id: str) -> list[Reminder]:
+        local = super().drain(agent_id)  # what was kept here while Redis was down
+        if not self._health.usable("inbox_drain"):
+            return local
+        try:
+            with Quiet():
+                items = self._drain_script(keys=[INBOX_PREFIX + agent_id], args=[])
+        except Exception as error:
+            self._health.failed("inbox_drain", error)
+            return local
+        self._health.succeeded()
+        return local + [reminder for blob in items if (reminder := _decode(blob)) is not None]
+
+    def peek(self, agent_id: str) -> list[Reminder]:
+        local = super().peek(agent_id)
+        if not self._health.usable("inbox_peek"):
+            return local
+        try:
+            with Quiet():
+                items = self._client.lrange(INBOX_PREFIX + agent_id, 0, -1)
+        except Exception as error:
+            self._health.failed("inbox_peek", error)
+            return local
+        self._health.succeeded()
+        return local + [reminder for blob in items if (reminder := _decode(blob)) is not None]
+
+    def pending(self) -> list[str]:
+        local = super().pending()
+        if not self._health.usable("inbox_pending"):
+            return local
+        try:
+            with Quiet():
+                names = list(self._client.scan_iter(match=INBOX_PREFIX + "*", count=500))
+        except Exception as error:
+            self._health.failed("inbox_pending", error)
+            return local
+        self._health.succeeded()
+        shared = [text_of(name)[len(INBOX_PREFIX) :] for name in names]
+        return list(dict.fromkeys(local + shared))
+
+
+def reminder_inbox(config: GuardConfig, *, meter_provider: MeterProvider | None = None) -> ReminderInbox:
+    """The inbox that goes with ``config``: a :class:`RedisReminderInbox` on a shared store, else in memory."""
+    if config.shared_store:
+        return RedisReminderInbox.from_config(config, meter_provider=meter_provider)
+    return ReminderInbox()

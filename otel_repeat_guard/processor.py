@@ -19,6 +19,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
 from opentelemetry.trace import SpanContext, StatusCode
 
+from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, canonical_or_none, raw_key
 from otel_repeat_guard.chains import ChainTracker
@@ -44,9 +45,10 @@ from otel_repeat_guard.recorder import (
     Decision,
     Recorder,
 )
+from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.requested import PendingSteps, Step, drop_oldest, may_request
-from otel_repeat_guard.runs import Run, RunResolver, evict_oldest
+from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver, evict_oldest
 from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -124,9 +126,23 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._detecting = detectors is not None
         self._detecting_outcomes = bool(config.no_progress_thresholds)
         self._collapse_parallel = config.collapse_parallel
-        self._chains = ChainTracker(
-            max_agents, self._metrics.run_ended, detectors=detectors, on_reminder_outcome=self._metrics.reminder_outcome
-        )
+        self._chains: ChainTracker
+        if config.shared_store:  # the same class's interface, its state in Redis (this process's: the fallback)
+            self._chains = RedisChainStore.from_config(
+                config,
+                max_agents,
+                self._metrics.run_ended,
+                detectors=detectors,
+                on_reminder_outcome=self._metrics.reminder_outcome,
+                meter_provider=meter_provider,
+            )
+        else:
+            self._chains = ChainTracker(
+                max_agents,
+                self._metrics.run_ended,
+                detectors=detectors,
+                on_reminder_outcome=self._metrics.reminder_outcome,
+            )
         self._runs = RunResolver(
             self._conventions,
             _positive_int("max_live_spans", max_live_spans),
@@ -136,6 +152,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
+        self._follow_remote = config.follows_remote_runs  # a span under a remote parent: the baggage's run
 
     @property
     def config(self) -> GuardConfig:
@@ -212,6 +229,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
             name, attributes, _ = contents_of(span)
+            if self._follow_remote:
+                self._remote_start(span, parent_context, attributes)
             agent_id = self._runs.started(span, attributes)
             if agent_id is not None:
                 self._chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
@@ -221,6 +240,14 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
             processor.on_start(span, parent_context=parent_context)
+
+    def _remote_start(self, span: Span, parent_context: Context | None, attributes: Mapping[str, Any]) -> None:
+        """A span whose parent is in another process belongs to the run its baggage names, if any."""
+        parent = span.parent
+        if parent is not None and parent.is_remote:
+            run_key = run_in(parent_context)
+            if run_key is not None:
+                self._runs.remote_child(span, parent, run_key, attributes)
 
     def _on_ending(self, span: Span) -> None:
         if self._wrapping:  # the guard decides in on_end and hands on copies; the hook itself is passed on
@@ -454,7 +481,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         """A span that stood for a run ends: count what its last step requested without tool spans."""
         context = span.context
         run = None if context is None else self._runs.owner(context.span_id)
-        if run is None or run.how == "enclosing_span":  # an enclosing span may end before its tools run
+        if run is None or run.how in ("enclosing_span", BAGGAGE):  # an enclosing span may end before its tools run
             return None
         events, reminders = self._count_unanswered(run)
         return (events, reminders) if events else None

@@ -15,8 +15,14 @@ nearest first:
 3. else the **local root**, the top of the span's live ancestor chain that is not an RPC
    client span (a parentless ``MCP send`` span is a call, not an agent loop).
 
-A span with no live parent in this process has no run. The first answer for an ancestor is
-kept until that ancestor ends, so a run's key never changes while it is open.
+A span with no live parent in this process has no run, unless its parent is **remote** (in
+another process) and the W3C baggage it arrived with names the run (``repeat_tool_guard.run``,
+:mod:`otel_repeat_guard.baggage`): a worker's tool span then belongs to the agent process's run
+(``how="baggage"``), and so does every span under it here, unless an agent-run span nearer to it
+stands for a run of its own (the span under the remote parent counts as one only by the attributes
+it started with). Such a run is never ended from here (the agent process owns it). The
+first answer for an ancestor is kept until that ancestor ends, so a run's key never changes while
+it is open.
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilt
 from otel_repeat_guard.span_events import attributes_of
 
 _MAX_ANCESTRY = 64
+BAGGAGE = "baggage"
+"""``Run.how`` of a run named by a remote parent's baggage."""
+_OUTRANK_ENCLOSING = ("agent_span", BAGGAGE)
+"""A run found further up than an enclosing span that still wins: an agent-run span, a remote run's name."""
 
 
 class Run(NamedTuple):
@@ -47,7 +57,8 @@ class Run(NamedTuple):
     agent_id: str | None = None
     """The ``gen_ai.agent.id`` the run span carried, if any."""
     how: str = "agent_span"
-    """How it was resolved: ``agent_id`` (on the tool span), ``agent_span``, ``enclosing_span`` or ``local_root``."""
+    """How it was resolved: ``agent_id`` (on the tool span), ``agent_span``, ``enclosing_span``, ``local_root``,
+    or ``baggage`` (named by the baggage of a remote parent)."""
 
 
 class RunResolver:
@@ -62,6 +73,8 @@ class RunResolver:
         "_may_name_agent_id",
         "_on_run_ended",
         "_owned",
+        "_remote_open",
+        "_remote_parent",
         "live",
         "max_live_spans",
     )
@@ -82,6 +95,8 @@ class RunResolver:
         self._owned: dict[int, Run] = {}  # run span id -> the run it stands for
         self._marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
         self._agent_runs: dict[str, dict[str, None]] = {}  # agent id -> keys of its open runs
+        self._remote_parent: dict[int, int] = {}  # open span with a remote parent -> that parent's span id
+        self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
         self._lock = threading.Lock()
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -106,6 +121,11 @@ class RunResolver:
         self._marked.pop(span_id, None)
         run = self._owned.pop(span_id, None)
         if run is not None:
+            if run.how == BAGGAGE:  # a span of a remote run: the run goes on, in the agent process
+                self._remote_child_ended(span_id)
+                return
+            if self._remote_parent:  # an agent-run span under a remote parent, say
+                self._remote_child_ended(span_id)
             if run.agent_id is not None:
                 with self._lock:
                     keys = self._agent_runs.get(run.agent_id)
@@ -114,6 +134,36 @@ class RunResolver:
                         if not keys:
                             del self._agent_runs[run.agent_id]
             self._on_run_ended(run)
+
+    def remote_child(self, span: Span, parent: SpanContext, run_key: str, attributes: Mapping[str, Any]) -> None:
+        """``span`` started under the remote ``parent``, whose baggage names the run ``run_key``: a span that
+        resolves through the span or its parent here belongs to that run, unless the span is an agent run
+        itself (by the attributes it started with)."""
+        span_id, parent_id = span.context.span_id, parent.span_id
+        run = Run(run_key, None, None, None, BAGGAGE)
+        agent_run = find_agent_run(self._conventions, span.name, attributes) is not None
+        owned, children, open_ = self._owned, self._remote_parent, self._remote_open
+        with self._lock:
+            owned[parent_id] = run  # a tool span whose own parent is the remote one
+            if not agent_run:
+                owned[span_id] = run  # ended() sees it end, and never ends the run
+            children[span_id] = parent_id
+            open_[parent_id] = open_.get(parent_id, 0) + 1
+            for mapping in (owned, children, open_):
+                if len(mapping) > self.max_live_spans:
+                    evict_oldest(mapping)
+
+    def _remote_child_ended(self, span_id: int) -> None:
+        """A span with a remote parent ended: when it was the parent's last open child here, forget the parent."""
+        with self._lock:
+            parent_id = self._remote_parent.pop(span_id, None)
+            if parent_id is None:
+                return
+            left = self._remote_open.pop(parent_id, 1) - 1
+            if left > 0:
+                self._remote_open[parent_id] = left
+            else:
+                self._owned.pop(parent_id, None)  # the run itself goes on in the agent process
 
     def mark_model_call(self, parent: SpanContext | None) -> None:
         """A model call starts under ``parent``: its live ancestors enclose a run's model calls."""
@@ -157,7 +207,7 @@ class RunResolver:
         root: tuple[int, Span] | None = None
         for _ in range(_MAX_ANCESTRY):
             known = owned.get(span_id)
-            if known is not None and (enclosing is None or known.how == "agent_span"):
+            if known is not None and (enclosing is None or known.how in _OUTRANK_ENCLOSING):
                 return known
             ancestor = live.get(span_id)
             if ancestor is None:

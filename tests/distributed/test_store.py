@@ -1,0 +1,143 @@
+"""The Redis store in one process: the same answers as the in-memory guard, every detector on; the inbox."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
+from otel_repeat_guard.inbox import RedisReminderInbox, ReminderInbox, reminder_inbox
+from otel_repeat_guard.redis_store import safe_url
+from tests.distributed.servers import RedisServer
+
+RANDOM = ("repeat_tool_guard.agent_id", "repeat_tool_guard.span_id", "repeat_tool_guard.trace_id")
+"""Event attributes that name the run's span: a new random id in each run of the script."""
+LOOPS = GuardConfig(
+    thresholds=(3, 5), cycle_thresholds=(2, 3), no_progress_thresholds=(3,), collapse_parallel=True, stop_at=7
+)
+
+
+def reminder(agent_id: str, run_length: int = 3) -> Reminder:
+    return Reminder(agent_id, "agent", "grep", run_length, run_length, "gentle", "text", "{}", "ab" * 16, "cd" * 8)
+
+
+def script(seed: int, calls: int) -> list[tuple[str, str, str, bool]]:
+    """(tool, arguments, result, parallel with the previous call) for a loopy agent: repeats, cycles, no progress."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(calls):
+        if out and rng.random() < 0.4:  # the very same call again
+            out.append((*out[-1][:3], rng.random() < 0.15))
+            continue
+        tool = rng.choice(["grep", "grep", "read", "ls"])
+        arguments = json.dumps({"q": rng.choice(["a", "b", "c"])})
+        result = rng.choice(["same", "same", "other"])
+        out.append((tool, arguments, result, rng.random() < 0.15))
+    return out
+
+
+def run_script(
+    config: GuardConfig, steps: list[tuple[str, str, str, bool]]
+) -> tuple[list[Any], list[Any], dict[Any, int]]:
+    reader = InMemoryMetricReader()
+    reminders: list[Reminder] = []
+    guard = RepeatGuardSpanProcessor(config, reminders.append, meter_provider=MeterProvider(metric_readers=[reader]))
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.distributed")
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "loopy", "gen_ai.agent.id": "loopy"}
+    with tracer.start_as_current_span("invoke_agent loopy", attributes=attributes):
+        open_span = None
+        for tool, arguments, result, parallel in steps:
+            span = tracer.start_span(f"execute_tool {tool}")
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": tool,
+                    "gen_ai.tool.call.arguments": arguments,
+                    "gen_ai.tool.call.result": result,
+                }
+            )
+            if parallel and open_span is not None:
+                open_span.end()  # the two overlapped: a parallel pair of one step
+                span.end()
+                open_span = None
+                continue
+            if open_span is not None:
+                open_span.end()
+            open_span = span
+        if open_span is not None:
+            open_span.end()
+    events = [
+        [(e.name, {k: v for k, v in (e.attributes or {}).items() if k not in RANDOM}) for e in s.events]
+        for s in exporter.get_finished_spans()
+    ]
+    found = [(r.kind, r.tool_name, r.run_length, r.threshold, r.tier, r.period) for r in reminders]
+    outcomes: dict[Any, int] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name in ("repeat_tool_guard.reminder_outcomes", "repeat_tool_guard.run_length"):
+                    for point in metric.data.data_points:  # type: ignore[union-attr]
+                        value = getattr(point, "value", None)
+                        if value is None:
+                            value = (point.count, point.sum)  # type: ignore[attr-defined]
+                        outcomes[(metric.name, tuple(sorted(point.attributes.items())))] = value
+    return events, found, outcomes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_detector_answers_as_in_memory(redis_server: RedisServer, seed: int) -> None:
+    """The detectors' state makes the round trip through Redis after every call: events, reminders, reminder
+    outcomes and run lengths all come out exactly as from the in-memory guard."""
+    steps = script(seed, 300)
+    memory = run_script(LOOPS, steps)
+    shared = run_script(GuardConfig(**{**_fields(LOOPS), "chain_store": redis_server.url}), steps)
+    assert shared[1] == memory[1]
+    assert shared[0] == memory[0]
+    assert shared[2] == memory[2]
+    assert {kind for kind, *_ in memory[1]} == {"repeat", "cycle", "no_progress"}  # the script loops every way
+    assert any(name == "repeat_tool_guard.parallel_duplicate" for span in memory[0] for name, _ in span)
+    assert {key[0] for key in memory[2]} == {"repeat_tool_guard.reminder_outcomes", "repeat_tool_guard.run_length"}
+
+
+def _fields(config: GuardConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+def test_the_inbox_delivers_each_reminder_once_oldest_first_bounded(redis_server: RedisServer) -> None:
+    putter = RedisReminderInbox(redis_server.url, per_agent=3)
+    drainer = RedisReminderInbox(redis_server.url)  # another process's, as far as Redis knows
+    for n in range(5):
+        putter.put(reminder("run#1", n))
+    putter.put(reminder("run#2"))
+    assert sorted(drainer.pending()) == ["run#1", "run#2"]
+    assert [r.run_length for r in drainer.peek("run#1")] == [2, 3, 4]  # at most per_agent, the oldest dropped
+    drained = drainer.drain("run#1")
+    assert drained == [reminder("run#1", n) for n in (2, 3, 4)]  # a Reminder comes back equal to itself
+    assert putter.drain("run#1") == []
+    assert drainer.pending() == ["run#2"]
+    assert isinstance(drainer, ReminderInbox)  # what the framework adapters accept
+
+
+def test_the_inbox_that_goes_with_a_configuration() -> None:
+    assert type(reminder_inbox(GuardConfig())) is ReminderInbox
+    assert type(reminder_inbox(GuardConfig(chain_store="redis://127.0.0.1:1/0"))) is RedisReminderInbox
+
+
+def test_a_password_never_reaches_a_log_line_or_the_configurations_repr() -> None:
+    assert safe_url("redis://user:s3cret@host:6379/0") == "redis://user:***@host:6379/0"
+    assert safe_url("redis://:s3cret@host/0") == "redis://:***@host/0"
+    assert safe_url("redis://host:6379/0") == "redis://host:6379/0"
+    assert "s3cret" not in repr(GuardConfig(chain_store="redis://:s3cret@host/0"))
