@@ -13,13 +13,20 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 _lock = threading.Lock()
-_inbox = ReminderInbox()
+_inbox: list[ReminderInbox] = [ReminderInbox()]  # one item: replaced, never rebound
 _guard: RepeatGuardSpanProcessor | None = None
 
 
 def default_inbox() -> ReminderInbox:
     """The process-wide inbox that a guard installed by ``configure()`` or zero-code setup fills."""
-    return _inbox
+    return _inbox[0]
+
+
+def use_default_inbox(inbox: ReminderInbox) -> None:
+    """Make ``inbox`` the process-wide one (zero-code setup with a shared store: a Redis inbox, so an
+    agent process drains what a worker raised)."""
+    with _lock:
+        _inbox[0] = inbox
 
 
 def installed_guard() -> RepeatGuardSpanProcessor | None:

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from opentelemetry import trace
 
 from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
-from otel_repeat_guard.installed import default_inbox, installed_guard, set_installed_guard
+from otel_repeat_guard.inbox import reminder_inbox
+from otel_repeat_guard.installed import default_inbox, installed_guard, set_installed_guard, use_default_inbox
 from otel_repeat_guard.integrations._clients import client_adapters, enable_client_adapters
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
@@ -60,7 +61,10 @@ def install(provider: object | None = None, config: GuardConfig | None = None) -
             type(provider).__name__,
         )
         return None
-    guard = RepeatGuardSpanProcessor(GuardConfig.from_env() if config is None else config, default_inbox().put)
+    config = GuardConfig.from_env() if config is None else config
+    if config.shared_store:  # runs that span processes: reminders raised in a worker reach this process's inbox
+        use_default_inbox(reminder_inbox(config))
+    guard = RepeatGuardSpanProcessor(config, default_inbox().put)
     add(guard)
     set_installed_guard(guard)
     logger.info("repeat guard installed on %s (thresholds %s)", type(provider).__name__, guard.config.thresholds)

@@ -103,3 +103,21 @@ def test_the_end_of_the_agent_span_ends_the_shared_run(redis_server: RedisServer
             )
         assert client.exists(RUN_PREFIX + str(run_key)) == 1
     assert client.exists(RUN_PREFIX + str(run_key)) == 0
+
+
+def test_zero_code_setup_with_a_shared_store_drains_a_redis_inbox(redis_server: RedisServer) -> None:
+    """Under opentelemetry-instrument, an agent process's adapters drain what its workers raised."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_repeat_guard import installed
+    from otel_repeat_guard.zero_code import install
+
+    previous_guard, previous_inbox = installed.installed_guard(), installed.default_inbox()
+    try:
+        installed.set_installed_guard(None)
+        guard = install(TracerProvider(), GuardConfig(chain_store=redis_server.url))
+        assert guard is not None and installed.installed_guard() is guard
+        assert isinstance(installed.default_inbox(), RedisReminderInbox)
+    finally:
+        installed.set_installed_guard(previous_guard)
+        installed.use_default_inbox(previous_inbox)
