@@ -1,4 +1,5 @@
-"""How fast the dashboard is on a large store: fill N tool calls, time each query and a cold page.
+"""How fast the dashboard is on a large store: fill N tool calls (and as many model calls), time each
+query and a cold page.
 
     python benchmarks/dashboard_queries.py [--calls 1000000] [--db PATH]
 
@@ -7,8 +8,10 @@ take minutes and measures the exporter, not the dashboard), and the roll-up the 
 keeps alongside is then computed from them with ``rebuild_rollup`` (the store's upgrade
 path; tests/store checks it equals what the exporter keeps); their shape follows the
 demo: many agents and tools, most calls single, some runs of 2 to 15 with reminders at
-3, 5 and 8, a few denied calls, a few excluded calls. Goals: every query < 1 s, the full
-page (a cold ``AppTest`` run, caches cleared) < 3 s.
+3, 5 and 8, a few denied calls, a few excluded calls. Each tool call is issued by a model call
+of its agent run just before it (five real models, tokens growing along the run, one conversation
+id per agent), so the store holds N model calls too. Goals: every query < 1 s, the full page (a
+cold ``AppTest`` run, caches cleared) < 3 s.
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-import pandas as pd
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from otel_repeat_guard.dashboard import queries
+from otel_repeat_guard.dashboard import costs, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.store import DB_ENV, open_for_reading, open_for_writing
 from otel_repeat_guard.store.schema import rebuild_rollup
@@ -35,6 +38,18 @@ from otel_repeat_guard.store.schema import rebuild_rollup
 TOOLS = [f"tool_{i:02d}" for i in range(40)] + ["todo_write"]
 SERVICES = ["support-bot", "coding-agent", "ops-bot", "research-assistant", "billing-agent"]
 THRESHOLDS = {3: ("gentle", 3), 5: ("detailed", 5), 8: ("detailed", 8)}
+MODELS = [
+    ("gpt-4o", "openai"),
+    ("gpt-4o-mini", "openai"),
+    ("claude-sonnet-4-5", "anthropic"),
+    ("claude-3-5-haiku-latest", "anthropic"),
+    ("gemini-2.5-flash", "gcp.gemini"),
+]
+MODEL_COLUMNS = (
+    "start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id, agent_key, agent_name, "
+    "agent_known, agent_pending, model, provider, input_tokens, output_tokens, total_tokens, conversation_id, error,"
+    " wasted_tool"
+)
 COLUMNS = (
     "start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id, agent_key, agent_name, "
     "agent_known, agent_pending, tool_name, tracked, arguments_digest, error, run_length, reminder_tier, "
@@ -50,6 +65,7 @@ def fill(db: Path, calls: int, seed: int = 7) -> None:
     step = (now - start) // calls
     agents = 5000
     rows = []
+    models = []
     made = 0
     while made < calls:
         agent = rng.randrange(agents)
@@ -66,6 +82,31 @@ def fill(db: Path, calls: int, seed: int = 7) -> None:
             end = start + made * step
             duration = rng.randrange(5, 3000) * 1_000_000
             tracked = tool != "todo_write"
+            model, provider = MODELS[agent % len(MODELS)]
+            input_tokens, output_tokens = 2_000 + 400 * position + rng.randrange(0, 3000), rng.randrange(20, 400)
+            models.append(  # the model call that asked for this tool call, just before it
+                (
+                    end - duration - 700_000_000,
+                    end - duration,
+                    700_000_000,
+                    service,
+                    trace_id,
+                    f"{rng.getrandbits(64):016x}",
+                    f"{agent:016x}",
+                    key,
+                    name,
+                    1,
+                    0,
+                    model,
+                    provider,
+                    input_tokens,
+                    output_tokens,
+                    input_tokens + output_tokens,
+                    f"conversation-{agent % 2000}",
+                    0,
+                    tool if tracked and position >= 2 else None,  # it issued a repeated call: wasted
+                )
+            )
             tier, threshold = THRESHOLDS.get(position, (None, None)) if tracked else (None, None)
             rows.append(
                 (
@@ -91,28 +132,33 @@ def fill(db: Path, calls: int, seed: int = 7) -> None:
             )
             made += 1
         if len(rows) >= 50_000:
-            _insert(conn, rows)
+            _insert(conn, rows, models)
             rows.clear()
-    _insert(conn, rows)
+            models.clear()
+    _insert(conn, rows, models)
     conn.execute(  # what the exporter keeps for the filter lists
         "INSERT OR IGNORE INTO dimensions SELECT 'service', service_name FROM tool_calls GROUP BY service_name"
         " UNION ALL SELECT 'agent', agent_name FROM tool_calls GROUP BY agent_name"
         " UNION ALL SELECT 'tool', tool_name FROM tool_calls GROUP BY tool_name"
     )
     conn.execute("BEGIN IMMEDIATE")
-    rebuild_rollup(conn)  # what the exporter keeps, batch by batch
+    rebuild_rollup(conn)  # what the exporter keeps, batch by batch (call_rollup and model_rollup)
     conn.execute("COMMIT")
     conn.execute("ANALYZE")
     conn.close()
 
 
-def _insert(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]]) -> None:
+def _insert(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]], models: Sequence[tuple[object, ...]]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(f"INSERT INTO tool_calls ({COLUMNS}) VALUES ({', '.join('?' * 18)})", rows)
+    conn.executemany(f"INSERT INTO model_calls ({MODEL_COLUMNS}) VALUES ({', '.join('?' * 19)})", models)
     conn.execute("COMMIT")
 
 
-def timed(label: str, action: Callable[[], pd.DataFrame], results: list[tuple[str, float]]) -> pd.DataFrame:
+T = TypeVar("T")
+
+
+def timed(label: str, action: Callable[[], T], results: list[tuple[str, float]]) -> T:
     started = time.perf_counter()
     value = action()
     elapsed = time.perf_counter() - started
@@ -141,10 +187,22 @@ def bench_queries(db: Path) -> list[tuple[str, float]]:
             timed("hotspots_by_agent", partial(queries.hotspots_by_agent, conn, filters), results)
             timed("over_time", partial(queries.over_time, conn, filters, bucket), results)
             timed("run_lengths", partial(queries.run_lengths, conn, filters), results)
+            timed("model_tokens", partial(queries.model_tokens, conn, filters, costs.bands()), results)
+            timed("wasted_tokens", partial(queries.wasted_tokens, conn, filters, costs.bands()), results)
+            timed("reminder_count", partial(queries.reminder_count, conn, filters), results)
+            timed("reminder_outcomes", partial(queries.reminder_outcomes, conn, filters), results)
+            timed("unguarded_calls", partial(queries.unguarded_calls, conn, filters), results)
+            timed("excluded_tools", partial(queries.excluded_tools, conn, filters.tools), results)
+            listed = timed("conversations", partial(queries.conversations, conn, filters), results)
+            if not listed.empty:
+                conversation = str(listed.iloc[0]["conversation"])
+                timed("conversation_runs", partial(queries.conversation_runs, conn, conversation), results)
             runs = timed("hotspot_runs(tool_07)", partial(queries.hotspot_runs, conn, filters, "tool_07"), results)
             first = runs.iloc[0]
             key, end_id, length = str(first["agent_key"]), int(first["end_id"]), int(first["run_length"])
             timed("chain(longest run)", partial(queries.chain, conn, key, end_id, length), results)
+            focus = queries.loop_start_ns(conn, key, end_id, length)
+            timed("run_timeline(longest run)", partial(queries.run_timeline, conn, key, focus_ns=focus), results)
     finally:
         conn.close()
     return results

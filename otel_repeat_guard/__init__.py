@@ -17,7 +17,7 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder, RepeatGuardStop
-from otel_repeat_guard.version import __version__
+from otel_repeat_guard.version import __version__, build_mode
 from otel_repeat_guard.wiring import GuardTelemetry, configure
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "ToolCall",
     "TraceloopConvention",
     "__version__",
+    "build_mode",
     "canonical_arguments",
     "configure",
     "default_inbox",

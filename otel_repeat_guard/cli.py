@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_repeat_guard.config import GuardConfig
@@ -25,8 +24,17 @@ from otel_repeat_guard.dashboard.settings import TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
-from otel_repeat_guard.store.schema import DB_ENV, StoreError, check_integrity, default_db_path, open_for_reading
-from otel_repeat_guard.version import __version__
+from otel_repeat_guard.store.schema import (
+    DB_ENV,
+    SCHEMA_VERSION,
+    StoreError,
+    check_integrity,
+    default_db_path,
+    open_for_reading,
+    start_demo_store,
+    upgrade,
+)
+from otel_repeat_guard.version import __version__, build_mode
 
 EXIT_USAGE = 2
 DEMO_AGENTS = 8  # two of each persona
@@ -39,21 +47,30 @@ class CliError(Exception):
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
     return value
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}") from None
     if not value >= 0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
 
 
 def _port(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {text!r}") from None
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {text}")
     return value
@@ -67,20 +84,37 @@ def _add_dashboard_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace-url",
         default=None,
-        help="trace link template with {trace_id} (default: $OTEL_REPEAT_GUARD_TRACE_URL or Jaeger on localhost)",
+        help="trace link template with {trace_id} (and optionally {span_id}), e.g. "
+        "http://localhost:16686/trace/{trace_id} for Jaeger (default: $OTEL_REPEAT_GUARD_TRACE_URL; "
+        "without one, no trace links)",
     )
+
+
+def _version_text() -> str:
+    """``--version``: the version and the build, e.g. ``otel-repeat-guard 0.1.0 (compiled)``."""
+    return f"%(prog)s {__version__} ({build_mode()})"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=_version_text())
     commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor}")
     db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
 
-    demo = commands.add_parser("demo", help="run a simulated multi-agent workload through the guard into the store")
+    demo = commands.add_parser(
+        "demo",
+        help="run a simulated multi-agent workload through the guard into the store",
+        description="Run a scripted multi-agent workload (tool calls, model calls with token usage, loops, "
+        "reminders heeded and ignored) through a real TracerProvider, the guard and the SQLite exporter. "
+        "The store starts fresh: a store the demo made is emptied first, and a store with other calls is "
+        "refused unless --append. With --dashboard, the dashboard then serves it.",
+    )
     demo.add_argument("--db", type=Path, default=None, help=db_help)
+    demo.add_argument(
+        "--append", action="store_true", help="add to the store's calls instead of starting from an empty store"
+    )
     demo.add_argument(
         "--agents", type=_positive_int, default=DEMO_AGENTS, help=f"top-level agents (default {DEMO_AGENTS})"
     )
@@ -90,11 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--otlp",
         action="store_true",
-        help="also export spans and the guard's metrics over OTLP, as the OTEL_EXPORTER_OTLP_* variables say",
+        help="also export spans and the guard's metrics as the standard variables say: OTEL_TRACES_EXPORTER and "
+        "OTEL_METRICS_EXPORTER (otlp by default; lists, console, prometheus), OTEL_EXPORTER_OTLP_*",
     )
     _add_dashboard_options(demo)
 
-    dashboard = commands.add_parser("dashboard", help="start the Streamlit dashboard on a store")
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="start the Streamlit dashboard on a store",
+        description="Serve the loop-hotspot dashboard on a store: repeated calls, wasted time, tokens and cost, "
+        "whether reminders worked, and each run's timeline. It binds to 127.0.0.1 unless --host says otherwise. "
+        "A store of an older schema is upgraded in place first.",
+    )
     dashboard.add_argument("--db", type=Path, default=None, help=db_help)
     _add_dashboard_options(dashboard)
 
@@ -175,11 +216,12 @@ def check_store(db: Path, *, must_exist: bool) -> None:
 
     The whole file is checked (``PRAGMA quick_check``), not only its schema, so damage deep in
     it stops the command with exit code 2 instead of failing writes or dashboard queries later.
+    An older schema passes: every command upgrades it in place (a writer opening it does).
     """
     if not must_exist and not db.exists():
         return  # a writer creates it
     try:
-        conn, _ = open_for_reading(db)
+        conn, _ = open_for_reading(db, upgradable=True)
         try:
             check_integrity(conn, db)
         finally:
@@ -213,15 +255,27 @@ def run_ingest(args: argparse.Namespace) -> int:
     except OSError as exc:  # the file changed under a follower: unreadable now, replaced by a directory, ...
         raise CliError(f"cannot read {exc.filename or args.path}: {exc.strerror or exc}") from None
     print(f"ingested {args.path} into {db}: {stats.summary()}", flush=True)
+    if args.replay and stats.replayed_traces and not stats.new_spans:
+        print(
+            "nothing changed: every span was in the store already, so the replay stored nothing "
+            "(replay a file on its first ingest)",
+            flush=True,
+        )
     return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
     db: Path = args.db or default_db_path()
+    if args.dashboard:
+        check_dashboard_extra()  # before the demo runs, not after
+        if args.trace_url is not None:
+            _checked_trace_url(args.trace_url)
     check_store(db, must_exist=False)
+    start_demo_store(db, append=args.append)
     scripts = scenario(args.agents)
     counts = Counts()
-    print(f"otel-repeat-guard demo: {len(scripts)} agents (plus subagents) writing to {db}", flush=True)
+    verb = "adding to" if args.append else "writing to a fresh"
+    print(f"otel-repeat-guard demo: {len(scripts)} agents (plus subagents) {verb} store {db}", flush=True)
     started = time.monotonic()
     extra_exporters, meter_provider = _otlp_for_demo() if args.otlp else (None, None)
     try:
@@ -238,7 +292,12 @@ def run_demo(args: argparse.Namespace) -> int:
     finally:
         if meter_provider is not None:
             meter_provider.shutdown()  # exports the guard's final metric values
-    print(f"done in {time.monotonic() - started:.1f} s; the store is {db}", flush=True)
+    excluded, _ = counts.details()
+    print(
+        f"done in {time.monotonic() - started:.1f} s; the store is {db}. The dashboard counts the "
+        f"{counts.calls - excluded} tracked tool calls; the {excluded} calls of excluded tools are stored, not counted.",
+        flush=True,
+    )
     if args.dashboard:
         return run_dashboard(db, host=args.host, port=args.port, trace_url=args.trace_url)
     print(f"see the hotspots with: otel-repeat-guard dashboard --db {db}", flush=True)
@@ -246,19 +305,20 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvider]:
-    """OTLP span exporters per demo service, and a global meter provider exporting the guard's metrics."""
+    """Span exporters per demo service and a global meter provider for the guard's metrics, as the
+    standard OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER variables ask (otlp by default)."""
     from opentelemetry import metrics  # noqa: PLC0415 - only with --otlp
 
-    from otel_repeat_guard.wiring import build_resource, otlp_metric_exporter, otlp_span_exporter  # noqa: PLC0415
+    from otel_repeat_guard.wiring import build_resource, metric_readers, span_exporters  # noqa: PLC0415
 
     try:
-        reader = PeriodicExportingMetricReader(otlp_metric_exporter(), export_interval_millis=2000)
-        otlp_span_exporter()  # fail early and clearly if the exporter is missing or misconfigured
+        readers = metric_readers(export_interval_millis=2000)
+        span_exporters()  # fail early and clearly if an exporter is missing or misconfigured
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    meter_provider = MeterProvider(metric_readers=[reader], resource=build_resource("otel-repeat-guard-demo", None))
+    meter_provider = MeterProvider(metric_readers=readers, resource=build_resource("otel-repeat-guard-demo", None))
     metrics.set_meter_provider(meter_provider)
-    return (lambda: [otlp_span_exporter()]), meter_provider
+    return span_exporters, meter_provider
 
 
 def app_path() -> Path:
@@ -269,16 +329,30 @@ def app_path() -> Path:
     return Path(spec.origin).parent / "app.py"
 
 
+def check_dashboard_extra() -> None:
+    """Refuse, with the install command, when the dashboard's packages are missing."""
+    missing = [
+        name for name in ("streamlit", "altair", "pandas", "genai_prices") if importlib.util.find_spec(name) is None
+    ]
+    if missing:
+        raise CliError(
+            f"the dashboard needs its extra ({', '.join(missing)} missing): pip install 'otel-repeat-guard[dashboard]'"
+        )
+
+
+def _checked_trace_url(trace_url: str) -> str:
+    try:
+        return check_trace_url(trace_url)
+    except ValueError as exc:
+        raise CliError(f"--trace-url: {exc}") from None
+
+
 def dashboard_command(db: Path, host: str, port: int, trace_url: str | None) -> list[str]:
     """The Streamlit command line for the dashboard."""
-    if importlib.util.find_spec("streamlit") is None:
-        raise CliError("the dashboard needs its extra: pip install 'otel-repeat-guard[dashboard]'")
+    check_dashboard_extra()
     check_store(db, must_exist=True)
     if trace_url is not None:
-        try:
-            check_trace_url(trace_url)
-        except ValueError as exc:
-            raise CliError(f"--trace-url: {exc}") from None
+        _checked_trace_url(trace_url)
     return [
         sys.executable,
         "-m",
@@ -295,12 +369,20 @@ def dashboard_command(db: Path, host: str, port: int, trace_url: str | None) -> 
         "false",
         "--global.developmentMode",
         "false",
+        "--client.toolbarMode",
+        "viewer",  # no "Deploy" button: this is a viewer's page
     ]
 
 
 def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | None) -> int:
     db = db or default_db_path()
     command = dashboard_command(db, host, port, trace_url)
+    try:
+        old = upgrade(db)
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    if old is not None:
+        print(f"upgraded the store {db} in place from schema {old} to {SCHEMA_VERSION}", flush=True)
     env = dict(os.environ)
     env[DB_ENV] = str(db.resolve())
     if trace_url is not None:

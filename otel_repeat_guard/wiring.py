@@ -7,7 +7,11 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
   ``_TIMEOUT``, ``_COMPRESSION``, certificates: read by the OTLP exporters themselves;
 - ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and the per-signal ``_TRACES_PROTOCOL`` /
   ``_METRICS_PROTOCOL``): ``http/protobuf`` (the default) or ``grpc``;
-- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: ``otlp`` (default), ``console`` or ``none``;
+- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: a comma-separated list (``otlp`` by default, ``none``
+  for none) of exporter names, resolved exactly as the SDK's own configurator resolves them: through the
+  ``opentelemetry_traces_exporter`` / ``opentelemetry_metrics_exporter`` entry points that exporter
+  packages register (``otlp``, ``console``, ``prometheus`` from ``opentelemetry-exporter-prometheus``,
+  ``zipkin``, ...). ``otlp`` follows the protocol variables below;
 - ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``: they override the
   ``service_name`` and ``resource_attributes`` given in code, so a deployment can rename
   a service without a rebuild;
@@ -17,7 +21,6 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import threading
@@ -28,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.config import GuardConfig
@@ -83,50 +86,87 @@ def _protocol(signal: str, environ: Mapping[str, str]) -> str:
     return value
 
 
-def _exporter_kind(variable: str, environ: Mapping[str, str]) -> str:
-    value = (_env(variable, environ) or "otlp").lower()
-    if value not in ("otlp", "console", "none"):
-        raise ValueError(f"{variable} must be otlp, console or none for configure(), got {value!r}")
-    return value
+_SIGNALS = {
+    "TRACES": ("OTEL_TRACES_EXPORTER", "opentelemetry_traces_exporter"),
+    "METRICS": ("OTEL_METRICS_EXPORTER", "opentelemetry_metrics_exporter"),
+}
+_OTLP_ENTRY_POINTS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
+
+
+def exporter_names(signal: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The entry-point names ``OTEL_<signal>_EXPORTER`` asks for: a comma-separated list, ``otlp`` by default
+    (over ``http/protobuf`` unless the protocol variables say ``grpc``), ``none`` for none."""
+    environ = os.environ if environ is None else environ
+    variable, _ = _SIGNALS[signal]
+    raw = _env(variable, environ) or "otlp"
+    names = [name.strip().lower() for name in raw.split(",")]
+    if not all(names):
+        raise ValueError(f"{variable} has an empty item: {raw!r}")
+    if "none" in names:
+        if len(names) > 1:
+            raise ValueError(f"{variable}: none cannot be combined with other exporters, got {raw!r}")
+        return []
+    return [_OTLP_ENTRY_POINTS[_protocol(signal, environ)] if name == "otlp" else name for name in names]
+
+
+def _exporter_classes(signal: str, environ: Mapping[str, str]) -> list[type[Any]]:
+    """The exporter (or, for metrics, reader) classes named by ``OTEL_<signal>_EXPORTER``, loaded through the
+    SDK configurator's own entry-point lookup."""
+    from opentelemetry.sdk._configuration import _import_exporters  # noqa: PLC0415 - the SDK configurator's lookup
+
+    variable, group = _SIGNALS[signal]
+    names = exporter_names(signal, environ)
+    try:
+        traces, metrics_, _ = _import_exporters(
+            names if signal == "TRACES" else [], names if signal == "METRICS" else [], []
+        )
+    except RuntimeError as exc:  # a name no installed package registers
+        name = next((n for n in names if f"'{n}'" in str(exc)), "")
+        if name in _OTLP_ENTRY_POINTS.values():
+            protocol = next(p for p, n in _OTLP_ENTRY_POINTS.items() if n == name)
+            raise _missing_extra(ModuleNotFoundError(name=name), protocol) from None
+        raise ValueError(
+            f"{variable} names {name or names!r}, which no installed package provides as an {group} entry point "
+            f"(installed: {', '.join(_installed(group)) or 'none'})"
+        ) from None
+    except ImportError as exc:  # the package is there but cannot be imported
+        protocol = "grpc" if "grpc" in str(exc.name or exc) else "http/protobuf"
+        raise _missing_extra(exc, protocol) from None
+    found: dict[str, type[Any]] = dict(traces if signal == "TRACES" else metrics_)
+    return [found[name] for name in names]
+
+
+def _installed(group: str) -> list[str]:
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    return sorted({entry.name for entry in entry_points(group=group)})
+
+
+def span_exporters(environ: Mapping[str, str] | None = None) -> list[SpanExporter]:
+    """The span exporters ``OTEL_TRACES_EXPORTER`` asks for (each reads its own settings from the environment)."""
+    environ = os.environ if environ is None else environ
+    return [cls() for cls in _exporter_classes("TRACES", environ)]
+
+
+def metric_readers(
+    environ: Mapping[str, str] | None = None, *, export_interval_millis: float | None = None
+) -> list[MetricReader]:
+    """The metric readers ``OTEL_METRICS_EXPORTER`` asks for: pull readers (``prometheus``) as they are, push
+    exporters behind a periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, unless ``export_interval_millis``)."""
+    environ = os.environ if environ is None else environ
+    readers: list[MetricReader] = []
+    for cls in _exporter_classes("METRICS", environ):
+        if issubclass(cls, MetricReader):
+            readers.append(cls())
+        else:
+            exporter: MetricExporter = cls()
+            readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
+    return readers
 
 
 def _missing_extra(exc: ImportError, protocol: str) -> ValueError:
     package = "opentelemetry-exporter-otlp-proto-grpc" if protocol == "grpc" else "otel-repeat-guard[otlp]"
     return ValueError(f"the OTLP {protocol} exporter is not installed ({exc.name}): pip install '{package}'")
-
-
-def _grpc_class(module: str, name: str) -> Any:
-    return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{module}"), name)
-
-
-def otlp_span_exporter(environ: Mapping[str, str] | None = None) -> SpanExporter:
-    """The OTLP span exporter the environment asks for; it reads its endpoint and headers itself."""
-    protocol = _protocol("TRACES", os.environ if environ is None else environ)
-    try:
-        if protocol == "grpc":  # an optional package: imported by name so the type check needs no stubs
-            grpc_exporter: SpanExporter = _grpc_class("trace_exporter", "OTLPSpanExporter")()
-            return grpc_exporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
-            OTLPSpanExporter as HTTPSpanExporter,
-        )
-    except ImportError as exc:
-        raise _missing_extra(exc, protocol) from None
-    return HTTPSpanExporter()
-
-
-def otlp_metric_exporter(environ: Mapping[str, str] | None = None) -> MetricExporter:
-    """The OTLP metric exporter the environment asks for."""
-    protocol = _protocol("METRICS", os.environ if environ is None else environ)
-    try:
-        if protocol == "grpc":
-            grpc_exporter: MetricExporter = _grpc_class("metric_exporter", "OTLPMetricExporter")()
-            return grpc_exporter
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # noqa: PLC0415
-            OTLPMetricExporter as HTTPMetricExporter,
-        )
-    except ImportError as exc:
-        raise _missing_extra(exc, protocol) from None
-    return HTTPMetricExporter()
 
 
 def build_resource(service_name: str | None, attributes: Mapping[str, AttributeValue] | None) -> Resource:
@@ -137,19 +177,8 @@ def build_resource(service_name: str | None, attributes: Mapping[str, AttributeV
     return Resource.create(code).merge(OTELResourceDetector().detect())
 
 
-def _span_exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
-    kind = _exporter_kind("OTEL_TRACES_EXPORTER", environ)
-    if kind == "none":
-        return []
-    return [ConsoleSpanExporter() if kind == "console" else otlp_span_exporter(environ)]
-
-
-def _metric_readers(environ: Mapping[str, str]) -> list[MetricReader]:
-    kind = _exporter_kind("OTEL_METRICS_EXPORTER", environ)
-    if kind == "none":
-        return []
-    exporter = ConsoleMetricExporter() if kind == "console" else otlp_metric_exporter(environ)
-    return [PeriodicExportingMetricReader(exporter)]
+_env_span_exporters = span_exporters  # configure()'s keyword arguments of the same names shadow them
+_env_metric_readers = metric_readers
 
 
 def _store_exporter(store: str | Path | bool, config: GuardConfig, store_arguments: bool) -> SpanExporter:
@@ -239,8 +268,8 @@ def _build(
     environ = os.environ
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
-    readers = list(_metric_readers(environ) if metric_readers is None else metric_readers)
-    exporters = list(_span_exporters(environ) if span_exporters is None else span_exporters)
+    readers = list(_env_metric_readers(environ) if metric_readers is None else metric_readers)
+    exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)
     if store is not False:
         exporters.append(_store_exporter(store, config, store_arguments))
 

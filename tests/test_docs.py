@@ -69,4 +69,6 @@ def test_shell_blocks_name_real_targets_and_commands(where: str, code: str) -> N
             for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
                 assert option in done.stdout, f"{where}: {line!r}: {option} is not an option"
         else:
-            assert words[0] in {"docker", "opentelemetry-instrument", "htpasswd", "pip", "apt-get", "export"}, f"{where}: {line!r}"
+            assert words[0] in {"docker", "opentelemetry-instrument", "htpasswd", "pip", "apt-get", "export"}, (
+                f"{where}: {line!r}"
+            )

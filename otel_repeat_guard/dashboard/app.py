@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import time
 from collections.abc import Callable
@@ -12,12 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.blind_spots import explain
-from otel_repeat_guard.dashboard import charts, queries
+from otel_repeat_guard.dashboard import charts, costs, figures, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS, Settings
-from otel_repeat_guard.store.schema import StoreError, open_for_reading, store_error
+from otel_repeat_guard.store.schema import StoreError, has_rows, open_for_reading, store_error
 
 CACHE_TTL_SECONDS = 5
+CUSTOM_RANGE = "Custom range"
 TIME_RANGES: dict[str, int | None] = {
     "Last 15 minutes": 15 * 60,
     "Last hour": 3600,
@@ -26,11 +28,15 @@ TIME_RANGES: dict[str, int | None] = {
     "All time": None,
 }
 DEFAULT_TIME_RANGE = "Last 24 hours"
+_NS = 1_000_000_000
+_EPOCH, _LAST_DAY = dt.date(1970, 1, 1), dt.date(2262, 4, 10)  # what nanoseconds since 1970 in 64 bits reach
 FEED_HELP = """
-This store has no tool calls yet. Feed it in either of two ways:
+This store has no tool calls yet. Feed it in any of three ways:
 
-* run the scripted demo: `otel-repeat-guard demo --db {db}`, or
-* export your agent's spans into it, next to the guard:
+* run the scripted demo: `otel-repeat-guard demo --db {db}`;
+* ingest an OpenTelemetry Collector's file-exporter output:
+  `otel-repeat-guard ingest /var/lib/otel/traces.jsonl --db {db}` (add `--follow` to keep up with it);
+* or export your agent's spans into it, next to the guard:
 
 ```python
 from opentelemetry.sdk.trace import TracerProvider
@@ -43,8 +49,12 @@ provider.add_span_processor(RepeatGuardSpanProcessor())
 provider.add_span_processor(BatchSpanProcessor(SQLiteSpanExporter("{db}")))
 ```
 
-Tool spans (`gen_ai.operation.name = execute_tool`) appear here a few seconds after they end.
+Tool spans (`gen_ai.operation.name = execute_tool`) and model calls (`chat`) appear here a few seconds after they end.
 """
+TIME_HELP = (
+    "The summed duration of the repeated calls. Agents run concurrently, so this adds up the time of "
+    "every agent and can exceed the wall-clock time of the workload."
+)
 
 T = TypeVar("T")
 
@@ -58,10 +68,12 @@ def _query(db: str, ask: Callable[[sqlite3.Connection], T]) -> T:
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
-def _has_schema(db: str) -> bool:
+def _has_data(db: str) -> bool:
     conn, has_schema = open_for_reading(Path(db))
-    conn.close()
-    return has_schema
+    try:
+        return has_schema and has_rows(conn)
+    finally:
+        conn.close()
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
@@ -90,13 +102,38 @@ def _by_agent(db: str, filters: Filters) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
-def _over_time(db: str, filters: Filters, bucket_s: int) -> pd.DataFrame:
+def _model_tokens(db: str, filters: Filters) -> pd.DataFrame:
+    return costs.price(_query(db, lambda conn: queries.model_tokens(conn, filters, costs.bands())))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _wasted_tokens(db: str, filters: Filters) -> pd.DataFrame:
+    return costs.price(_query(db, lambda conn: queries.wasted_tokens(conn, filters, costs.bands())))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _outcomes(db: str, filters: Filters) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.reminder_outcomes(conn, filters))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _reminder_count(db: str, filters: Filters) -> int:
+    return _query(db, lambda conn: queries.reminder_count(conn, filters))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _over_time(db: str, filters: Filters, bucket_s: float) -> pd.DataFrame:
     return _query(db, lambda conn: queries.over_time(conn, filters, bucket_s))
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
 def _unguarded(db: str, filters: Filters) -> pd.DataFrame:
     return _query(db, lambda conn: queries.unguarded_calls(conn, filters))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _excluded(db: str, tools: tuple[str, ...]) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.excluded_tools(conn, tools))
 
 
 def _run_lengths(db: str, filters: Filters) -> pd.DataFrame:
@@ -109,8 +146,55 @@ def _runs(db: str, filters: Filters, tool: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
-def _chain(db: str, agent_key: str, end_id: int, run_length: int) -> pd.DataFrame:
-    return _query(db, lambda conn: queries.chain(conn, agent_key, end_id, run_length))
+def _loop_start(db: str, agent_key: str, end_id: int, run_length: int) -> int | None:
+    return _query(db, lambda conn: queries.loop_start_ns(conn, agent_key, end_id, run_length))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _timeline(db: str, agent_key: str, focus_ns: int | None) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.run_timeline(conn, agent_key, focus_ns=focus_ns))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _conversations(db: str, filters: Filters) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.conversations(conn, filters))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _conversation_runs(db: str, conversation: str) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.conversation_runs(conn, conversation))
+
+
+def _utc(ns: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ns / _NS, tz=dt.timezone.utc)
+
+
+def _custom_range(db: str) -> tuple[int, int]:
+    """The sidebar's custom range (UTC), defaulting to the store's first and last call."""
+    bounds = _bounds(db).iloc[0]
+    first = _utc(int(bounds["first_ns"]) if pd.notna(bounds["first_ns"]) else time.time_ns())
+    last = _utc(int(bounds["last_ns"]) if pd.notna(bounds["last_ns"]) else time.time_ns())
+    sidebar = st.sidebar
+    left, right = sidebar.columns(2)
+    start_day = left.date_input(
+        "From (UTC)", value=first.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_from_day"
+    )
+    start_time = right.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
+    left, right = sidebar.columns(2)
+    end_day = left.date_input("To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day")
+    end_time = right.time_input(
+        "at ", value=(last + dt.timedelta(minutes=1)).time().replace(second=0, microsecond=0), key="custom_to_time"
+    )
+    start = dt.datetime.combine(_day(start_day, first), start_time or dt.time(), tzinfo=dt.timezone.utc)
+    end = dt.datetime.combine(_day(end_day, last), end_time or dt.time(), tzinfo=dt.timezone.utc)
+    if end < start:
+        sidebar.warning("The range ends before it starts: showing it the other way round.")
+        start, end = end, start
+    return int(start.timestamp()) * _NS, int(end.timestamp()) * _NS
+
+
+def _day(value: object, default: dt.datetime) -> dt.date:
+    return value if isinstance(value, dt.date) else default.date()
 
 
 def _sidebar(db: str) -> tuple[Filters, bool]:
@@ -121,12 +205,17 @@ def _sidebar(db: str) -> tuple[Filters, bool]:
 
     sidebar = st.sidebar
     sidebar.header("Filters")
-    ranges = list(TIME_RANGES)
+    ranges = [*TIME_RANGES, CUSTOM_RANGE]
     label = sidebar.selectbox("Time range", ranges, index=ranges.index(DEFAULT_TIME_RANGE), key="time_range")
-    seconds = TIME_RANGES[label or DEFAULT_TIME_RANGE]
-    now_ns = int(time.time() // CACHE_TTL_SECONDS * CACHE_TTL_SECONDS) * 1_000_000_000  # cache-friendly
+    if label == CUSTOM_RANGE:
+        start_ns, end_ns = _custom_range(db)
+    else:
+        seconds = TIME_RANGES[label or DEFAULT_TIME_RANGE]
+        now_ns = int(time.time() // CACHE_TTL_SECONDS * CACHE_TTL_SECONDS) * _NS  # cache-friendly
+        start_ns, end_ns = (None if seconds is None else now_ns - seconds * _NS), None
     filters = Filters(
-        start_ns=None if seconds is None else now_ns - seconds * 1_000_000_000,
+        start_ns=start_ns,
+        end_ns=end_ns,
         services=tuple(sidebar.multiselect("Service", values("service"), key="services")),
         agents=tuple(sidebar.multiselect("Agent", values("agent"), key="agents")),
         tools=tuple(sidebar.multiselect("Tool", values("tool"), key="tools")),
@@ -145,21 +234,72 @@ def _seconds(value: float) -> str:
     return f"{value:,.1f} s" if value < 120 else f"{value / 60:,.1f} min"
 
 
-def _headline_section(headline: pd.DataFrame) -> None:
+def _reminder_metric(filters: Filters, tier: str, value: int) -> str:
+    return f"{value:,}" if tier in (filters.tiers or queries.TIERS) else "filtered"
+
+
+def _headline_section(
+    headline: pd.DataFrame, tokens: figures.TokenHeadline, outcomes: pd.DataFrame, filters: Filters, models: bool
+) -> None:
     row = headline.iloc[0]
-    first, second = st.columns(4), st.columns(4)
+    tracked, untracked = int(row["tool_calls"]), int(row["untracked_calls"])
+    first, second, third = st.columns(4), st.columns(4), st.columns(4)
     first[0].metric(
         "Tool calls",
-        f"{int(row['tool_calls']):,}",
-        help=f"Tracked calls. {int(row['untracked_calls']):,} excluded calls (e.g. todo_write) are not counted.",
+        f"{tracked:,}",
+        help=f"Tracked calls. {untracked:,} calls of excluded tools (e.g. todo_write) are not counted.",
     )
     first[1].metric("Repeated calls", f"{int(row['repeated_calls']):,}", help="Calls with run length 2 or more.")
     first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help="Repeated calls ÷ tracked calls.")
-    first[3].metric("Time in repeated calls", _seconds(float(row["repeated_seconds"])))
-    second[0].metric("Gentle reminders", f"{int(row['gentle_reminders']):,}")
-    second[1].metric("Detailed reminders", f"{int(row['detailed_reminders']):,}")
+    first[3].metric("Time in repeated calls", _seconds(float(row["repeated_seconds"])), help=TIME_HELP)
+    second[0].metric("Gentle reminders", _reminder_metric(filters, "gentle", int(row["gentle_reminders"])))
+    second[1].metric("Detailed reminders", _reminder_metric(filters, "detailed", int(row["detailed_reminders"])))
     second[2].metric("Agents with loops", f"{int(row['agents_with_loops']):,}")
     second[3].metric("Longest run", f"{int(row['longest_run']):,}")
+    broken, ignored, reminders = figures.heeded_rate(outcomes)
+    third[0].metric(
+        "Reminders heeded",
+        f"{broken / (broken + ignored):.0%}" if broken + ignored else "—",
+        help=f"Of {reminders:,} reminders, {broken:,} were followed by a different call (broken) and {ignored:,} "
+        "by the same call again (ignored); the rest ended with their run or wait for the next call.",
+    )
+    if models:
+        third[1].metric("Model tokens", f"{tokens.tokens:,}", help="Input and output tokens of every model call.")
+        third[2].metric(
+            "Wasted tokens",
+            f"{tokens.wasted_tokens:,}",
+            help="Tokens of the model calls that issued a repeated call (run position 2 or more).",
+        )
+        third[3].metric(
+            "Wasted cost",
+            tokens.wasted_money,
+            help="Priced with genai-prices. "
+            + (f"No price for: {tokens.unpriced_models}." if tokens.unpriced_models else "Every model has a price."),
+        )
+    notes = [
+        f"{tracked:,} tracked tool calls; {untracked:,} calls of excluded tools are stored but not counted.",
+        "Time in repeated calls is summed over concurrent agents.",
+    ]
+    if models:
+        notes.append(
+            f"Wasted tokens are {tokens.wasted_share:.1%} of {tokens.tokens:,} model tokens (cost of all: {tokens.money})."
+        )
+        if tokens.unpriced_models:
+            notes.append(f"Price unknown for: {tokens.unpriced_models}.")
+    else:
+        notes.append("No model calls in this selection, so no tokens or cost: the store keeps model-call spans too.")
+    st.caption(" ".join(notes))
+
+
+def _excluded_section(excluded: pd.DataFrame) -> None:
+    if excluded.empty:
+        return
+    names = ", ".join(f"`{t}`" for t in excluded["tool"])
+    st.info(
+        f"{names}: excluded from tracking by the guard's configuration (exclude patterns), so its calls are "
+        "stored but never counted as repeats. Change OTEL_REPEAT_GUARD_EXCLUDE to track it.",
+        icon="ℹ️",
+    )
 
 
 def _unguarded_section(unguarded: pd.DataFrame) -> None:
@@ -176,8 +316,13 @@ def _unguarded_section(unguarded: pd.DataFrame) -> None:
     st.dataframe(frame, hide_index=True, width="stretch", key="unguarded_calls")
 
 
-def _hotspot_table(frame: pd.DataFrame, label: str, key: str) -> None:
-    shown = frame[[label, "repeated_calls", "reminders", "longest_run", "wasted_seconds", "repeated_share"]]
+def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool) -> None:
+    columns = [label, "repeated_calls", "reminders", "longest_run", "wasted_seconds", "repeated_share"]
+    if models:
+        columns += ["wasted_tokens", "wasted_token_share", "wasted_cost"]
+    shown = frame[columns]
+    if models:
+        shown = shown.assign(wasted_token_share=shown["wasted_token_share"] * 100)
     st.dataframe(
         shown.assign(repeated_share=shown["repeated_share"] * 100),
         key=key,
@@ -192,29 +337,107 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str) -> None:
             "repeated_share": st.column_config.NumberColumn(
                 "Share", format="%.0f%%", help=f"Repeated calls as a share of this {label}'s calls"
             ),
+            "wasted_tokens": st.column_config.NumberColumn(
+                "Wasted tokens", help="Tokens of the model calls that issued its repeated calls"
+            ),
+            "wasted_token_share": st.column_config.NumberColumn(
+                "Of tokens",
+                format="%.1f%%",
+                help="Wasted tokens as a share of all model tokens"
+                + (" of this agent" if label == "agent" else " in the selection"),
+            ),
+            "wasted_cost": st.column_config.TextColumn("Wasted cost"),
         },
     )
 
 
-def _grouped_section(title: str, frame: pd.DataFrame, label: str, key: str) -> None:
+def _grouped_section(title: str, frame: pd.DataFrame, label: str, key: str, models: bool) -> None:
     st.subheader(title)
     if frame.empty:
         st.caption("No repeated calls in this selection.")
         return
-    left, right = st.columns([3, 2])
+    left, right = st.columns([5, 2] if models else [3, 2])  # the token columns need the room
     with left:
-        _hotspot_table(frame, label, key)
+        _hotspot_table(frame, label, key, models)
     with right:
         st.altair_chart(charts.hotspot_bars(frame, label, f"Repeated calls by {label}"), width="stretch")
 
 
-def _bucket_seconds(db: str, filters: Filters) -> int:
+def _model_section(by_model: pd.DataFrame) -> None:
+    st.subheader("By model")
+    if by_model.empty:
+        st.caption("No model calls in this selection.")
+        return
+    shown = by_model[
+        ["model", "calls", "total_tokens", "wasted_tokens", "wasted_share", "cost_text", "wasted_cost", "unpriced"]
+    ]
+    st.dataframe(
+        shown.assign(wasted_share=shown["wasted_share"] * 100),
+        key="by_model",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "model": st.column_config.TextColumn("Model"),
+            "calls": st.column_config.NumberColumn("Model calls"),
+            "total_tokens": st.column_config.NumberColumn("Tokens"),
+            "wasted_tokens": st.column_config.NumberColumn("Wasted tokens"),
+            "wasted_share": st.column_config.NumberColumn("Wasted share", format="%.1f%%"),
+            "cost_text": st.column_config.TextColumn("Cost"),
+            "wasted_cost": st.column_config.TextColumn("Wasted cost"),
+            "unpriced": st.column_config.TextColumn("No price for"),
+        },
+    )
+
+
+EFFICACY_BY = {"tier": "Tier", "tool": "Tool", "agent": "Agent", "model": "Model"}
+
+
+def _efficacy_section(outcomes: pd.DataFrame, reminders: int) -> None:
+    st.subheader("Did the reminders work?")
+    if outcomes.empty:
+        st.caption("No reminders in this selection.")
+        return
+    if reminders > queries.REMINDER_WINDOW:
+        st.caption(
+            f"The outcomes of the latest {queries.REMINDER_WINDOW:,} of the {reminders:,} reminders in this "
+            "selection (narrow the time range for all of them)."
+        )
+    by = st.radio(
+        "Group by", list(EFFICACY_BY), format_func=EFFICACY_BY.__getitem__, horizontal=True, key="efficacy_by"
+    )
+    by = str(by or "tier")
+    table = figures.efficacy(outcomes, by)
+    left, right = st.columns([3, 2])
+    with left:
+        st.dataframe(
+            table.assign(heeded=table["heeded"] * 100),
+            key="efficacy",
+            hide_index=True,
+            width="stretch",
+            column_config={
+                by: st.column_config.TextColumn(EFFICACY_BY[by]),
+                "reminders": st.column_config.NumberColumn("Reminders"),
+                "broken": st.column_config.NumberColumn("Broken", help="The next call was a different one"),
+                "ignored": st.column_config.NumberColumn("Ignored", help="The same call again"),
+                "ended": st.column_config.NumberColumn("Ended", help="The run ended before another call"),
+                "open": st.column_config.NumberColumn("Open", help="No next call yet"),
+                "heeded": st.column_config.NumberColumn("Heeded", format="%.0f%%", help="Broken ÷ (broken + ignored)"),
+            },
+        )
+    with right:
+        st.altair_chart(charts.efficacy_bars(table, by), width="stretch")
+
+
+def _bucket_seconds(db: str, filters: Filters) -> float:
+    """A width giving 30-60 points over the part of the range that holds calls."""
     bounds = _bounds(db).iloc[0]
-    start = filters.start_ns if filters.start_ns is not None else int(bounds["first_ns"])
-    return queries.bucket_seconds(max(0, int(bounds["last_ns"]) - start))
+    first, last = int(bounds["first_ns"]), int(bounds["last_ns"])
+    start = first if filters.start_ns is None else max(first, filters.start_ns)
+    end = last if filters.end_ns is None else min(last, filters.end_ns)
+    return queries.bucket_seconds(max(0, end - start))
 
 
-def _trends_section(over_time: pd.DataFrame, bucket_s: int, lengths: pd.DataFrame) -> None:
+def _trends_section(over_time: pd.DataFrame, bucket_s: float, lengths: pd.DataFrame) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Over time")
@@ -233,47 +456,101 @@ def _trends_section(over_time: pd.DataFrame, bucket_s: int, lengths: pd.DataFram
         st.caption(f"{single:,} calls were not repeated (runs of one).")
 
 
+def _timeline_table(frame: pd.DataFrame, settings: Settings, key: str) -> None:
+    """A run's model and tool calls in order. Every cell is text or a number: nothing is rendered as HTML."""
+    columns = ["time", "kind", "name", "position", "tokens", "duration_ms", "status", "note", "text"]
+    shown = frame.assign(text=frame["text"].fillna(""))
+    config = {
+        "time": st.column_config.DatetimeColumn("Started (UTC)", format="HH:mm:ss.SSS"),
+        "kind": st.column_config.TextColumn("Call"),
+        "name": st.column_config.TextColumn("Tool or model"),
+        "position": st.column_config.TextColumn("Run position", width="small"),
+        "tokens": st.column_config.TextColumn("Tokens"),
+        "duration_ms": st.column_config.NumberColumn("Duration (ms)", format="%.0f", width="small"),
+        "status": st.column_config.TextColumn("Status", width="small"),
+        "note": st.column_config.TextColumn("What happened", width="medium"),
+        "text": st.column_config.TextColumn("Arguments or model output (text)", width="large"),
+    }
+    if settings.trace_url is not None:
+        shown = shown.assign(
+            trace=[settings.trace_link(t, s) or "" for t, s in zip(shown["trace_id"], shown["span_id"], strict=True)]
+        )
+        columns.append("trace")
+        config["trace"] = st.column_config.LinkColumn("Trace", display_text="open trace")
+    st.dataframe(shown[columns], key=key, hide_index=True, width="stretch", column_config=config)
+    if len(frame) >= queries.TIMELINE_ROWS:
+        st.caption(f"The first {queries.TIMELINE_ROWS} calls from a little before the loop.")
+
+
 def _drill_down(db: str, filters: Filters, tools: list[str], settings: Settings) -> None:
-    st.subheader("Drill-down: the chains of a hotspot")
+    st.subheader("Drill-down: a hotspot's runs, call by call")
     if not tools:
         st.caption("No hotspots to drill into.")
         return
-    tool = st.selectbox("Hotspot tool", tools, key="drill_tool")
-    runs = _runs(db, filters, str(tool))
+    tool = str(st.selectbox("Hotspot tool", tools, key="drill_tool"))
+    runs = _runs(db, filters, tool)
     if runs.empty:
         st.caption("No runs for this tool in this selection.")
         return
-    labels = [
-        f"{r.agent} · run of {r.run_length} · ended {r.ended:%Y-%m-%d %H:%M:%S} UTC"
-        for r in runs.itertuples(index=False)
-    ]
-    choice = st.selectbox("Run", range(len(labels)), format_func=lambda i: labels[i], key="drill_run")
-    picked = runs.iloc[int(choice or 0)]
-    calls = _chain(db, str(picked["agent_key"]), int(picked["end_id"]), int(picked["run_length"]))
-    calls = calls.assign(
-        trace=[settings.trace_link(t, s) for t, s in zip(calls["trace_id"], calls["span_id"], strict=True)],
-        reminder_tier=calls["reminder_tier"].fillna(""),
-        position=calls["run_length"].astype("Int64").astype(str).replace("<NA>", "excluded"),
+    labels = {
+        int(end_id): f"{agent} · run of {length} · ended {ended:%Y-%m-%d %H:%M:%S} UTC"
+        for end_id, agent, length, ended in zip(
+            runs["end_id"], runs["agent"], runs["run_length"], runs["ended"], strict=True
+        )
+    }
+    # Keyed by tool: the box shows this tool's runs, never the one picked for the previous tool.
+    choice = st.selectbox("Run", list(labels), format_func=labels.__getitem__, key=f"drill_run:{tool}")
+    picked = runs.loc[runs["end_id"] == (choice if choice is not None else next(iter(labels)))].iloc[0]
+    agent_key = str(picked["agent_key"])
+    focus = _loop_start(db, agent_key, int(picked["end_id"]), int(picked["run_length"]))
+    timeline = _timeline(db, agent_key, focus)
+    st.caption(
+        "The run's model calls and tool calls in order: the reminders where they were delivered, the model call "
+        "that received each, what the run did next, and where the loop broke."
     )
+    _timeline_table(timeline, settings, "timeline")
+    repeats = ~timeline["position"].isin(["", "1", "excluded"])
+    in_loop = (timeline["kind"] == "tool") & (timeline["name"] == tool) & repeats
+    repeated = timeline.loc[in_loop, "text"].dropna()
+    st.caption("Arguments of the repeated call (shown as text):")
+    st.code(str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None)
+
+
+def _conversation_section(db: str, filters: Filters, settings: Settings) -> None:
+    st.subheader("Conversations and sessions")
+    listed = _conversations(db, filters)
+    if listed.empty:
+        st.caption(
+            "No model call in this selection names a conversation (`gen_ai.conversation.id`) or a session (`session.id`)."
+        )
+        return
     st.dataframe(
-        calls[["time", "tool", "position", "status", "reminder_tier", "duration_ms", "arguments", "trace"]],
-        key="drill_chain",
+        listed[["conversation", "runs", "model_calls", "tokens", "repeated_calls", "reminders", "last"]],
+        key="conversations",
         hide_index=True,
         width="stretch",
         column_config={
-            "time": st.column_config.DatetimeColumn("Ended (UTC)", format="HH:mm:ss.SSS"),
-            "tool": st.column_config.TextColumn("Tool"),
-            "position": st.column_config.TextColumn("Run position"),
-            "status": st.column_config.TextColumn("Status"),
-            "reminder_tier": st.column_config.TextColumn("Reminder"),
-            "duration_ms": st.column_config.NumberColumn("Duration (ms)", format="%.0f"),
-            "arguments": st.column_config.TextColumn("Arguments preview"),
-            "trace": st.column_config.LinkColumn("Trace", display_text="open trace"),
+            "conversation": st.column_config.TextColumn("Conversation or session"),
+            "runs": st.column_config.NumberColumn("Agent runs"),
+            "model_calls": st.column_config.NumberColumn("Model calls"),
+            "tokens": st.column_config.NumberColumn("Tokens"),
+            "repeated_calls": st.column_config.NumberColumn("Repeated calls"),
+            "reminders": st.column_config.NumberColumn("Reminders"),
+            "last": st.column_config.DatetimeColumn("Last call (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         },
     )
-    arguments = calls.loc[calls["tool"] == tool, "arguments"].dropna()
-    st.caption("Arguments of the repeated call (shown as text):")
-    st.code(str(arguments.iloc[-1]) if not arguments.empty else "(arguments not stored)", language=None)
+    conversation = str(st.selectbox("Conversation", list(listed["conversation"]), key="conversation"))
+    runs = _conversation_runs(db, conversation)
+    if runs.empty:
+        return
+    labels = {
+        str(r.agent_key): f"{r.agent} · {r.model_calls} model calls · {r.repeated_calls} repeated calls"
+        for r in runs.itertuples(index=False)
+    }
+    choice = st.selectbox(
+        "Run in this conversation", list(labels), format_func=labels.__getitem__, key=f"conversation_run:{conversation}"
+    )
+    _timeline_table(_timeline(db, str(choice or next(iter(labels))), None), settings, "conversation_timeline")
 
 
 def _store_failed(db: str, exc: Exception) -> None:
@@ -294,25 +571,43 @@ def _draw(settings: Settings, filters: Filters) -> None:
     # Every section's query first, then the drawing: a store that fails part-way through
     # (a damaged page in one table) shows one message, not half a page.
     headline, by_tool, by_agent = _headline(db, filters), _by_tool(db, filters), _by_agent(db, filters)
+    all_tokens, wasted = _model_tokens(db, filters), _wasted_tokens(db, filters)
+    outcomes = _outcomes(db, filters)
     bucket_s = _bucket_seconds(db, filters)
     over_time, lengths = _over_time(db, filters, bucket_s), _run_lengths(db, filters)
     unguarded = _unguarded(db, filters)
-    _headline_section(headline)
+    excluded = _excluded(db, filters.tools)
+    models = not all_tokens.empty
+    tokens = figures.token_headline(all_tokens, wasted)
+    by_tool = figures.with_wasted_tokens(by_tool, wasted, "tool", "tool", all_tokens)
+    by_agent = figures.with_wasted_tokens(by_agent, wasted, "agent", "agent", all_tokens)
+
+    _headline_section(headline, tokens, outcomes, filters, models)
+    _excluded_section(excluded)
     _unguarded_section(unguarded)
-    _grouped_section("Loop hotspots by tool", by_tool, "tool", "hotspots_by_tool")
-    _grouped_section("By agent", by_agent, "agent", "hotspots_by_agent")
+    _grouped_section("Loop hotspots by tool", by_tool, "tool", "hotspots_by_tool", models)
+    _grouped_section("By agent", by_agent, "agent", "hotspots_by_agent", models)
+    if models:
+        _model_section(figures.by_model(all_tokens, wasted))
+    _efficacy_section(outcomes, _reminder_count(db, filters))
     _trends_section(over_time, bucket_s, lengths)
     _drill_down(db, filters, [str(t) for t in by_tool["tool"]], settings)
+    _conversation_section(db, filters, settings)
 
 
 def main() -> None:
-    st.set_page_config(page_title="Repeat guard · loop hotspots", page_icon="🔁", layout="wide")
+    st.set_page_config(
+        page_title="Repeat guard · loop hotspots", page_icon="🔁", layout="wide", menu_items={"About": None}
+    )
     settings = Settings.from_env()
     st.title("Loop hotspots")
-    st.caption("Tool calls that LLM agents repeated with identical arguments, as seen by otel-repeat-guard.")
+    st.caption(
+        "Tool calls that LLM agents repeated with identical arguments, as seen by otel-repeat-guard: "
+        "what the loops cost, whether the reminders worked, and what happened in each run."
+    )
     db = str(settings.db)
     try:
-        if not _has_schema(db) or int(_bounds(db).iloc[0]["rows"]) == 0:
+        if not _has_data(db) or int(_bounds(db).iloc[0]["rows"]) == 0:
             st.info(FEED_HELP.format(db=db))
             return
         filters, auto = _sidebar(db)

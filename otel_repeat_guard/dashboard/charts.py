@@ -16,7 +16,7 @@ def hotspot_bars(frame: pd.DataFrame, category: str, title: str) -> alt.Chart:
         alt.Chart(frame, title=title)
         .mark_bar(color="#d1495b")
         .encode(
-            x=alt.X("repeated_calls:Q", title="repeated calls"),
+            x=alt.X("repeated_calls:Q", title="repeated calls", axis=alt.Axis(tickMinStep=1, format="d")),
             y=alt.Y(f"{category}:N", sort="-x", title=None),
             tooltip=[
                 alt.Tooltip(f"{category}:N"),
@@ -31,18 +31,75 @@ def hotspot_bars(frame: pd.DataFrame, category: str, title: str) -> alt.Chart:
     return chart
 
 
-def over_time(frame: pd.DataFrame, bucket_s: int) -> alt.Chart:
+SERIES = ["repeated calls", "gentle reminders", "detailed reminders"]
+# Coinciding series stay apart: each has its own colour, dash, point shape and size, and the
+# reminder points are drawn over the repeats' line.
+_SHAPES = alt.Scale(domain=SERIES, range=["circle", "triangle-up", "diamond"])
+_DASHES = alt.Scale(domain=SERIES, range=[[1, 0], [6, 3], [2, 2]])
+_SIZES = alt.Scale(domain=SERIES, range=[40, 90, 140])
+
+
+def _bucket_text(bucket_s: float) -> str:
+    if bucket_s < 60:
+        return f"{bucket_s:g} s"
+    if bucket_s < 3600:
+        return f"{bucket_s / 60:g} min"
+    if bucket_s < 86400:
+        return f"{bucket_s / 3600:g} h"
+    return f"{bucket_s / 86400:g} days"
+
+
+def _time_format(bucket_s: float) -> str:
+    if bucket_s < 1:
+        return "%H:%M:%S.%L"
+    if bucket_s < 60:
+        return "%H:%M:%S"
+    if bucket_s < 86400:
+        return "%b %d %H:%M"
+    return "%b %d"
+
+
+def over_time(frame: pd.DataFrame, bucket_s: float) -> alt.LayerChart:
     """Repeated calls and reminders by tier per time bucket."""
+    fmt = _time_format(bucket_s)
+    base = alt.Chart(frame).encode(
+        x=alt.X("bucket:T", title=None, axis=alt.Axis(format=fmt)),
+        y=alt.Y("count:Q", title="calls", axis=alt.Axis(tickMinStep=1, format="d")),
+        color=alt.Color("series:N", scale=TIER_COLORS, title=None, legend=alt.Legend(orient="top")),
+        tooltip=[alt.Tooltip("bucket:T", format=fmt), "series:N", "count:Q"],
+    )
+    lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=_DASHES, legend=None))
+    points = base.mark_point(filled=False, strokeWidth=2).encode(
+        shape=alt.Shape("series:N", scale=_SHAPES, title=None, legend=alt.Legend(orient="top")),
+        size=alt.Size("series:N", scale=_SIZES, legend=None),
+    )
+    chart: alt.LayerChart = alt.layer(lines, points).properties(
+        height=260, title=f"Repeats and reminders per {_bucket_text(bucket_s)}"
+    )
+    return chart
+
+
+def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.Chart:
+    """Stacked bars of reminder outcomes per ``by`` (tier, tool, agent or model)."""
+    long = frame.melt(
+        id_vars=[by], value_vars=["broken", "ignored", "ended", "open"], var_name="outcome", value_name="n"
+    )
     chart: alt.Chart = (
-        alt.Chart(frame, title=f"Repeats and reminders per {bucket_s} s")
-        .mark_line(point=True)
+        alt.Chart(long, title=f"Reminder outcomes by {by}")
+        .mark_bar()
         .encode(
-            x=alt.X("bucket:T", title=None, axis=alt.Axis(format="%H:%M:%S")),
-            y=alt.Y("count:Q", title="calls"),
-            color=alt.Color("series:N", scale=TIER_COLORS, title=None, legend=alt.Legend(orient="top")),
-            tooltip=[alt.Tooltip("bucket:T", format="%H:%M:%S"), "series:N", "count:Q"],
+            x=alt.X("n:Q", title="reminders", stack="normalize", axis=alt.Axis(format="%")),
+            y=alt.Y(f"{by}:N", title=None, sort="-x"),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(
+                    domain=["broken", "ignored", "ended", "open"], range=["#2a9d8f", "#d1495b", "#9aa5b1", "#e9c46a"]
+                ),
+                legend=alt.Legend(orient="top", title=None),
+            ),
+            tooltip=[alt.Tooltip(f"{by}:N"), "outcome:N", alt.Tooltip("n:Q", title="reminders")],
         )
-        .properties(height=260)
+        .properties(height=alt.Step(22))
     )
     return chart
 
@@ -54,7 +111,7 @@ def run_length_histogram(frame: pd.DataFrame) -> alt.Chart:
         .mark_bar(color="#30638e")
         .encode(
             x=alt.X("run_length:O", title="run length"),
-            y=alt.Y("runs:Q", title="runs"),
+            y=alt.Y("runs:Q", title="runs", axis=alt.Axis(tickMinStep=1, format="d")),
             tooltip=[alt.Tooltip("run_length:O", title="run length"), alt.Tooltip("runs:Q")],
         )
         .properties(height=260)

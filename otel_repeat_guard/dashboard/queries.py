@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from otel_repeat_guard.store.schema import ROLLUP_BUCKET_NS
+from otel_repeat_guard.store.schema import ROLLED_UP_MODEL_CALL, ROLLUP_BUCKET_NS, SMALL_INPUT_TOKENS
 
 TIERS = ("gentle", "detailed")
 AGENT = "COALESCE(agent_name, agent_key)"
@@ -212,20 +212,30 @@ def hotspots_by_agent(conn: sqlite3.Connection, filters: Filters) -> pd.DataFram
     return _grouped(conn, filters, "agent", "agent")
 
 
-def bucket_seconds(span_ns: int, target_buckets: int = 60) -> int:
-    """A round bucket width giving about ``target_buckets`` buckets over ``span_ns``."""
-    for width in (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 86400):
+# Round widths, none more than 5/3 of the one before: the smallest that fits gives 36 to 60 buckets.
+BUCKET_WIDTHS_S: tuple[float, ...] = (
+    *(0.1, 0.2, 0.3, 0.5, 1, 2, 3, 5, 10, 15, 20, 30),
+    *(60, 120, 180, 300, 600, 900, 1200, 1800),
+    *(3600, 2 * 3600, 3 * 3600, 4 * 3600, 6 * 3600, 12 * 3600),
+    *(86400, 2 * 86400, 3 * 86400, 5 * 86400, 7 * 86400, 14 * 86400, 30 * 86400),
+)
+
+
+def bucket_seconds(span_ns: int, target_buckets: int = 60) -> float:
+    """The smallest round bucket width giving at most ``target_buckets`` buckets over ``span_ns``
+    (36 to 60 of them when the span is longer than a few seconds)."""
+    for width in BUCKET_WIDTHS_S:
         if span_ns / (width * _SECOND_NS) <= target_buckets:
             return width
-    return 7 * 86400
+    return BUCKET_WIDTHS_S[-1]
 
 
-def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: int) -> pd.DataFrame:
+def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: float) -> pd.DataFrame:
     """Long form (``bucket``, ``series``, ``count``): repeated calls and reminders by tier per time bucket."""
     gentle, gentle_params = _reminder(filters, "gentle")
     detailed, detailed_params = _reminder(filters, "detailed")
     where, params = _where(filters, "run_length >= 2")
-    bucket_ns = int(bucket_s) * _SECOND_NS
+    bucket_ns = max(1, round(bucket_s * _SECOND_NS))
     sql = f"""
         SELECT
             (end_ns / ?) * ? AS bucket_ns,
@@ -340,3 +350,442 @@ def time_bounds(conn: sqlite3.Connection) -> pd.DataFrame:
                EXISTS (SELECT 1 FROM tool_calls) AS rows
     """  # separate subqueries: each MIN/MAX is then one index lookup
     return _read(conn, sql, [])
+
+
+# -- model calls: tokens, the calls that issued repeats, reminders' outcomes, timelines, conversations ------------
+
+MODEL_AGENT = "COALESCE(m.agent_name, m.agent_key)"
+
+
+def _band(bands: Sequence[int]) -> tuple[str, list[Param]]:
+    """SQL for a model call's price band: the largest of ``bands`` its input tokens exceed, else 0.
+
+    Price tiers apply to a whole request once its input passes a threshold, so calls are summed per
+    band and each band is priced at its own rate (see ``costs``). Fixed text; thresholds are parameters.
+    """
+    thresholds = sorted({int(b) for b in bands if int(b) > 0}, reverse=True)
+    if not thresholds:
+        return "0", []
+    cases = " ".join("WHEN m.input_tokens > ? THEN ?" for _ in thresholds)
+    params: list[Param] = []
+    for threshold in thresholds:
+        params.extend((threshold, threshold))
+    return f"CASE {cases} ELSE 0 END", params
+
+
+def _model_where(filters: Filters) -> tuple[str, list[Param]]:
+    """Time, service and agent narrow model calls; a tool filter does not (a model call is of no tool)."""
+    clauses: list[str] = []
+    params: list[Param] = []
+    if filters.start_ns is not None:
+        clauses.append("m.end_ns >= ?")
+        params.append(filters.start_ns)
+    if filters.end_ns is not None:
+        clauses.append("m.end_ns <= ?")
+        params.append(filters.end_ns)
+    for column, values in (("m.service_name", filters.services), (MODEL_AGENT, filters.agents)):
+        if values:
+            clauses.append(_in(column, values))
+            params.extend(values)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+_MODEL_ROW = f"""
+    SELECT {MODEL_AGENT} AS agent, m.model, m.provider, m.wasted_tool, {{band}} AS band,
+           1 AS calls, COALESCE(m.input_tokens, 0) AS input_tokens, COALESCE(m.output_tokens, 0) AS output_tokens,
+           COALESCE(m.total_tokens, COALESCE(m.input_tokens, 0) + COALESCE(m.output_tokens, 0)) AS total_tokens,
+           m.input_tokens IS NULL OR m.output_tokens IS NULL AS unsplit_calls
+    FROM model_calls AS m {{indexed}}
+"""
+_MODEL_ROLLUP_ROW = """
+    SELECT agent, NULLIF(model, '') AS model, NULLIF(provider, '') AS provider, NULLIF(wasted_tool, '') AS wasted_tool,
+           0 AS band, calls, input_tokens, output_tokens, total_tokens, unsplit_calls
+    FROM model_rollup
+"""
+
+
+def _model_parts(filters: Filters, bands: Sequence[int], *, wasted: bool) -> tuple[str, list[Param]]:
+    """A CTE ``parts`` of model-call figures (one row per rolled-up group or per call) whose sums are the
+    figures of the model calls in the filters' range: ``model_rollup`` for whole days, where it is exact
+    (every band starts above SMALL_INPUT_TOKENS), and ``model_calls`` for the partial days at the range's
+    edges and for the calls the roll-up leaves out (agent not final yet, or more input tokens)."""
+    band, band_params = _band(bands)
+    use_rollup = all(int(b) >= SMALL_INPUT_TOKENS for b in bands)
+    days, edges = _day_split(filters) if use_rollup else (None, [(filters.start_ns, filters.end_ns)])
+
+    def narrowing(agent: str, tool: str) -> tuple[list[str], list[Param]]:
+        clauses: list[str] = [f"{tool} IS NOT NULL AND {tool} != ''"] if wasted else []
+        values: list[Param] = []
+        for column, chosen in (("service_name", filters.services), (agent, filters.agents)):
+            if chosen:
+                clauses.append(_in(column, chosen))
+                values.extend(chosen)
+        if wasted and filters.tools:
+            clauses.append(_in(tool, filters.tools))
+            values.extend(filters.tools)
+        return clauses, values
+
+    branches: list[str] = []
+    params: list[Param] = []
+    if days is not None:
+        clauses, values = narrowing("agent", "wasted_tool")
+        first, stop = days
+        for condition, bound in (("bucket_ns >= ?", first), ("bucket_ns < ?", stop)):
+            if bound is not None:
+                clauses.append(condition)
+                values.append(bound)
+        branches.append(_MODEL_ROLLUP_ROW + ("WHERE " + " AND ".join(clauses) if clauses else ""))
+        params.extend(values)
+        # the calls of those days the roll-up leaves out
+        clauses, values = narrowing(MODEL_AGENT, "m.wasted_tool")
+        clauses = [
+            f"NOT ({ROLLED_UP_MODEL_CALL.replace('agent_pending', 'm.agent_pending').replace('input_tokens', 'm.input_tokens')})",
+            *clauses,
+        ]
+        for condition, bound in (("m.end_ns >= ?", first), ("m.end_ns < ?", None if stop is None else stop)):
+            if bound is not None:
+                clauses.append(condition)
+                values.append(bound)
+        branches.append(
+            _MODEL_ROW.format(band=band, indexed="INDEXED BY model_calls_unrolled") + "WHERE " + " AND ".join(clauses)
+        )
+        params.extend([*band_params, *values])
+    for low, high in edges:
+        clauses, values = narrowing(MODEL_AGENT, "m.wasted_tool")
+        for condition, bound in (("m.end_ns >= ?", low), ("m.end_ns <= ?", high)):
+            if bound is not None:
+                clauses.append(condition)
+                values.append(bound)
+        branches.append(
+            _MODEL_ROW.format(band=band, indexed="INDEXED BY model_calls_end")
+            + ("WHERE " + " AND ".join(clauses) if clauses else "")
+        )
+        params.extend([*band_params, *values])
+    return "WITH parts AS (" + " UNION ALL ".join(branches) + ")", params
+
+
+_PART_SUMS = """
+    SUM(calls) AS calls, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
+    SUM(total_tokens) AS total_tokens, SUM(unsplit_calls) AS unsplit_calls
+"""
+
+
+def model_tokens(conn: sqlite3.Connection, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
+    """Every model call's tokens, per agent, model, provider and price band: ``agent``, ``model``,
+    ``provider``, ``band``, ``calls``, ``input_tokens``, ``output_tokens``, ``total_tokens``,
+    ``unsplit_calls`` (calls without separate input and output counts). Time, service and agent narrow
+    the model calls; a tool filter does not (a model call is of no tool)."""
+    parts, params = _model_parts(filters, bands, wasted=False)
+    sql = (
+        f"{parts} SELECT agent, model, provider, band, {_PART_SUMS} FROM parts GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+    )
+    return _read(conn, sql, params)
+
+
+def wasted_tokens(conn: sqlite3.Connection, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
+    """The tokens of the model calls that issued a repeated call, per tool, agent, model, provider and band.
+
+    The exporter marks a repeated call's issuer when it stores the call: the latest model call under the
+    same parent span (else of the same agent run) that started before the tool call ended. A model call
+    that issued several repeated calls counts once, under the first one's tool. Time, service and agent
+    narrow the model calls; a tool filter narrows them to those that issued repeats of that tool.
+    """
+    parts, params = _model_parts(filters, bands, wasted=True)
+    sql = (
+        f"{parts} SELECT wasted_tool AS tool, agent, model, provider, band, {_PART_SUMS} FROM parts"
+        " GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
+    )
+    return _read(conn, sql, params)
+
+
+OUTCOMES = ("broken", "ignored", "ended", "open")
+"""A reminder's outcome: the run's next tracked call was different (broken) or the same call again
+(ignored); the run ended first (ended: its run span was exported, or a new prompt reset the chain);
+or nothing has decided it yet (open)."""
+
+
+REMINDER_WINDOW = 10_000
+"""How many of the range's latest reminders ``reminder_outcomes`` reads: each costs three index lookups."""
+
+
+def reminder_count(conn: sqlite3.Connection, filters: Filters) -> int:
+    """How many reminders the filters select (of the tiers the tier filter lets through)."""
+    tiers = [t for t in (filters.tiers or TIERS) if t in TIERS]
+    if not tiers:
+        return 0
+    where, params = _where(filters, "run_length >= 2", _in("reminder_tier", tiers))
+    sql = f"SELECT COUNT(*) FROM tool_calls INDEXED BY tool_calls_repeats_by_time {where}"
+    return int(conn.execute(sql, [*tiers, *params]).fetchone()[0])
+
+
+def reminder_outcomes(conn: sqlite3.Connection, filters: Filters, window: int = REMINDER_WINDOW) -> pd.DataFrame:
+    """Reminders by ``tier``, ``tool``, ``agent``, ``model`` and ``outcome`` (``reminders``: how many), of the
+    latest ``window`` reminders the filters select (:func:`reminder_count` says whether there are more).
+
+    The outcome is read from the stored calls as the guard decides it: the next tracked call of the
+    same agent run (by store order) continues the run (ignored), is a different call (broken), or is
+    the same call starting a new chain after a reset (ended); with no next call, the run ended when
+    its run span is in the store, else the reminder is still open. ``model`` is the model that
+    received the reminder: the run's first model call after the reminded call (else its last before).
+    """
+    tiers = [t for t in (filters.tiers or TIERS) if t in TIERS]
+    if not tiers:
+        return pd.DataFrame(columns=["tier", "tool", "agent", "model", "outcome", "reminders"])
+    where, params = _where(filters, "run_length >= 2", _in("reminder_tier", tiers))
+    sql = f"""
+        WITH reminded AS MATERIALIZED (
+            SELECT r.id, r.reminder_tier AS tier, r.tool_name AS tool, {AGENT} AS agent, r.agent_key,
+                   r.run_length, r.end_ns, r.arguments_digest,
+                   (SELECT n.id FROM tool_calls AS n
+                    WHERE n.agent_key = r.agent_key AND n.id > r.id AND n.tracked ORDER BY n.id LIMIT 1) AS next_id
+            FROM tool_calls AS r INDEXED BY tool_calls_repeats_by_time {where}
+            ORDER BY r.end_ns DESC LIMIT ?
+        ),
+        decided AS (
+            SELECT x.tier, x.tool, x.agent,
+                   CASE
+                       WHEN n.id IS NULL THEN
+                           CASE WHEN EXISTS (SELECT 1 FROM agent_runs AS a WHERE a.agent_key = x.agent_key)
+                                THEN 'ended' ELSE 'open' END
+                       WHEN n.run_length = x.run_length + 1 THEN 'ignored'
+                       WHEN n.run_length = 1 AND n.tool_name = x.tool AND n.arguments_digest = x.arguments_digest
+                           THEN 'ended'
+                       ELSE 'broken'
+                   END AS outcome,
+                   COALESCE(
+                       (SELECT m.model FROM model_calls AS m
+                        WHERE m.agent_key = x.agent_key AND m.start_ns >= x.end_ns ORDER BY m.start_ns LIMIT 1),
+                       (SELECT m.model FROM model_calls AS m
+                        WHERE m.agent_key = x.agent_key AND m.start_ns < x.end_ns ORDER BY m.start_ns DESC LIMIT 1)
+                   ) AS model
+            FROM reminded AS x LEFT JOIN tool_calls AS n ON n.id = x.next_id
+        )
+        SELECT tier, tool, agent, model, outcome, COUNT(*) AS reminders
+        FROM decided GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5
+    """  # AGENT is unqualified: inside `reminded` it refers to r, the only table in its FROM
+    return _read(conn, sql, [*tiers, *params, int(window)])  # the tier clause comes first in the WHERE
+
+
+def loop_start_ns(conn: sqlite3.Connection, agent_key: str, end_id: int, run_length: int) -> int | None:
+    """When the first call of a run (ending at call ``end_id``, ``run_length`` tracked calls long) started."""
+    sql = """
+        SELECT MIN(start_ns) FROM (
+            SELECT start_ns FROM tool_calls WHERE agent_key = ? AND id <= ? AND tracked ORDER BY id DESC LIMIT ?
+        )
+    """
+    value = conn.execute(sql, (agent_key, int(end_id), int(run_length))).fetchone()[0]
+    return None if value is None else int(value)
+
+
+_TIMELINE = """
+    SELECT 'tool' AS kind, c.id, c.start_ns, c.end_ns, c.duration_ns / 1e6 AS duration_ms, c.tool_name AS name,
+           c.tracked, c.run_length, c.error, c.reminder_tier, c.arguments_digest,
+           NULL AS input_tokens, NULL AS output_tokens, a.preview AS text, c.trace_id, c.span_id
+    FROM tool_calls AS c LEFT JOIN tool_call_arguments AS a ON a.call_id = c.id
+    WHERE c.agent_key = :key AND c.start_ns >= :from_ns
+    UNION ALL
+    SELECT 'model', m.id, m.start_ns, m.end_ns, m.duration_ns / 1e6, m.model,
+           NULL, NULL, m.error, NULL, NULL,
+           m.input_tokens, m.output_tokens, o.preview, m.trace_id, m.span_id
+    FROM model_calls AS m LEFT JOIN model_call_outputs AS o ON o.call_id = m.id
+    WHERE m.agent_key = :key AND m.start_ns >= :from_ns
+    ORDER BY start_ns, kind, id
+    LIMIT :limit
+"""
+# The start of the ``before``-th call (model or tool) of the run before ``at_ns``: where a timeline around it begins.
+_TIMELINE_FROM = """
+    SELECT MIN(start_ns) FROM (
+        SELECT start_ns FROM (
+            SELECT start_ns FROM tool_calls WHERE agent_key = :key AND start_ns < :at_ns
+            UNION ALL
+            SELECT start_ns FROM model_calls WHERE agent_key = :key AND start_ns < :at_ns
+        ) ORDER BY start_ns DESC LIMIT :before
+    )
+"""
+TIMELINE_ROWS = 300
+
+
+def run_timeline(
+    conn: sqlite3.Connection,
+    agent_key: str,
+    *,
+    focus_ns: int | None = None,
+    before: int = 8,
+    limit: int = TIMELINE_ROWS,
+) -> pd.DataFrame:
+    """A run's model calls and tool calls in start order, with what happened at each: the run position,
+    the reminder delivered after a call and the model call that received it, each reminder's outcome
+    and the call that broke a loop (``note``), tokens and duration, and the argument or output preview.
+
+    With ``focus_ns`` (a loop's first call) the timeline starts ``before`` calls earlier; at most
+    ``limit`` rows. Previews are plain text from the store: the page shows them as text, never HTML.
+    """
+    start = None
+    if focus_ns is not None:
+        start = conn.execute(
+            _TIMELINE_FROM, {"key": agent_key, "at_ns": int(focus_ns), "before": int(before)}
+        ).fetchone()[0]
+        if start is None:
+            start = int(focus_ns)
+    frame = _read_named(conn, _TIMELINE, {"key": agent_key, "from_ns": start or -(2**63), "limit": int(limit)})
+    run_ended = conn.execute("SELECT EXISTS (SELECT 1 FROM agent_runs WHERE agent_key = ?)", (agent_key,)).fetchone()[0]
+    more = bool(len(frame) >= limit)
+    return _annotate_timeline(frame, ended=bool(run_ended) and not more)
+
+
+def _read_named(conn: sqlite3.Connection, sql: str, params: dict[str, Param]) -> pd.DataFrame:
+    try:
+        return pd.read_sql_query(sql, conn, params=params)
+    except pd.errors.DatabaseError as exc:
+        if isinstance(exc.__cause__, sqlite3.Error):
+            raise exc.__cause__ from None
+        raise
+
+
+def _outcome(run: int, same_call: bool, reminded_run: int) -> str:
+    """A reminder's outcome, decided by the run's next tracked call (its run length, and whether it is the
+    reminded call itself)."""
+    if run == reminded_run + 1:
+        return "ignored"
+    return "ended" if run == 1 and same_call else "broken"
+
+
+def _annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
+    """Position, tokens and the notes of a timeline, from its rows in order (pure pandas, no SQL)."""
+    notes = [""] * len(frame)
+    outcomes: list[str] = [""] * len(frame)
+    pending: list[str] = []  # tiers of the reminders delivered since the last model call
+    waiting: list[tuple[int, int]] = []  # reminders the next tracked tool call decides: (row, run length)
+    previous: tuple[int, str, str | None] | None = None  # the last tracked tool call: run length, tool, digest
+    for index, row in enumerate(frame.to_dict("records")):
+        if row["kind"] == "model":
+            if pending:
+                notes[index] = f"received the {', '.join(pending)} reminder"
+                pending = []
+            continue
+        if not row["tracked"]:
+            notes[index] = "excluded tool: neither extends nor breaks a run"
+            continue
+        run = 1 if _missing(row["run_length"]) else int(row["run_length"])
+        same = previous is not None and previous[1:] == (row["name"], row["arguments_digest"])
+        for reminded, reminded_run in waiting:
+            outcomes[reminded] = _outcome(run, same, reminded_run)
+        waiting = []
+        if previous is not None and previous[0] >= 2 and run == 1 and not same:
+            notes[index] = f"loop broken after {previous[0]} identical calls"
+        if isinstance(row["reminder_tier"], str) and row["reminder_tier"]:
+            notes[index] = f"{row['reminder_tier']} reminder sent (call {run} in a row)"
+            pending.append(row["reminder_tier"])
+            waiting.append((index, run))
+        previous = (run, str(row["name"]), row["arguments_digest"])
+    for reminded, _ in waiting:
+        outcomes[reminded] = "ended" if ended else "open"
+    notes = [
+        f"{note} → {OUTCOME_TEXT[outcome]}" if outcome else note for note, outcome in zip(notes, outcomes, strict=True)
+    ]
+    return frame.assign(
+        note=notes,
+        outcome=outcomes,
+        position=[
+            "" if kind == "model" else "excluded" if not tracked else str(1 if _missing(run) else int(run))
+            for kind, tracked, run in zip(frame["kind"], frame["tracked"], frame["run_length"], strict=True)
+        ],
+        tokens=[
+            "" if kind != "model" else _tokens_text(i, o)
+            for kind, i, o in zip(frame["kind"], frame["input_tokens"], frame["output_tokens"], strict=True)
+        ],
+        time=pd.to_datetime(frame["start_ns"], unit="ns", utc=True),
+        status=frame["error"].map({1: "error", 0: "ok"}),
+        name=frame["name"].fillna("(model not recorded)"),
+    )
+
+
+OUTCOME_TEXT = {
+    "broken": "broken: the next call was different",
+    "ignored": "ignored: the same call again",
+    "ended": "ended: the run ended first",
+    "open": "open: no next call yet",
+}
+
+
+def _count_text(value: object) -> str:
+    return "?" if _missing(value) else f"{int(value):,}"  # type: ignore[call-overload]
+
+
+def _missing(value: object) -> bool:
+    return value is None or bool(pd.isna(value))  # type: ignore[call-overload]
+
+
+def _tokens_text(input_tokens: object, output_tokens: object) -> str:
+    if _missing(input_tokens) and _missing(output_tokens):
+        return "not recorded"
+    return f"{_count_text(input_tokens)} in / {_count_text(output_tokens)} out"
+
+
+RECENT_MODEL_CALLS = 5_000
+"""How many of the latest model calls in the range the conversation list looks at."""
+
+
+def conversations(conn: sqlite3.Connection, filters: Filters, limit: int = 25) -> pd.DataFrame:
+    """The most recent conversations or sessions in the range (among its latest model calls): ``conversation``,
+    ``runs``, ``model_calls``, ``tokens``, ``last_ns``, then per conversation ``repeated_calls`` and ``reminders``
+    of its runs."""
+    where, params = _model_where(filters)
+    where = (where + " AND " if where else "WHERE ") + "m.conversation_id IS NOT NULL"
+    sql = f"""
+        WITH recent AS (
+            SELECT m.conversation_id FROM model_calls AS m INDEXED BY model_calls_end {where}
+            ORDER BY m.end_ns DESC LIMIT ?
+        ),
+        listed AS (
+            SELECT conversation_id FROM recent GROUP BY conversation_id LIMIT ?
+        ),
+        runs AS (
+            SELECT m.conversation_id, m.agent_key, COUNT(*) AS model_calls, COALESCE(SUM(m.total_tokens), 0) AS tokens,
+                   MAX(m.end_ns) AS last_ns
+            FROM model_calls AS m WHERE m.conversation_id IN (SELECT conversation_id FROM listed)
+            GROUP BY 1, 2
+        )
+        SELECT r.conversation_id AS conversation, COUNT(*) AS runs, SUM(r.model_calls) AS model_calls,
+               SUM(r.tokens) AS tokens, MAX(r.last_ns) AS last_ns,
+               SUM((SELECT COUNT(*) FROM tool_calls AS c WHERE c.agent_key = r.agent_key AND c.run_length >= 2))
+                   AS repeated_calls,
+               SUM((SELECT COUNT(*) FROM tool_calls AS c
+                    WHERE c.agent_key = r.agent_key AND c.reminder_tier IS NOT NULL)) AS reminders
+        FROM runs AS r GROUP BY 1 ORDER BY last_ns DESC, conversation
+    """
+    frame = _read(conn, sql, [*params, RECENT_MODEL_CALLS, int(limit)])
+    frame["last"] = pd.to_datetime(frame["last_ns"], unit="ns", utc=True)
+    return frame
+
+
+def conversation_runs(conn: sqlite3.Connection, conversation: str) -> pd.DataFrame:
+    """The agent runs of one conversation or session, first first: ``agent_key``, ``agent``, ``first_ns``,
+    ``model_calls``, ``tokens``, ``repeated_calls``."""
+    sql = """
+        SELECT m.agent_key, COALESCE(MAX(m.agent_name), m.agent_key) AS agent, MIN(m.start_ns) AS first_ns,
+               COUNT(*) AS model_calls, COALESCE(SUM(m.total_tokens), 0) AS tokens,
+               (SELECT COUNT(*) FROM tool_calls AS c WHERE c.agent_key = m.agent_key AND c.run_length >= 2)
+                   AS repeated_calls
+        FROM model_calls AS m WHERE m.conversation_id = ?
+        GROUP BY m.agent_key ORDER BY first_ns, m.agent_key
+    """
+    frame = _read(conn, sql, [conversation])
+    frame["started"] = pd.to_datetime(frame["first_ns"], unit="ns", utc=True)
+    return frame
+
+
+def excluded_tools(conn: sqlite3.Connection, tools: Sequence[str]) -> pd.DataFrame:
+    """Of ``tools``, those the store holds only as untracked calls (excluded by the guard's config): ``tool``."""
+    if not tools:
+        return pd.DataFrame(columns=["tool"])
+    sql = f"""
+        SELECT tool_name AS tool FROM call_rollup WHERE {_in("tool_name", tools)}
+        GROUP BY tool_name HAVING MAX(tracked) = 0 ORDER BY tool_name
+    """
+    return _read(conn, sql, list(tools))
+
+
+def has_model_calls(conn: sqlite3.Connection) -> bool:
+    """Whether the store holds any model call (so the token figures mean something)."""
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM model_calls)").fetchone()[0])

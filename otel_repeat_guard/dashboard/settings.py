@@ -13,22 +13,26 @@ from pathlib import Path
 from otel_repeat_guard.store.schema import DB_ENV, DEFAULT_DB
 
 TRACE_URL_ENV = "OTEL_REPEAT_GUARD_TRACE_URL"
-DEFAULT_TRACE_URL = "http://localhost:16686/trace/{trace_id}"  # Jaeger
+JAEGER_TRACE_URL = "http://localhost:16686/trace/{trace_id}"
+"""The template the compose stack sets (its Jaeger); the dashboard links to no trace UI unless one is set."""
 REFRESH_SECONDS = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     db: Path
-    trace_url: str
+    trace_url: str | None = None
+    """The trace link template (``--trace-url`` / ``$OTEL_REPEAT_GUARD_TRACE_URL``); None: no trace links."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        return cls(Path(env.get(DB_ENV) or DEFAULT_DB), env.get(TRACE_URL_ENV) or DEFAULT_TRACE_URL)
+        return cls(Path(env.get(DB_ENV) or DEFAULT_DB), env.get(TRACE_URL_ENV) or None)
 
-    def trace_link(self, trace_id: str, span_id: str = "") -> str:
-        """The trace URL for one call: ``{trace_id}`` and ``{span_id}`` are filled in."""
+    def trace_link(self, trace_id: str, span_id: str = "") -> str | None:
+        """The trace URL for one call (``{trace_id}`` and ``{span_id}`` filled in), or None without a template."""
+        if self.trace_url is None:
+            return None
         return self.trace_url.replace("{trace_id}", trace_id).replace("{span_id}", span_id)
 
 

@@ -24,7 +24,11 @@ class Console:
 
     def status(self) -> str:
         calls, repeats, reminders, done, total = self._counts.snapshot()
-        return f"agents {done}/{total} done · tool calls {calls} · repeated {repeats} · reminders {reminders}"
+        excluded, model_calls = self._counts.details()
+        return (
+            f"agents {done}/{total} done · tool calls {calls} ({calls - excluded} tracked, {excluded} excluded)"
+            f" · repeated {repeats} · reminders {reminders} · model calls {model_calls}"
+        )
 
     def reminder(self, reminder: Reminder) -> None:
         """``on_reminder`` for the guard: print the reminder's headline."""

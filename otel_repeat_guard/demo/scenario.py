@@ -3,6 +3,12 @@
 Each agent follows a fixed script, so the numbers it produces are known in advance: the
 tests replay these scripts with their own simple counter and compare the dashboard's
 figures with the result. Nothing here talks to OpenTelemetry; ``runner`` does that.
+
+Every tool call is asked for by a model call just before it (and each prompt ends with a model
+call that answers), with real model names that genai-prices knows and token counts that grow
+with the conversation (:func:`model_tokens`). Some agents heed a reminder and change course (the
+coder after the detailed one, the log reader after the gentle one), others ignore them (the
+analyst, the operator's denied shell call), and one subagent ends its run right after one.
 """
 
 from __future__ import annotations
@@ -18,6 +24,34 @@ class Call:
     arguments: str
     duration_ms: int = 120
     denied: bool = False
+    recorded: bool = True
+    """False: the tool span records no arguments (as some instrumentations do by default), so the guard
+    cannot compare the call: it counts it as unguarded, and as a call that breaks any run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """The model an agent calls, as its model-call spans name it (``gen_ai.provider.name``, ``gen_ai.request.model``)."""
+
+    name: str
+    provider: str
+
+
+MODEL_LATENCY_MS = 700
+"""The simulated time of each model call."""
+
+
+def model_tokens(turn: int, call: Call | None) -> tuple[int, int]:
+    """Input and output tokens of an agent run's ``turn``-th model call (from 0), which asks for ``call``
+    (None: the final answer). The input grows with every tool result in the context."""
+    input_tokens = 2_400 + 650 * turn
+    output_tokens = 180 if call is None else 40 + len(call.arguments) // 3
+    return input_tokens, output_tokens
+
+
+def model_output(call: Call | None) -> str:
+    """What the scripted model answers (the model call's ``gen_ai.output.messages`` text part)."""
+    return "Here is what I found." if call is None else f"Calling {call.tool} with {call.arguments}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +60,7 @@ class Subagent:
 
     name: str
     calls: tuple[Call, ...]
+    model: Model | None = None  # None: the parent's model
 
 
 Step = Call | Subagent
@@ -51,6 +86,9 @@ class AgentScript:
     service: str
     prompts: tuple[Prompt, ...]
     explicit_id: str | None = None
+    model: Model = Model("gpt-4o", "openai")
+    conversation: str | None = None
+    """``gen_ai.conversation.id`` of its model calls (a subagent's too): its prompts' runs form one conversation."""
 
 
 def _repeat(call: Call, times: int) -> tuple[Call, ...]:
@@ -82,6 +120,8 @@ def _researcher(name: str) -> AgentScript:
             # ... and two more after a second user prompt: the new agent run resets the chain.
             Prompt((search, search, Call("summarize", '{"max_words": 120, "topic": "follow-up"}', 800))),
         ),
+        model=Model("claude-sonnet-4-5", "anthropic"),
+        conversation=f"{name}-conversation",
     )
 
 
@@ -117,6 +157,8 @@ def _coder(name: str) -> AgentScript:
                 )
             ),
         ),
+        model=Model("gpt-4o", "openai"),
+        conversation=f"{name}-session",
     )
 
 
@@ -130,12 +172,19 @@ def _operator(name: str) -> AgentScript:
             Prompt(
                 (
                     Call("read_file", '{"path": "/etc/api/config.yaml"}', 40),
-                    Subagent(f"{name}/log-reader", (tail, tail, tail, Call("grep", '{"pattern": "ERROR"}', 120))),
+                    Subagent(
+                        f"{name}/log-reader",
+                        (tail, tail, tail, Call("grep", '{"pattern": "ERROR"}', 120)),  # heeds the gentle reminder
+                        Model("claude-3-5-haiku-latest", "anthropic"),
+                    ),
                     *_repeat(denied, 6),  # a denied call, hammered
                     Call("shell", '{"command": "systemctl status api"}', 200),
+                    Call("http_get", '{"url": "http://api.internal/health"}', 60, recorded=False),
                 )
             ),
         ),
+        model=Model("gpt-4o-mini", "openai"),
+        conversation=f"{name}-incident",
     )
 
 
@@ -155,6 +204,8 @@ def _analyst(name: str) -> AgentScript:
             Prompt((stuck, stuck, Call("sql_query", '{"sql": "SELECT max(updated_at) FROM orders"}', 280))),
         ),
         explicit_id=f"{name}-agent-id",
+        model=Model("gemini-2.5-flash", "gcp.gemini"),
+        conversation=f"{name}-conversation",
     )
 
 

@@ -15,10 +15,22 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, tool_call_reader
+from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, SpanRouter, tool_call_reader
 from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.store.records import AgentRunRow, ToolCallRow, agent_run_row, tool_call_row
-from otel_repeat_guard.store.schema import ROLLUP_BUCKET_NS, default_db_path, open_for_writing
+from otel_repeat_guard.store.records import (
+    AgentRunRow,
+    ModelCallRow,
+    ToolCallRow,
+    agent_run_row,
+    model_call_row,
+    tool_call_row,
+)
+from otel_repeat_guard.store.schema import (
+    ROLLUP_BUCKET_NS,
+    SMALL_INPUT_TOKENS,
+    default_db_path,
+    open_for_writing,
+)
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -30,6 +42,28 @@ INSERT OR IGNORE INTO tool_calls (
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _INSERT_ARGUMENTS = "INSERT INTO tool_call_arguments (call_id, preview) VALUES (?, ?)"
+_INSERT_MODEL_CALL = """
+INSERT OR IGNORE INTO model_calls (
+    start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
+    agent_key, agent_name, agent_known, agent_pending, model, provider,
+    input_tokens, output_tokens, total_tokens, conversation_id, error
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_INSERT_OUTPUT = "INSERT INTO model_call_outputs (call_id, preview) VALUES (?, ?)"
+# Model calls made directly under an agent-run span take its key and name, as tool calls do.
+_RESOLVE_PENDING_MODELS = """
+UPDATE model_calls
+SET agent_key = CASE WHEN agent_known THEN agent_key ELSE :key END,
+    agent_name = COALESCE(agent_name, :name),
+    agent_known = 1,
+    agent_pending = 0
+WHERE trace_id = :trace_id AND parent_span_id = :span_id AND agent_pending = 1
+"""
+# An agent label no call carries any more (a run key its run span has since named) leaves the filter list.
+_DROP_UNUSED_AGENT = """
+DELETE FROM dimensions WHERE kind = 'agent' AND value = ?
+  AND NOT EXISTS (SELECT 1 FROM call_rollup WHERE agent = ?)
+"""
 _INSERT_RUN = "INSERT OR REPLACE INTO agent_runs (trace_id, span_id, agent_key, agent_name) VALUES (?, ?, ?, ?)"
 # Calls made directly under an agent-run span take its key (if theirs was provisional) and name.
 _RESOLVE_PENDING = """
@@ -81,6 +115,39 @@ UPDATE call_rollup SET longest_run = (
 WHERE bucket_ns = :bucket AND service_name = :service AND agent = :agent AND tool_name = :tool AND tracked = :tracked
 """
 _LOCK_RETRIES = 5
+_ADD_MODEL_ROLLUP = """
+INSERT INTO model_rollup (
+    bucket_ns, service_name, agent, model, provider, wasted_tool,
+    calls, input_tokens, output_tokens, total_tokens, unsplit_calls
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (bucket_ns, service_name, agent, model, provider, wasted_tool) DO UPDATE SET
+    calls = calls + excluded.calls,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    total_tokens = total_tokens + excluded.total_tokens,
+    unsplit_calls = unsplit_calls + excluded.unsplit_calls
+"""
+_DROP_EMPTY_MODEL_ROLLUP = """
+DELETE FROM model_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND model = ? AND provider = ?
+  AND wasted_tool = ? AND calls <= 0
+"""
+_MODEL_FIGURES = (
+    "id, end_ns, service_name, agent_key, agent_name, agent_known, agent_pending, model, provider,"
+    " input_tokens, output_tokens, total_tokens, wasted_tool"
+)
+# A repeated call's issuer: the latest model call under the same parent span that started before it ended ...
+_ISSUER_BY_PARENT = f"""
+SELECT {_MODEL_FIGURES} FROM model_calls
+WHERE trace_id = ? AND parent_span_id = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
+"""
+# ... else the latest model call of its agent run (tool spans nested below the run's model calls' parent).
+_ISSUER_BY_AGENT = f"""
+SELECT {_MODEL_FIGURES} FROM model_calls
+WHERE agent_key = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
+"""
+_PENDING_MODELS_UNDER = f"""
+SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
+"""
 
 
 class _Busy(sqlite3.OperationalError):
@@ -139,6 +206,10 @@ class _Rollup:
         figures[4] = max(figures[4], run_length or 0)
         figures[5] += duration_ns if repeated else 0
 
+    def labels(self) -> set[str]:
+        """The agent labels of these figures."""
+        return {key[2] for key in self.groups}
+
     def apply(self, conn: sqlite3.Connection) -> None:
         conn.executemany(_ADD_ROLLUP, [(*key, *figures) for key, figures in sorted(self.groups.items())])
 
@@ -165,14 +236,71 @@ class _Rollup:
                 )
 
 
+@dataclass
+class _Batch:
+    """The rows of one export: tool calls, model calls and agent-run spans."""
+
+    calls: list[ToolCallRow] = field(default_factory=list)
+    models: list[ModelCallRow] = field(default_factory=list)
+    runs: list[AgentRunRow] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls or self.models or self.runs)
+
+
+ModelRollupKey = tuple[int, str, str, str, str, str]  # bucket_ns, service, agent label, model, provider, wasted tool
+
+
+class _ModelRollup:
+    """Token sums of some model calls, added to (or, with ``sign=-1``, taken from) ``model_rollup``."""
+
+    def __init__(self) -> None:
+        self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit
+
+    def add(self, row: tuple[object, ...], agent: str, wasted_tool: str | None, sign: int = 1) -> None:
+        """Add (or take) one model call, given as the columns of ``_MODEL_FIGURES``."""
+        _, end_ns, service, _, _, _, _, model, provider, tokens_in, tokens_out, total, _ = row
+        end = int(end_ns)  # type: ignore[call-overload]
+        key = (
+            end - end % ROLLUP_BUCKET_NS,
+            str(service),
+            agent,
+            str(model or ""),
+            str(provider or ""),
+            wasted_tool or "",
+        )
+        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0])
+        known_in = tokens_in if isinstance(tokens_in, int) else None
+        known_out = tokens_out if isinstance(tokens_out, int) else None
+        figures[0] += sign
+        figures[1] += sign * (known_in or 0)
+        figures[2] += sign * (known_out or 0)
+        figures[3] += sign * (total if isinstance(total, int) else (known_in or 0) + (known_out or 0))
+        figures[4] += sign * (known_in is None or known_out is None)
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        rows = [(*key, *figures) for key, figures in sorted(self.groups.items()) if any(figures)]
+        conn.executemany(_ADD_MODEL_ROLLUP, rows)
+        conn.executemany(
+            _DROP_EMPTY_MODEL_ROLLUP, [key for key, figures in sorted(self.groups.items()) if figures[0] < 0]
+        )
+
+
+def _rolled_up(pending: object, tokens_in: object) -> bool:
+    """Whether ``model_rollup`` holds a model call (schema.ROLLED_UP_MODEL_CALL)."""
+    return not pending and (tokens_in if isinstance(tokens_in, int) else 0) <= SMALL_INPUT_TOKENS
+
+
 class SQLiteSpanExporter(SpanExporter):
-    """Writes the tool calls among exported spans to a SQLite file; use it behind a ``BatchSpanProcessor``.
+    """Writes the tool calls and model calls among exported spans to a SQLite file; use it behind a
+    ``BatchSpanProcessor``.
 
     ``config`` should be the guard's config: its include/exclude decide which calls count
     as tracked (the denominator of the wasted-call share) and ``arguments_preview_chars``
-    bounds the stored argument text. With ``store_arguments=False`` no argument text is
-    written at all, only digests: tool arguments can hold secrets. Several processes may
-    write to one file at once (WAL mode, one short transaction per batch).
+    bounds the stored argument text and model-output previews. With ``store_arguments=False``
+    no argument or model-output text is written at all, only digests and counts: both can hold
+    secrets. Several processes may write to one file at once (WAL mode, one short transaction
+    per batch).
     """
 
     def __init__(
@@ -190,6 +318,7 @@ class SQLiteSpanExporter(SpanExporter):
         self._closed = False
         self._conventions = tuple(conventions)
         self._read_tool_call = tool_call_reader(self._conventions)
+        self._router = SpanRouter(self._conventions)
         self._tracked = ToolFilter(config.include, config.exclude)
         self._store_arguments = bool(store_arguments)
         self._preview_chars = config.arguments_preview_chars
@@ -215,9 +344,9 @@ class SQLiteSpanExporter(SpanExporter):
         when the store itself refuses (locked beyond the retries, disk full).
         """
         result = WriteResult()
-        calls, runs = self._rows(spans, result)
-        if calls or runs:
-            self._write(calls, runs, result)
+        batch = self._rows(spans, result)
+        if batch:
+            self._write(batch, result)
         self.dropped_spans += len(result.dropped)
         return result
 
@@ -230,9 +359,8 @@ class SQLiteSpanExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export commits before it returns
 
-    def _rows(self, spans: Sequence[ReadableSpan], result: WriteResult) -> tuple[list[ToolCallRow], list[AgentRunRow]]:
-        calls: list[ToolCallRow] = []
-        runs: list[AgentRunRow] = []
+    def _rows(self, spans: Sequence[ReadableSpan], result: WriteResult) -> _Batch:
+        batch = _Batch()
         for span in spans:
             try:
                 call = tool_call_row(
@@ -243,29 +371,37 @@ class SQLiteSpanExporter(SpanExporter):
                     preview_chars=self._preview_chars,
                 )
                 if call is not None:
-                    calls.append(call)
+                    batch.calls.append(call)
+                    continue
+                model = model_call_row(
+                    span, self._router, store_outputs=self._store_arguments, preview_chars=self._preview_chars
+                )
+                if model is not None:
+                    batch.models.append(model)
                     continue
                 run = agent_run_row(span, self._conventions)
                 if run is not None:
-                    runs.append(run)
+                    batch.runs.append(run)
             except Exception as exc:  # one odd span: dropped alone
                 self._drop(result, _span_ids(span), exc)
-        return calls, runs
+        return batch
 
-    def _write(self, calls: list[ToolCallRow], runs: list[AgentRunRow], result: WriteResult) -> None:
+    def _write(self, batch: _Batch, result: WriteResult) -> None:
         try:
-            self._retrying(calls, runs, result)
+            self._retrying(batch, result)
         except sqlite3.OperationalError:  # the store itself (read-only, disk full, locked): no span is to blame
             raise
         except Exception:  # some row SQLite refuses: store the batch row by row, dropping only what fails
-            for call in calls:
-                self._alone(result, [call], [], f"{call.trace_id}/{call.span_id}")
-            for run in runs:
-                self._alone(result, [], [run], f"{run.trace_id}/{run.span_id}")
+            for call in batch.calls:
+                self._alone(result, _Batch(calls=[call]), f"{call.trace_id}/{call.span_id}")
+            for model in batch.models:
+                self._alone(result, _Batch(models=[model]), f"{model.trace_id}/{model.span_id}")
+            for run in batch.runs:
+                self._alone(result, _Batch(runs=[run]), f"{run.trace_id}/{run.span_id}")
 
-    def _alone(self, result: WriteResult, calls: list[ToolCallRow], runs: list[AgentRunRow], ids: str) -> None:
+    def _alone(self, result: WriteResult, batch: _Batch, ids: str) -> None:
         try:
-            self._retrying(calls, runs, result)
+            self._retrying(batch, result)
         except sqlite3.OperationalError:
             raise
         except Exception as exc:
@@ -275,11 +411,11 @@ class SQLiteSpanExporter(SpanExporter):
         result.dropped.append(f"{ids}: {type(exc).__name__}: {exc}")
         logger.warning("store %s dropped span %s, which it cannot hold: %s", self.path, ids, exc)
 
-    def _retrying(self, calls: list[ToolCallRow], runs: list[AgentRunRow], result: WriteResult) -> None:
+    def _retrying(self, batch: _Batch, result: WriteResult) -> None:
         for attempt in range(_LOCK_RETRIES):
             try:
                 with self._lock:
-                    stored, duplicates = self._transaction(calls, runs)
+                    stored, duplicates = self._transaction(batch)
                 result.stored += stored
                 result.duplicates += duplicates
                 return
@@ -290,21 +426,28 @@ class SQLiteSpanExporter(SpanExporter):
                 time.sleep(0.1 * (attempt + 1))
         raise _Busy(f"store {self.path} stayed locked through {_LOCK_RETRIES} attempts")
 
-    def _transaction(self, calls: list[ToolCallRow], runs: list[AgentRunRow]) -> tuple[int, int]:
+    def _transaction(self, batch: _Batch) -> tuple[int, int]:
         """Write in one transaction; returns the calls stored and those already in the store."""
         conn = self._conn
+        calls, runs = batch.calls, batch.runs
         conn.execute("BEGIN IMMEDIATE")
         try:
             dimensions: set[tuple[str, str]] = set()
             rollup = _Rollup()
             runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}
             duplicates = 0
+            models = _ModelRollup()
+            for model in batch.models:
+                if not self._insert_model(conn, model, runs_seen, models):
+                    duplicates += 1
             for call in calls:
                 inserted = self._insert_call(conn, call, runs_seen)
                 if inserted is None:  # this span is stored already (another exporter, an ingest)
                     duplicates += 1
                     continue
                 label, agent = inserted
+                if call.run_length is not None and call.run_length >= 2:
+                    self._link_issuer(conn, call, models)
                 rollup.add(
                     call.end_ns,
                     call.service_name,
@@ -328,14 +471,29 @@ class SQLiteSpanExporter(SpanExporter):
                 ).rowcount
                 new.apply(conn)
                 old.take_from(conn)
+                pending_models = conn.execute(_PENDING_MODELS_UNDER, (run.trace_id, run.span_id)).fetchall()
+                conn.execute(
+                    _RESOLVE_PENDING_MODELS,
+                    {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
+                )
+                for row in pending_models:  # now final: into the roll-up under the run's label
+                    key, name, known, tokens_in, wasted = row[3], row[4], row[5], row[9], row[12]
+                    if _rolled_up(False, tokens_in):
+                        label = _label(name if name is not None else run.agent_name, key if known else run.agent_key)
+                        models.add(row, label, wasted)
                 if resolved:
                     dimensions.add(("agent", run.agent_name or run.agent_key))
+                for label in old.labels() - new.labels():  # e.g. `coder#32845f6266c53a36`, now `coder`
+                    dimensions.discard(("agent", label))
+                    conn.execute(_DROP_UNUSED_AGENT, (label, label))
+            models.apply(conn)
             conn.executemany(_INSERT_DIMENSION, sorted(dimensions))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return len(calls) - duplicates, duplicates
+        total = len(calls) + len(batch.models)
+        return total - duplicates, duplicates
 
     @staticmethod
     def _relabelled(conn: sqlite3.Connection, run: AgentRunRow) -> tuple[_Rollup, _Rollup]:
@@ -356,6 +514,99 @@ class SQLiteSpanExporter(SpanExporter):
                 new.add(figures[0], service, after, *figures[2:])
         return old, new
 
+    @staticmethod
+    def _link_issuer(conn: sqlite3.Connection, call: ToolCallRow, models: _ModelRollup) -> None:
+        """Mark the model call that issued repeated call ``call`` as wasted (under the first repeat's tool)."""
+        issuer = None
+        if call.parent_span_id is not None:
+            issuer = conn.execute(_ISSUER_BY_PARENT, (call.trace_id, call.parent_span_id, call.end_ns)).fetchone()
+        if issuer is None and call.agent_known:
+            issuer = conn.execute(_ISSUER_BY_AGENT, (call.agent_key, call.end_ns)).fetchone()
+        if issuer is None or issuer[12] is not None:  # none found, or it issued an earlier repeat already
+            return
+        conn.execute("UPDATE model_calls SET wasted_tool = ? WHERE id = ?", (call.tool_name, issuer[0]))
+        if _rolled_up(issuer[6], issuer[9]):
+            label = _label(issuer[4], issuer[3])
+            models.add(issuer, label, None, sign=-1)
+            models.add(issuer, label, call.tool_name)
+
+    def _insert_model(
+        self,
+        conn: sqlite3.Connection,
+        model: ModelCallRow,
+        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
+        models: _ModelRollup,
+    ) -> bool:
+        """Insert one model call (its agent from an already exported run span if it has one); False when
+        the store holds the span already."""
+        key, name, known, pending = model.agent_key, model.agent_name, model.agent_known, model.agent_pending
+        if pending:
+            found = self._run_of_parent(conn, model.trace_id, model.parent_span_id, runs_seen)
+            if found is not None:
+                key = key if known else str(found[0])
+                name = name if name is not None else found[1]
+                known, pending = True, False
+        cursor = conn.execute(
+            _INSERT_MODEL_CALL,
+            (
+                model.start_ns,
+                model.end_ns,
+                model.duration_ns,
+                model.service_name,
+                model.trace_id,
+                model.span_id,
+                model.parent_span_id,
+                key,
+                name,
+                known,
+                pending,
+                model.model,
+                model.provider,
+                model.input_tokens,
+                model.output_tokens,
+                model.total_tokens,
+                model.conversation_id,
+                model.error,
+            ),
+        )
+        if cursor.rowcount == 0:
+            return False
+        if model.output_preview is not None:
+            conn.execute(_INSERT_OUTPUT, (cursor.lastrowid, model.output_preview))
+        if _rolled_up(pending, model.input_tokens):
+            figures = (
+                cursor.lastrowid,
+                model.end_ns,
+                model.service_name,
+                key,
+                name,
+                known,
+                pending,
+                model.model,
+                model.provider,
+                model.input_tokens,
+                model.output_tokens,
+                model.total_tokens,
+                None,
+            )
+            models.add(figures, _label(name, key), None)
+        return True
+
+    @staticmethod
+    def _run_of_parent(
+        conn: sqlite3.Connection,
+        trace_id: str,
+        parent_span_id: str | None,
+        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
+    ) -> tuple[str, str | None] | None:
+        """The agent key and name of the run span ``parent_span_id``, if it was exported already."""
+        parent = (trace_id, parent_span_id)
+        if parent not in runs_seen:
+            runs_seen[parent] = conn.execute(
+                "SELECT agent_key, agent_name FROM agent_runs WHERE trace_id = ? AND span_id = ?", parent
+            ).fetchone()
+        return runs_seen[parent]
+
     def _insert_call(
         self,
         conn: sqlite3.Connection,
@@ -370,12 +621,7 @@ class SQLiteSpanExporter(SpanExporter):
         """
         key, name, known, pending = call.agent_key, call.agent_name, call.agent_known, call.agent_pending
         if pending:  # the agent-run span may have been exported first (unusual, but possible)
-            parent = (call.trace_id, call.parent_span_id)
-            if parent not in runs_seen:
-                runs_seen[parent] = conn.execute(
-                    "SELECT agent_key, agent_name FROM agent_runs WHERE trace_id = ? AND span_id = ?", parent
-                ).fetchone()
-            found = runs_seen[parent]
+            found = self._run_of_parent(conn, call.trace_id, call.parent_span_id, runs_seen)
             if found is not None:
                 key = key if known else str(found[0])
                 name = name if name is not None else found[1]

@@ -22,7 +22,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
@@ -33,6 +33,7 @@ from otel_repeat_guard.conventions import (
     MISSING,
     AgentRun,
     Convention,
+    SpanRouter,
     ToolCallReader,
     agent_run_key,
     failed,
@@ -42,6 +43,7 @@ from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.reminders import arguments_preview
 from otel_repeat_guard.span_events import contents_of
+from otel_repeat_guard.store.model_calls import read_model_call
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -89,6 +91,37 @@ class AgentRunRow:
     agent_name: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ModelCallRow:
+    """One model call as the store keeps it (see :mod:`otel_repeat_guard.store.model_calls`)."""
+
+    start_ns: int
+    end_ns: int
+    service_name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    agent_key: str
+    agent_name: str | None
+    agent_known: bool
+    model: str | None
+    provider: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    conversation_id: str | None
+    error: bool
+    output_preview: str | None
+
+    @property
+    def duration_ns(self) -> int:
+        return storable_int(max(0, self.end_ns - self.start_ns))
+
+    @property
+    def agent_pending(self) -> bool:
+        return self.parent_span_id is not None and (not self.agent_known or self.agent_name is None)
+
+
 def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
     """The chain key and readable name the guard gives an agent resolved from this run span."""
     name = run.agent_name or span_name
@@ -99,6 +132,16 @@ _INT64 = (-(2**63), 2**63 - 1)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _TEXT_FIELDS = ("service_name", "agent_key", "agent_name", "tool_name", "arguments_preview", "reminder_tier")
 _INT_FIELDS = ("start_ns", "end_ns", "run_length", "reminder_threshold")
+_MODEL_TEXT_FIELDS = (
+    "service_name",
+    "agent_key",
+    "agent_name",
+    "model",
+    "provider",
+    "conversation_id",
+    "output_preview",
+)
+_MODEL_INT_FIELDS = ("start_ns", "end_ns", "input_tokens", "output_tokens", "total_tokens")
 
 
 def storable_text(value: str) -> str:
@@ -117,15 +160,21 @@ def storable_int(value: int) -> int:
     return value if low <= value <= high else max(low, min(high, value))
 
 
-def storable(row: ToolCallRow) -> ToolCallRow:
+Row = TypeVar("Row", "ToolCallRow", "ModelCallRow")
+
+
+def storable(row: Row) -> Row:
     """The row with every value SQLite can hold, as the store documents: text with U+FFFD for lone
     surrogates, integers clamped to 64 bits. Nearly every row is returned as it is."""
     changes: dict[str, Any] = {}
-    for field in _TEXT_FIELDS:
+    text_fields, int_fields = (
+        (_TEXT_FIELDS, _INT_FIELDS) if isinstance(row, ToolCallRow) else (_MODEL_TEXT_FIELDS, _MODEL_INT_FIELDS)
+    )
+    for field in text_fields:
         value = getattr(row, field)
         if value is not None and storable_text(value) is not value:
             changes[field] = storable_text(value)
-    for field in _INT_FIELDS:
+    for field in int_fields:
         value = getattr(row, field)
         if value is not None and storable_int(value) != value:
             changes[field] = storable_int(value)
@@ -242,4 +291,52 @@ def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> Agen
     key, name = agent_run_key_and_name(run, span.name, context.span_id)
     return AgentRunRow(
         format_trace_id(context.trace_id), format_span_id(context.span_id), storable_text(key), storable_text(name)
+    )
+
+
+def model_call_row(
+    span: ReadableSpan, router: SpanRouter, *, store_outputs: bool, preview_chars: int
+) -> ModelCallRow | None:
+    """The row for ``span`` if the conventions' router marks it as a model call, else None.
+
+    Its agent: the span's own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key
+    of its parent, exactly as for a first tool call, so the exporter gives it its run's key when the
+    agent-run span arrives and a run's model calls and tool calls share one key.
+    """
+    context = span.context
+    if context is None:
+        return None
+    name, attributes, _ = contents_of(span)
+    if not router.route(name, attributes) & router.model_bits:
+        return None
+    info = read_model_call(attributes)
+    trace_id = format_trace_id(context.trace_id)
+    parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
+    agent_id = _str_or_none(attributes.get("gen_ai.agent.id"))
+    agent_name = _str_or_none(attributes.get("gen_ai.agent.name"))
+    start = span.start_time or 0
+    end = span.end_time or start
+    preview = None
+    if store_outputs and info.output is not None:
+        preview = arguments_preview(info.output, preview_chars)
+    return storable(
+        ModelCallRow(
+            start_ns=start,
+            end_ns=end,
+            service_name=_service_name(span),
+            trace_id=trace_id,
+            span_id=format_span_id(context.span_id),
+            parent_span_id=parent_span_id,
+            agent_key=agent_id or provisional_agent_key(trace_id, parent_span_id),
+            agent_name=agent_name,
+            agent_known=agent_id is not None,
+            model=info.model,
+            provider=info.provider,
+            input_tokens=info.input_tokens,
+            output_tokens=info.output_tokens,
+            total_tokens=info.total_tokens,
+            conversation_id=info.conversation_id,
+            error=span.status.status_code is StatusCode.ERROR or "error.type" in attributes,
+            output_preview=preview,
+        )
     )

@@ -12,6 +12,11 @@ Version history:
    dashboard's headline and hotspot tables read about one row per group and day instead
    of every call; and widens the repeats index so the over-time chart never reads the
    table. A version 1 file is upgraded in place the first time an exporter opens it.
+3. ``tool_calls.unguarded_reason``, and one row per span (a unique index on trace and span id).
+4. ``model_calls`` (one row per model-call span: model, provider, tokens, conversation, agent run)
+   and ``model_call_outputs`` (a preview of what the model answered, when arguments may be kept);
+   ``store_info`` (who made the store: the demo marks its own, so a new demo may replace it);
+   and agent filter entries of run keys that were later named are removed.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 from pathlib import Path
 
 APPLICATION = "otel-repeat-guard"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_DB = "repeat-guard.db"
 DB_ENV = "OTEL_REPEAT_GUARD_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -92,6 +97,86 @@ _TABLES = (
         agent_name TEXT,
         PRIMARY KEY (trace_id, span_id)
     ) WITHOUT ROWID""",
+    *(
+        # One row per model-call span. The agent columns work as in tool_calls (a provisional key
+        # until the agent-run span arrives), so a run's model calls and tool calls share its key.
+        """CREATE TABLE IF NOT EXISTS model_calls (
+        id INTEGER PRIMARY KEY,
+        start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL,
+        duration_ns INTEGER NOT NULL,
+        service_name TEXT NOT NULL,
+        trace_id TEXT NOT NULL,
+        span_id TEXT NOT NULL,
+        parent_span_id TEXT,
+        agent_key TEXT NOT NULL,
+        agent_name TEXT,
+        agent_known INTEGER NOT NULL,
+        agent_pending INTEGER NOT NULL,
+        model TEXT,
+        provider TEXT,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        total_tokens INTEGER,
+        conversation_id TEXT,
+        error INTEGER NOT NULL,
+        wasted_tool TEXT
+    )""",
+        # Per UTC day x service x agent label x model x provider x wasted tool ('' for none): the token sums
+        # of the model calls whose agent is final and whose input is at most SMALL_INPUT_TOKENS (below every
+        # price tier, so one price band). The rest (pending or larger calls) are read from model_calls.
+        """CREATE TABLE IF NOT EXISTS model_rollup (
+        bucket_ns INTEGER NOT NULL,
+        service_name TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        model TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        wasted_tool TEXT NOT NULL,
+        calls INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        total_tokens INTEGER NOT NULL,
+        unsplit_calls INTEGER NOT NULL,
+        PRIMARY KEY (bucket_ns, service_name, agent, model, provider, wasted_tool)
+    ) WITHOUT ROWID""",
+        # What the model answered, as a bounded preview; only when the exporter may keep text.
+        """CREATE TABLE IF NOT EXISTS model_call_outputs (
+        call_id INTEGER PRIMARY KEY REFERENCES model_calls(id),
+        preview TEXT NOT NULL
+    )""",
+        # Facts about the store itself: ('origin', 'demo') marks a store the demo made and may replace.
+        """CREATE TABLE IF NOT EXISTS store_info (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    ),
+)
+
+SMALL_INPUT_TOKENS = 32_000
+"""Model calls with at most this many input tokens are summed in ``model_rollup``: every price tier in
+genai-prices starts above it, so they are all priced at their model's base rate (the dashboard reads
+every call from ``model_calls`` instead if a lower tier ever appears)."""
+ROLLED_UP_MODEL_CALL = f"agent_pending = 0 AND COALESCE(input_tokens, 0) <= {SMALL_INPUT_TOKENS}"
+"""Which model calls ``model_rollup`` holds (fixed SQL text)."""
+
+# Schema 4: model calls by span (one row each), by run in time order (the call that issued a tool
+# call, the model a reminder reached, a run's timeline), by time, by pending parent, and by conversation.
+_MODEL_INDEXES = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS model_calls_span_unique ON model_calls(trace_id, span_id)",
+    "CREATE INDEX IF NOT EXISTS model_calls_agent ON model_calls(agent_key, start_ns)",
+    # Covers the token sums and the recent conversations, filters included, in one index scan by time.
+    "CREATE INDEX IF NOT EXISTS model_calls_end ON model_calls(end_ns, service_name, model, provider,"
+    " input_tokens, output_tokens, total_tokens, agent_name, agent_key, conversation_id, wasted_tool)",
+    # The model calls of one parent span in time order: a tool call's issuer, and the calls a run span resolves.
+    "CREATE INDEX IF NOT EXISTS model_calls_parent ON model_calls(trace_id, parent_span_id, start_ns)",
+    # The model calls model_rollup leaves out, by time (see ROLLED_UP_MODEL_CALL).
+    f"CREATE INDEX IF NOT EXISTS model_calls_unrolled ON model_calls(end_ns) WHERE NOT ({ROLLED_UP_MODEL_CALL})",
+    "CREATE INDEX IF NOT EXISTS model_calls_conversation ON model_calls(conversation_id, start_ns)"
+    " WHERE conversation_id IS NOT NULL",
+    # Whether a run's span has been exported (a reminder with no next call then ended with its run).
+    "CREATE INDEX IF NOT EXISTS agent_runs_key ON agent_runs(agent_key)",
+    # Whether an agent label is still in use, when a run span renames its calls (the filter list).
+    "CREATE INDEX IF NOT EXISTS call_rollup_agent ON call_rollup(agent)",
 )
 
 _INDEXES = (
@@ -126,10 +211,28 @@ GROUP BY 1, 2, 3, 4, 5
 """
 
 
+# The model roll-up computed from the model calls (what the exporter's upkeep must always equal).
+MODEL_ROLLUP_FROM_CALLS = f"""
+SELECT end_ns - end_ns % {ROLLUP_BUCKET_NS} AS bucket_ns, service_name, COALESCE(agent_name, agent_key) AS agent,
+       COALESCE(model, '') AS model, COALESCE(provider, '') AS provider, COALESCE(wasted_tool, '') AS wasted_tool,
+       COUNT(*) AS calls, COALESCE(SUM(input_tokens), 0) AS input_tokens,
+       COALESCE(SUM(output_tokens), 0) AS output_tokens,
+       COALESCE(SUM(COALESCE(total_tokens, COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0))), 0)
+           AS total_tokens,
+       COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls
+FROM model_calls
+WHERE {ROLLED_UP_MODEL_CALL}
+GROUP BY 1, 2, 3, 4, 5, 6
+"""
+
+
 def rebuild_rollup(conn: sqlite3.Connection) -> None:
-    """Recompute ``call_rollup`` from ``tool_calls`` (call inside a write transaction)."""
+    """Recompute ``call_rollup`` and ``model_rollup`` from the calls (call inside a write transaction)."""
     conn.execute("DELETE FROM call_rollup")
     conn.execute(f"INSERT INTO call_rollup {ROLLUP_FROM_CALLS}")
+    if "model_rollup" in _user_tables(conn):
+        conn.execute("DELETE FROM model_rollup")
+        conn.execute(f"INSERT INTO model_rollup {MODEL_ROLLUP_FROM_CALLS}")
 
 
 def _upgrade_from_1(conn: sqlite3.Connection) -> None:
@@ -252,7 +355,8 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
         )
     if version < SCHEMA_VERSION and not (upgradable and version in _UPGRADES):
         hint = (
-            f"it is upgraded in place the next time a SQLiteSpanExporter (or `otel-repeat-guard demo --db {path}`) opens it"
+            f"it is upgraded in place the next time a writer opens it: `otel-repeat-guard dashboard --db {path}`, "
+            f"an `otel-repeat-guard ingest` or a SQLiteSpanExporter"
             if version in _UPGRADES
             else "it was not written by a released otel-repeat-guard"
         )
@@ -263,7 +367,15 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
     return True
 
 
-_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2}
+def _upgrade_from_3(conn: sqlite3.Connection) -> None:
+    """Schema 4: the model-call tables and their indexes; agent filter entries no call is labelled with
+    any more (run keys shown before their run span named them) are removed."""
+    for statement in (*_TABLES, *_MODEL_INDEXES):
+        conn.execute(statement)
+    conn.execute("DELETE FROM dimensions WHERE kind = 'agent' AND value NOT IN (SELECT agent FROM call_rollup)")
+
+
+_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
 
 
 def _stored_version(conn: sqlite3.Connection) -> int:
@@ -302,7 +414,7 @@ def _open_for_writing_once(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")  # serializes schema creation between processes
         if not check_schema(conn, path, upgradable=True):
-            for statement in (*_TABLES, *_INDEXES):
+            for statement in (*_TABLES, *_INDEXES, *_MODEL_INDEXES):
                 conn.execute(statement)
             conn.execute("INSERT INTO repeat_guard_schema VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -337,11 +449,12 @@ def _read_uri(path: Path) -> str:
     return uri
 
 
-def open_for_reading(path: Path | str) -> tuple[sqlite3.Connection, bool]:
+def open_for_reading(path: Path | str, *, upgradable: bool = False) -> tuple[sqlite3.Connection, bool]:
     """Open an existing store read-only; returns the connection and whether it has a schema.
 
     Raises :class:`MissingDatabaseError` if there is no file and another :class:`StoreError`
-    if it is not a store this version can read. Never creates or changes the file.
+    if it is not a store this version can read (with ``upgradable``: nor upgrade, for a writer
+    that is about to open it). Never creates or changes the file.
     """
     path = Path(path)
     if not path.is_file():
@@ -354,7 +467,7 @@ def open_for_reading(path: Path | str) -> tuple[sqlite3.Connection, bool]:
     except sqlite3.Error as exc:
         raise store_error(path, exc) from exc
     try:
-        has_schema = check_schema(conn, path)
+        has_schema = check_schema(conn, path, upgradable=upgradable)
     except BaseException:
         conn.close()
         raise
@@ -379,3 +492,75 @@ def check_integrity(conn: sqlite3.Connection, path: Path | str) -> None:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+ORIGIN_DEMO = "demo"
+"""``store_info`` origin of a store the demo made: a new demo run may empty it."""
+_DATA_TABLES = (
+    "model_rollup",
+    "tool_call_arguments",
+    "tool_calls",
+    "call_rollup",
+    "dimensions",
+    "agent_runs",
+    "model_call_outputs",
+    "model_calls",
+    "store_info",
+)
+
+
+def store_origin(conn: sqlite3.Connection) -> str | None:
+    """Who made the store (``store_info`` origin): ``"demo"``, or None for any other writer."""
+    row = conn.execute("SELECT value FROM store_info WHERE key = 'origin'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def has_rows(conn: sqlite3.Connection) -> bool:
+    """Whether the store holds any tool or model call."""
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM tool_calls) OR EXISTS (SELECT 1 FROM model_calls)").fetchone()
+    return bool(row[0])
+
+
+def start_demo_store(path: Path | str, *, append: bool) -> None:
+    """Prepare ``path`` for a demo run: empty it (it must be a demo store or empty) unless ``append``.
+
+    Emptying is one transaction on the open file (never a delete of the file), so a dashboard
+    reading it meanwhile sees the old rows or none. A store that holds calls some other writer
+    made is refused with :class:`StoreError` unless ``append``: the demo never empties it.
+    """
+    conn = open_for_writing(path)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            origin = store_origin(conn)
+            if not append and origin != ORIGIN_DEMO and has_rows(conn):
+                raise StoreError(
+                    f"{path} holds calls that the demo did not write; pass --append to add the demo's calls "
+                    f"to it, or give the demo a store of its own with --db"
+                )
+            if not append:
+                for table in _DATA_TABLES:
+                    conn.execute(f"DELETE FROM {table}")  # fixed table names, no values
+            if not append or (origin is None and not has_rows(conn)):
+                conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('origin', ?)", (ORIGIN_DEMO,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise store_error(path, exc, writing=True) from exc
+    finally:
+        conn.close()
+
+
+def upgrade(path: Path | str) -> int | None:
+    """Upgrade an older store in place (as a writer opening it does); the version it had, or None if current."""
+    conn, has_schema = open_for_reading(path, upgradable=True)
+    try:
+        version = _stored_version(conn) if has_schema else SCHEMA_VERSION
+    finally:
+        conn.close()
+    if version >= SCHEMA_VERSION:
+        return None
+    open_for_writing(path).close()
+    return version

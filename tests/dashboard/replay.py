@@ -12,7 +12,7 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from otel_repeat_guard.demo.scenario import AgentScript, Call, Subagent
+from otel_repeat_guard.demo.scenario import AgentScript, Call, Model, Subagent, model_tokens
 
 THRESHOLDS = (3, 5, 8)
 EXCLUDED = ("todo_write",)
@@ -27,10 +27,31 @@ class Replayed:
     duration_ms: int
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One model call: the agent run's ``turn``-th, asking for ``call`` (None: the final answer)."""
+
+    agent: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    call: Replayed | None
+
+
 @dataclass
 class Figures:
     calls: list[Replayed] = field(default_factory=list)
     final_runs: Counter[int] = field(default_factory=Counter)
+    turns: list[Turn] = field(default_factory=list)
+    outcomes: list[tuple[Replayed, str]] = field(default_factory=list)  # each reminder and its outcome
+
+    @property
+    def wasted_turns(self) -> list[Turn]:
+        """The model calls that issued a repeated call."""
+        return [t for t in self.turns if t.call is not None and (t.call.run or 0) >= 2]
+
+    def outcome_counts(self) -> Counter[str]:
+        return Counter(outcome for _, outcome in self.outcomes)
 
     @property
     def tracked(self) -> list[Replayed]:
@@ -74,26 +95,43 @@ class Figures:
         return out
 
 
-def _replay_agent(name: str, calls: tuple[Call, ...], figures: Figures) -> None:
+def _replay_agent(name: str, calls: tuple[Call, ...], figures: Figures, model: Model) -> None:
+    """One agent run: its calls, the model call before each (and the answer after them), and what
+    became of each reminder (decided by the run's next tracked call, or the run's end)."""
     previous: tuple[str, str] | None = None
     run = 0
-    for call in calls:
-        if call.tool in EXCLUDED:
-            figures.calls.append(Replayed(name, call.tool, None, None, call.duration_ms))
+    waiting: Replayed | None = None
+    for turn, call in enumerate(calls):
+        replayed = _replay_call(name, call, previous, run)
+        figures.turns.append(Turn(name, model.name, *model_tokens(turn, call), replayed))
+        figures.calls.append(replayed)
+        if replayed.run is None:
             continue
-        key = (call.tool, json.dumps(json.loads(call.arguments), sort_keys=True))
-        if key == previous:
-            run += 1
-        else:
-            if run:
-                figures.final_runs[run] += 1
-            previous, run = key, 1
-        tier = None
-        if run in THRESHOLDS:
-            tier = "gentle" if run == THRESHOLDS[0] else "detailed"
-        figures.calls.append(Replayed(name, call.tool, run, tier, call.duration_ms))
+        if waiting is not None:
+            figures.outcomes.append((waiting, "ignored" if replayed.run == (waiting.run or 0) + 1 else "broken"))
+            waiting = None
+        if replayed.run == 1 and run:
+            figures.final_runs[run] += 1
+        previous = (call.tool, json.dumps(json.loads(call.arguments), sort_keys=True) if call.recorded else "")
+        run = replayed.run
+        if replayed.tier is not None:
+            waiting = replayed
+    if waiting is not None:
+        figures.outcomes.append((waiting, "ended"))
+    figures.turns.append(Turn(name, model.name, *model_tokens(len(calls), None), None))
     if run:
         figures.final_runs[run] += 1
+
+
+def _replay_call(name: str, call: Call, previous: tuple[str, str] | None, run: int) -> Replayed:
+    if call.tool in EXCLUDED:
+        return Replayed(name, call.tool, None, None, call.duration_ms)
+    key = (call.tool, json.dumps(json.loads(call.arguments), sort_keys=True))
+    run = run + 1 if key == previous and call.recorded else 1  # unrecorded arguments: never identical
+    tier = None
+    if run in THRESHOLDS:
+        tier = "gentle" if run == THRESHOLDS[0] else "detailed"
+    return Replayed(name, call.tool, run, tier, call.duration_ms)
 
 
 def replay(scripts: tuple[AgentScript, ...]) -> Figures:
@@ -101,8 +139,8 @@ def replay(scripts: tuple[AgentScript, ...]) -> Figures:
     for script in scripts:
         for prompt in script.prompts:  # each prompt is a fresh chain
             own = tuple(step for step in prompt.steps if isinstance(step, Call))
-            _replay_agent(script.name, own, figures)
+            _replay_agent(script.name, own, figures, script.model)
             for step in prompt.steps:
                 if isinstance(step, Subagent):
-                    _replay_agent(step.name, step.calls, figures)
+                    _replay_agent(step.name, step.calls, figures, step.model or script.model)
     return figures

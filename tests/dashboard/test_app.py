@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import sqlite3
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 import streamlit as st
-from replay import replay
+from replay import Turn, replay
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.demo.scenario import AgentScript
@@ -37,6 +42,51 @@ def metrics(app: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in app.metric}
 
 
+def table(app: AppTest, first_column: str, nth: int = 0, having: str | None = None) -> pd.DataFrame:
+    """The ``nth`` dataframe on the page whose first column is ``first_column`` (and that has column ``having``)."""
+    found = [
+        df.value
+        for df in app.dataframe
+        if list(df.value.columns)[:1] == [first_column] and (having is None or having in df.value.columns)
+    ]
+    assert len(found) > nth, [list(df.value.columns)[:1] for df in app.dataframe]
+    return found[nth]
+
+
+def chart_specs(app: AppTest) -> dict[str, dict[str, Any]]:
+    specs = [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+    return {str(spec.get("title")): spec for spec in specs}
+
+
+def expected_token_metrics(scripts: tuple[AgentScript, ...]) -> dict[str, str]:
+    """The token and cost metrics, computed here from the scripted turns and genai-prices."""
+    import genai_prices
+
+    figures = replay(scripts)
+
+    def cost(turns: list[Turn]) -> Decimal:
+        usage = genai_prices.Usage
+        return sum(
+            (
+                genai_prices.calc_price(
+                    usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens), t.model
+                ).total_price
+                for t in turns
+            ),
+            Decimal(0),
+        )
+
+    counts = figures.outcome_counts()
+    wasted = figures.wasted_turns
+    wasted_cost = cost(wasted)
+    return {
+        "Reminders heeded": f"{counts['broken'] / (counts['broken'] + counts['ignored']):.0%}",
+        "Model tokens": f"{sum(t.input_tokens + t.output_tokens for t in figures.turns):,}",
+        "Wasted tokens": f"{sum(t.input_tokens + t.output_tokens for t in wasted):,}",
+        "Wasted cost": f"${wasted_cost:,.2f}" if wasted_cost >= 1 else f"${wasted_cost:.4f}",
+    }
+
+
 def test_headline_numbers_are_the_replayed_scenario(
     monkeypatch: pytest.MonkeyPatch, seeded_db: Path, scripts: tuple[AgentScript, ...]
 ) -> None:
@@ -50,17 +100,20 @@ def test_headline_numbers_are_the_replayed_scenario(
         "Detailed reminders": f"{expected['detailed_reminders']}",
         "Agents with loops": f"{expected['agents_with_loops']}",
         "Longest run": f"{expected['longest_run']}",
+        **expected_token_metrics(scripts),
     }
 
 
 def test_headline_numbers_pinned(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
     shown = metrics(run_app(monkeypatch, seeded_db))
-    assert shown["Tool calls"] == "60"
+    assert shown["Tool calls"] == "61"
     assert shown["Repeated calls"] == "35"
-    assert shown["Wasted-call share"] == "58.3%"
+    assert shown["Wasted-call share"] == "57.4%"
     assert shown["Time in repeated calls"] == "17.8 s"
     assert (shown["Gentle reminders"], shown["Detailed reminders"]) == ("6", "6")
     assert (shown["Agents with loops"], shown["Longest run"]) == ("6", "12")
+    assert (shown["Reminders heeded"], shown["Model tokens"], shown["Wasted tokens"]) == ("18%", "440,423", "225,723")
+    assert shown["Wasted cost"] == "$0.3410"
 
 
 def test_hotspot_and_agent_tables_are_the_replayed_rows(
@@ -68,51 +121,195 @@ def test_hotspot_and_agent_tables_are_the_replayed_rows(
 ) -> None:
     app = run_app(monkeypatch, seeded_db)
     figures = replay(scripts)
-    for index, (by, label) in enumerate((("tool", "tool"), ("agent", "agent"))):
-        table = app.dataframe[index].value
+    for by, label in (("tool", "tool"), ("agent", "agent")):
+        frame = table(app, label)
         expected = figures.grouped(by)
-        assert list(table[label]) == sorted(expected, key=lambda k: (-expected[k]["repeated_calls"], k))
-        for row in table.to_dict("records"):
+        assert list(frame[label]) == sorted(expected, key=lambda k: (-expected[k]["repeated_calls"], k))
+        for row in frame.to_dict("records"):
             want = expected[row[label]]
             assert row["repeated_calls"] == want["repeated_calls"]
             assert row["reminders"] == want["reminders"]
             assert row["longest_run"] == want["longest_run"]
             assert row["wasted_seconds"] == pytest.approx(want["wasted_seconds"])
             assert row["repeated_share"] == pytest.approx(100 * want["repeated_share"])  # type: ignore[operator]
-    top = app.dataframe[0].value.iloc[0]
+            issued = [t for t in figures.wasted_turns if t.call is not None and getattr(t.call, by) == row[label]]
+            assert row["wasted_tokens"] == sum(t.input_tokens + t.output_tokens for t in issued)
+    top = table(app, "tool").iloc[0]
     assert (top["tool"], top["repeated_calls"], top["reminders"], top["longest_run"]) == ("sql_query", 12, 3, 12)
+    assert (top["wasted_tokens"], top["wasted_cost"]) == (80_220, "$0.0256")
 
 
-def test_drill_down_shows_the_chain_as_text(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+def test_by_model_shows_tokens_their_waste_and_cost(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path, scripts: tuple[AgentScript, ...]
+) -> None:
+    figures = replay(scripts)
+    frame = table(run_app(monkeypatch, seeded_db), "model").set_index("model")
+    assert set(frame.index) == {t.model for t in figures.turns}
+    for model, row in frame.iterrows():
+        turns = [t for t in figures.turns if t.model == model]
+        wasted = [t for t in figures.wasted_turns if t.model == model]
+        assert row["calls"] == len(turns)
+        assert row["total_tokens"] == sum(t.input_tokens + t.output_tokens for t in turns)
+        assert row["wasted_tokens"] == sum(t.input_tokens + t.output_tokens for t in wasted)
+        assert row["cost_text"].startswith("$") and row["unpriced"] == ""
+
+
+def test_reminder_efficacy_per_tier_tool_agent_and_model(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path, scripts: tuple[AgentScript, ...]
+) -> None:
+    figures = replay(scripts)
+    app = run_app(monkeypatch, seeded_db)
+    tiers = table(app, "tier").set_index("tier")
+    for tier in ("gentle", "detailed"):
+        outcomes = [o for r, o in figures.outcomes if r.tier == tier]
+        row = tiers.loc[tier]
+        assert (row["broken"], row["ignored"], row["ended"], row["open"]) == tuple(
+            outcomes.count(o) for o in ("broken", "ignored", "ended", "open")
+        )
+    assert tiers.loc["gentle", "heeded"] == pytest.approx(100 / 6)  # the log reader changed course; 5 did not
+    assert tiers.loc["detailed", "heeded"] == pytest.approx(100 / 5)  # the coder, after its third reminder
+    for by in ("tool", "agent", "model"):
+        app.radio(key="efficacy_by").set_value(by).run()
+        frame = table(app, by, having="heeded")
+        assert int(frame["reminders"].sum()) == len(figures.outcomes) == 12
+    run_tests = table(app, "model", having="heeded").set_index("model").loc["gpt-4o"]
+    assert (run_tests["broken"], run_tests["ignored"]) == (1, 3)  # the coder: run_tests 3, 5 and grep 3 ignored
+
+
+def test_drill_down_shows_the_runs_timeline_as_text(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
     app = run_app(monkeypatch, seeded_db)
     app.selectbox(key="drill_tool").set_value("run_tests").run()
-    chain = app.dataframe[2].value
-    assert list(chain["position"]) == [str(i) for i in range(1, 9)]
-    assert list(chain["reminder_tier"]) == ["", "", "gentle", "", "detailed", "", "", "detailed"]
-    assert chain["trace"].str.fullmatch(r"http://localhost:16686/trace/[0-9a-f]{32}").all()
+    timeline = table(app, "time")
+    tools = timeline[timeline["kind"] == "tool"]
+    assert list(tools["position"][3:11]) == [str(i) for i in range(1, 9)]
+    assert "trace" not in timeline.columns  # no trace UI configured: no dead link
+    assert (timeline["kind"] == "model").sum() == len(tools) + 1
+    assert timeline["note"].str.contains("loop broken after 8 identical calls").any()
+    assert timeline["note"].str.startswith("received the detailed reminder").sum() == 2
     assert app.code[0].value == '{"path":"tests/unit","verbose":true}'
+
+
+def test_the_run_box_follows_the_hotspot_tool(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    """Regression: the Run box kept the previous tool's run while the table showed the new tool's."""
+    app = run_app(monkeypatch, seeded_db)
+    app.selectbox(key="drill_tool").set_value("web_search").run()
+    runs = app.selectbox(key="drill_run:web_search")
+    assert len(runs.options) == 2
+    runs.set_value(runs.options[1] if isinstance(runs.options[1], int) else runs.value).run()
+    app.selectbox(key="drill_tool").set_value("shell").run()
+    box = app.selectbox(key="drill_run:shell")
+    assert all("run of 6" in label for label in box.options)
+    assert "run of 6" in str(box.format_func(box.value) if callable(getattr(box, "format_func", None)) else box.value)
+    timeline = table(app, "time")
+    assert "shell" in set(timeline["name"]) and "web_search" not in set(timeline["name"])
 
 
 def test_filters_change_the_numbers(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
     app = run_app(monkeypatch, seeded_db)
     app.multiselect(key="services").set_value(["ops-bot"]).run()
     shown = metrics(app)
-    assert (shown["Tool calls"], shown["Repeated calls"], shown["Longest run"]) == ("12", "7", "6")
-    assert list(app.dataframe[0].value["tool"]) == ["shell", "tail_logs"]
+    assert (shown["Tool calls"], shown["Repeated calls"], shown["Longest run"]) == ("13", "7", "6")
+    assert list(table(app, "tool")["tool"]) == ["shell", "tail_logs"]
     app.multiselect(key="tiers").set_value(["detailed"]).run()
-    assert (metrics(app)["Gentle reminders"], metrics(app)["Detailed reminders"]) == ("0", "1")
+    assert (metrics(app)["Gentle reminders"], metrics(app)["Detailed reminders"]) == ("filtered", "1")
     app.selectbox(key="time_range").set_value("Last 15 minutes").run()
-    assert metrics(app)["Tool calls"] == "12"  # the demo just ran
+    assert metrics(app)["Tool calls"] == "13"  # the demo just ran
+
+
+def test_a_tier_filter_says_filtered_never_zero(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    app = run_app(monkeypatch, seeded_db)
+    app.multiselect(key="tiers").set_value(["gentle"]).run()
+    assert (metrics(app)["Gentle reminders"], metrics(app)["Detailed reminders"]) == ("6", "filtered")
+
+
+def test_the_agent_filter_lists_agents_not_run_keys(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    """Regression: 24 entries for 12 agents, the run keys (coder#32845f6266c53a36) zeroing every figure."""
+    app = run_app(monkeypatch, seeded_db)
+    options = app.multiselect(key="agents").options
+    assert sorted(options) == [
+        "analyst",
+        "coder",
+        "operator",
+        "operator/log-reader",
+        "researcher",
+        "researcher/fact-checker",
+    ]
+    for agent in options:
+        app.multiselect(key="agents").set_value([agent]).run()
+        assert int(metrics(app)["Tool calls"]) > 0, agent
+
+
+def test_filtering_on_an_excluded_tool_says_it_is_excluded(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    app = run_app(monkeypatch, seeded_db)
+    app.multiselect(key="tools").set_value(["todo_write"]).run()
+    assert metrics(app)["Tool calls"] == "0"
+    assert any("`todo_write`: excluded from tracking" in info.value for info in app.info)
+
+
+def test_terminal_and_page_agree_on_the_excluded_calls(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    """The demo prints "tool calls 64 (61 tracked, 3 excluded)"; the page says the same, not only in a tooltip."""
+    app = run_app(monkeypatch, seeded_db)
+    captions = " ".join(c.value for c in app.caption)
+    assert "61 tracked tool calls; 3 calls of excluded tools are stored but not counted." in captions
+    assert "Time in repeated calls is summed over concurrent agents." in captions
+    assert "can exceed the wall-clock time" in str(
+        next(m for m in app.metric if m.label == "Time in repeated calls").help
+    )
+
+
+def test_over_time_draws_thirty_to_sixty_points_and_integer_counts(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path
+) -> None:
+    """Regression: "Last 24 hours" over a seconds-long demo drew 1,800 s buckets, one dot per series."""
+    app = run_app(monkeypatch, seeded_db)
+    specs = chart_specs(app)
+    title = next(t for t in specs if t.startswith("Repeats and reminders per "))
+    assert title.endswith(" s")  # sub-minute buckets over a seconds-long demo
+    spec = specs[title]
+    assert float(title.removeprefix("Repeats and reminders per ").removesuffix(" s")) < 1
+    layers = spec["layer"]
+    assert {layer["mark"]["type"] for layer in layers} == {"line", "point"}
+    point = next(layer for layer in layers if layer["mark"]["type"] == "point")
+    assert {"shape", "size"} <= set(point["encoding"])  # coinciding series stay distinguishable
+    for chart in specs.values():
+        encoding = chart.get("encoding") or chart["layer"][0]["encoding"]
+        counts = [
+            axis for axis in (encoding.get("x"), encoding.get("y")) if axis and axis.get("type") == "quantitative"
+        ]
+        for axis in counts:
+            assert axis.get("axis", {}).get("tickMinStep") == 1 or axis.get("stack") == "normalize"
+
+
+def test_a_custom_time_range(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    app = run_app(monkeypatch, seeded_db)
+    app.selectbox(key="time_range").set_value("Custom range").run()
+    assert metrics(app)["Tool calls"] == "61"  # it defaults to the store's first and last call
+    app.date_input(key="custom_to_day").set_value(dt.date(2000, 1, 1)).run()
+    app.date_input(key="custom_from_day").set_value(dt.date(1999, 1, 1)).run()
+    assert metrics(app)["Tool calls"] == "0"
+
+
+def test_conversations_group_the_runs_and_open_a_timeline(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
+    app = run_app(monkeypatch, seeded_db)
+    conversations = table(app, "conversation").set_index("conversation")
+    assert conversations.loc["researcher-conversation", "runs"] == 3
+    app.selectbox(key="conversation").set_value("researcher-conversation").run()
+    box = app.selectbox(key="conversation_run:researcher-conversation")
+    assert len(box.options) == 3
+    timeline = table(app, "time", nth=1)
+    assert set(timeline["name"]) >= {"claude-sonnet-4-5", "web_search"}
 
 
 def test_trace_link_template_is_configurable(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
     monkeypatch.setenv("OTEL_REPEAT_GUARD_TRACE_URL", "https://tempo.example/explore?trace={trace_id}&span={span_id}")
-    chain = run_app(monkeypatch, seeded_db).dataframe[2].value
-    assert chain["trace"].str.fullmatch(r"https://tempo\.example/explore\?trace=[0-9a-f]{32}&span=[0-9a-f]{16}").all()
+    timeline = table(run_app(monkeypatch, seeded_db), "time")
+    assert (
+        timeline["trace"].str.fullmatch(r"https://tempo\.example/explore\?trace=[0-9a-f]{32}&span=[0-9a-f]{16}").all()
+    )
 
 
 def test_checkout_entry_point_draws_the_same_page(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
-    assert metrics(run_app(monkeypatch, seeded_db, CHECKOUT_APP))["Tool calls"] == "60"
+    assert metrics(run_app(monkeypatch, seeded_db, CHECKOUT_APP))["Tool calls"] == "61"
 
 
 def test_empty_store_explains_how_to_feed_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -122,6 +319,7 @@ def test_empty_store_explains_how_to_feed_it(monkeypatch: pytest.MonkeyPatch, tm
     assert not app.metric
     assert "has no tool calls yet" in app.info[0].value
     assert "otel-repeat-guard demo" in app.info[0].value
+    assert "otel-repeat-guard ingest" in app.info[0].value
     assert "SQLiteSpanExporter" in app.info[0].value
 
 

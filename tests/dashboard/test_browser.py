@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -38,10 +37,20 @@ LAUNCH_ARGS = [
     "--no-first-run",
 ]
 PAYLOAD = "<script>alert(1)</script>"
+TOOL_PAYLOAD = "<img src=x onerror=alert(2)>"
+# Its model's outputs quote the arguments (the demo's model says "Calling render_page with ..."), so the
+# payload is in tool arguments, model outputs and, for the second tool, the tool's own name.
 PROBE = AgentScript(
     "web-designer",
     "site-builder",
-    (Prompt(tuple(Call("render_page", json.dumps({"html": PAYLOAD}), 30) for _ in range(3))),),
+    (
+        Prompt(
+            (
+                *(Call("render_page", json.dumps({"html": PAYLOAD}), 30) for _ in range(3)),
+                *(Call(TOOL_PAYLOAD, "{}", 10) for _ in range(2)),
+            )
+        ),
+    ),
 )
 
 
@@ -88,7 +97,7 @@ def page(dashboard_url: str) -> Iterator[Page]:
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport={"width": 2200, "height": 1200})  # wide: the grid draws only visible columns
         dialogs: list[str] = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         page.goto(dashboard_url)
@@ -129,10 +138,17 @@ def pick(page: Page, label: str, option: str) -> None:
     page.keyboard.press("Enter")
 
 
+# The grids in page order: the calls the guard could not compare (the demo's unrecorded http_get), by tool,
+# by agent, by model, reminder efficacy, the timeline, conversations, a conversation's run.
+BY_TOOL, TIMELINE = 1, 5
+
+
 def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page) -> None:
-    rows = grid_rows(page, 0)
+    settled(lambda: len(grid_rows(page, BY_TOOL)), 9)  # the grid fills in as the page finishes its first run
+    rows = grid_rows(page, BY_TOOL)
     by_tool = {row[0]: row[1:4] for row in rows}  # repeated calls, reminders, longest run
     assert by_tool == {
+        TOOL_PAYLOAD: ["1", "0", "2"],
         "sql_query": ["24", "6", "12"],
         "run_tests": ["14", "6", "8"],
         "shell": ["10", "4", "6"],
@@ -148,30 +164,66 @@ def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page) -> 
         ).text_content()
         for metric in page.get_by_test_id("stMetric").all()
     }
-    assert metrics["Repeated calls"] == "72"
+    assert metrics["Repeated calls"] == "73"
     assert metrics["Longest run"] == "12"
     assert metrics["Agents with loops"] == "13"
+    assert metrics["Wasted cost"].startswith("$")
+    assert page.get_by_role("button", name="Deploy").count() == 0  # a viewer's page: no Streamlit "Deploy"
 
 
-def test_script_in_arguments_is_shown_as_text_and_never_runs(page: Page) -> None:
+def timeline_names(page: Page) -> list[str]:
+    return [row[2] for row in grid_rows(page, TIMELINE) if len(row) > 2]  # Started, Call, Tool or model, ...
+
+
+def test_script_in_arguments_model_outputs_and_tool_names_is_text(page: Page) -> None:
     pick(page, "Hotspot tool", "render_page")
     code = page.get_by_test_id("stCode")
     expect(code).to_contain_text('{"html":"<script>alert(1)</script>"}', timeout=30_000)
-    expected = ['{"html":"<script>alert(1)</script>"}'] * 3
-    assert settled(lambda: [row[6] for row in grid_rows(page, 2) if len(row) > 6], expected) == expected
-    injected = page.evaluate("() => [...document.scripts].filter(s => s.textContent.includes('alert(1)')).length")
+    want = '{"html":"<script>alert(1)</script>"}'
+    assert settled(lambda: "render_page" in timeline_names(page), True)
+    rows = grid_rows(page, TIMELINE)
+    texts = {row[-1] for row in rows if len(row) > 8}
+    assert want in texts
+    assert any(PAYLOAD in text and '"role": "assistant"' in text for text in texts)  # a model output
+    assert TOOL_PAYLOAD in timeline_names(page)  # a tool name
+    injected = page.evaluate("() => [...document.scripts].filter(s => s.textContent.includes('alert(')).length")
     assert injected == 0
+    assert page.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
     assert page.evaluate("() => document.querySelectorAll('[data-testid=stCode] script').length") == 0
     page.wait_for_timeout(500)  # give a smuggled script the chance to raise its dialog
+
+
+def run_labels(page: Page) -> str:
+    """The run the Run box shows."""
+    return page.get_by_role("combobox", name="Run").first.input_value()
+
+
+def test_the_run_box_follows_the_hotspot_tool_and_picks_the_timeline(page: Page) -> None:
+    """Regression: after changing "Hotspot tool", the Run box kept showing the previous tool's run."""
+    pick(page, "Hotspot tool", "web_search")
+    assert settled(lambda: "run of 2" in run_labels(page), True), run_labels(page)
+    combo = page.get_by_role("combobox", name="Run").first
+    combo.click()
+    options = page.get_by_role("option")
+    options.first.wait_for()
+    labels = options.all_text_contents()
+    assert len(labels) == 4 and all("run of 2" in label for label in labels)  # two researchers, two prompts each
+    options.nth(2).click()
+    picked = labels[2]
+    assert settled(lambda: run_labels(page) == picked, True, seconds=15), (run_labels(page), picked)
+    assert "web_search" in timeline_names(page)
+    pick(page, "Hotspot tool", "sql_query")
+    assert settled(lambda: "run of 12" in run_labels(page), True, seconds=15), run_labels(page)
+    assert settled(lambda: "sql_query" in timeline_names(page) and "web_search" not in timeline_names(page), True)
 
 
 def test_screenshot(page: Page, dashboard_url: str) -> None:
     """A fresh, tall page load, saved where ``REPEAT_GUARD_SCREENSHOT`` says (docs/dashboard.png via make)."""
     browser = page.context.browser
     assert browser is not None
-    shot = browser.new_page(viewport={"width": 1400, "height": 2350})
+    shot = browser.new_page(viewport={"width": 1400, "height": 3400})
     shot.goto(dashboard_url)
-    rows = shot.get_by_test_id("stDataFrame").nth(2).locator("tbody tr[role=row]")
+    rows = shot.get_by_test_id("stDataFrame").nth(TIMELINE).locator("tbody tr[role=row]")
     rows.first.wait_for(state="attached", timeout=30_000)
     expect(shot.get_by_test_id("stCode")).to_contain_text("stuck", timeout=30_000)
     shot.wait_for_timeout(1500)  # let the charts finish their first paint
@@ -183,6 +235,7 @@ def test_screenshot(page: Page, dashboard_url: str) -> None:
         Path(destination).write_bytes(image)
 
 
-def test_trace_links_point_at_the_trace(page: Page) -> None:
-    links = [row[-1] for row in grid_rows(page, 2)]
-    assert links and all(re.fullmatch(r"http://localhost:16686/trace/[0-9a-f]{32}", link) for link in links), links
+def test_no_trace_link_without_a_trace_ui(page: Page) -> None:
+    """Regression: "open trace" pointed at localhost:16686 when no Jaeger ran (`make demo`)."""
+    assert page.get_by_text("open trace").count() == 0
+    assert all(not any("16686" in cell for cell in row) for row in grid_rows(page, TIMELINE))

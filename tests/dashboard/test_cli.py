@@ -33,7 +33,12 @@ def test_demo_produces_every_kind_of_loop(tmp_path: Path) -> None:
     assert "reminder (gentle) to coder: run_tests called 3x with identical arguments" in out
     assert "reminder (detailed) to operator: shell called 5x" in out
     assert out.count("reminder (") == 24  # 8 agents: twice the 12 of the four personas
-    assert "agents 8/8 done · tool calls 126 · repeated 70 · reminders 24" in out
+    # The terminal counts what the page counts, and says what it leaves out (the excluded calls).
+    assert (
+        "agents 8/8 done · tool calls 128 (122 tracked, 6 excluded) · repeated 70 · reminders 24 · model calls 144"
+        in out
+    )
+    assert "The dashboard counts the 122 tracked tool calls; the 6 calls of excluded tools are stored" in out
 
     conn, _ = open_for_reading(db)
     try:
@@ -116,3 +121,114 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
             main(argv)
         assert exit_info.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def _tool_calls(db: Path) -> int:
+    conn, _ = open_for_reading(db)
+    try:
+        return int(queries.headline(conn, Filters()).iloc[0]["tool_calls"])
+    finally:
+        conn.close()
+
+
+def test_a_second_demo_starts_from_a_fresh_store_unless_appending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: `make demo` twice showed 240 calls after a demo that made 126."""
+    db = tmp_path / "demo.db"
+    argv = ["demo", "--db", str(db), "--seconds", "0", "--agents", "4"]
+    assert main(argv) == 0
+    assert main(argv) == 0
+    assert _tool_calls(db) == 61
+    assert main([*argv, "--append"]) == 0
+    assert _tool_calls(db) == 122
+    out = capsys.readouterr().out
+    assert "writing to a fresh store" in out and "adding to store" in out
+
+
+def test_the_demo_never_empties_a_store_it_did_not_make(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_repeat_guard import RepeatGuardSpanProcessor
+    from otel_repeat_guard.store import SQLiteSpanExporter
+
+    db = tmp_path / "production.db"
+    provider = TracerProvider()
+    provider.add_span_processor(RepeatGuardSpanProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(db)))
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep", "gen_ai.tool.call.arguments": "{}"}
+    provider.get_tracer("t").start_span("execute_tool grep", attributes=tool).end()
+    provider.shutdown()
+    err = error_of(capsys, ["demo", "--db", str(db), "--seconds", "0"])
+    assert "holds calls that the demo did not write; pass --append" in err
+    assert _tool_calls(db) == 1
+
+
+def test_demo_dashboard_without_the_extra_fails_before_the_demo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the whole demo ran first, then the dashboard failed."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "streamlit" else real(name, *a))
+    db = tmp_path / "demo.db"
+    err = error_of(capsys, ["demo", "--db", str(db), "--seconds", "0", "--dashboard"])
+    assert "the dashboard needs its extra (streamlit missing): pip install 'otel-repeat-guard[dashboard]'" in err
+    assert not db.exists()
+
+
+def test_usage_errors_say_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: `--agents x` printed "invalid _positive_int value"."""
+    for argv, message in (
+        (["demo", "--agents", "x"], "argument --agents: must be a whole number of at least 1, got 'x'"),
+        (["demo", "--seconds", "soon"], "argument --seconds: must be a number of seconds >= 0, got 'soon'"),
+        (["dashboard", "--port", "http"], "argument --port: must be a TCP port (1-65535), got 'http'"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and "_positive_int" not in err and "invalid" not in err
+
+
+def test_every_command_has_a_description(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listing = capsys.readouterr().out
+    for command in ("demo", "dashboard", "ingest", "doctor"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert len(text.split("\n\n")[1]) > 60, command  # a paragraph after the usage line
+        assert command in listing
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    demo = capsys.readouterr().out
+    for option in ("--otlp", "--port", "--host", "--trace-url", "--append", "--dashboard"):
+        assert option in demo
+
+
+def test_the_dashboard_hides_the_deploy_button(tmp_path: Path) -> None:
+    db = tmp_path / "ok.db"
+    open_for_writing(db).close()
+    command = dashboard_command(db, "127.0.0.1", 8501, None)
+    assert command[command.index("--client.toolbarMode") + 1] == "viewer"
+
+
+def test_ingest_replay_of_a_stored_file_says_nothing_changed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: `ingest --replay` on an already-ingested file printed "replayed 1 traces" and changed nothing."""
+    from tests.ingest.otlp import otlp_json_line, record_workload, write_lines
+
+    spans, _ = record_workload(guard=False)
+    source = write_lines(tmp_path / "traces.jsonl", [otlp_json_line(spans)])
+    db = tmp_path / "store.db"
+    assert main(["ingest", str(source), "--db", str(db), "--replay", "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert "nothing changed" not in first
+    assert main(["ingest", str(source), "--db", str(db), "--replay", "--quiet"]) == 0
+    again = capsys.readouterr().out
+    assert "0 new" in again and "nothing changed: every span was in the store already" in again

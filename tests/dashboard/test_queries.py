@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from replay import replay
+from replay import Turn, replay
 
-from otel_repeat_guard.dashboard import queries
+from otel_repeat_guard.dashboard import costs, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.demo.scenario import AgentScript
 from otel_repeat_guard.store import open_for_reading
@@ -34,7 +36,7 @@ def test_headline_matches_the_replayed_scenario(conn: sqlite3.Connection, script
 def test_headline_pins_the_scenario_numbers(conn: sqlite3.Connection) -> None:
     # The same numbers, written out, so a change to the scenario is a visible decision.
     row = queries.headline(conn, Filters()).iloc[0]
-    assert (row["tool_calls"], row["untracked_calls"], row["repeated_calls"]) == (60, 3, 35)
+    assert (row["tool_calls"], row["untracked_calls"], row["repeated_calls"]) == (61, 3, 35)
     assert (row["gentle_reminders"], row["detailed_reminders"]) == (6, 6)
     assert (row["agents_with_loops"], row["longest_run"]) == (6, 12)
     assert row["repeated_seconds"] == pytest.approx(17.845)
@@ -72,7 +74,7 @@ def test_filters_narrow_every_figure(conn: sqlite3.Connection) -> None:
     by_tool = queries.headline(conn, Filters(tools=("sql_query",))).iloc[0]
     assert (by_tool["tool_calls"], by_tool["repeated_calls"], by_tool["longest_run"]) == (16, 12, 12)
     ops = queries.headline(conn, Filters(services=("ops-bot",))).iloc[0]
-    assert (ops["tool_calls"], ops["repeated_calls"], ops["agents_with_loops"]) == (12, 7, 2)
+    assert (ops["tool_calls"], ops["repeated_calls"], ops["agents_with_loops"]) == (13, 7, 2)
     agent = queries.hotspots_by_tool(conn, Filters(agents=("coder",)))
     assert list(agent["tool"]) == ["run_tests", "grep"]
     gentle_only = queries.headline(conn, Filters(tiers=("gentle",))).iloc[0]
@@ -116,9 +118,17 @@ def test_filter_options_and_bounds(conn: sqlite3.Connection) -> None:
     assert bounds["first_ns"] <= bounds["last_ns"]
 
 
-@pytest.mark.parametrize(("span_s", "width"), [(0, 1), (59, 1), (600, 10), (3600, 60), (10**7, 7 * 86400)])
-def test_bucket_width_gives_about_sixty_buckets(span_s: int, width: int) -> None:
-    assert queries.bucket_seconds(span_s * 1_000_000_000) == width
+@pytest.mark.parametrize(("span_s", "width"), [(0, 0.1), (12.8, 0.3), (600, 10), (3600, 60), (86400, 1800)])
+def test_bucket_width_examples(span_s: float, width: float) -> None:
+    assert queries.bucket_seconds(int(span_s * 1_000_000_000)) == width
+
+
+@pytest.mark.parametrize("span_s", [6, 12.8, 59, 61, 900, 3600, 86400, 3 * 86400, 7 * 86400, 29 * 86400, 60 * 86400])
+def test_bucket_width_gives_thirty_to_sixty_points_over_any_range(span_s: float) -> None:
+    """The default "Last 24 hours" over a 12.8 s demo used to draw one 1,800 s bucket: now 43 of 0.3 s."""
+    span_ns = int(span_s * 1_000_000_000)
+    buckets = span_ns / (queries.bucket_seconds(span_ns) * 1_000_000_000)
+    assert 30 <= buckets <= 60, buckets
 
 
 def test_the_demo_store_rollup_equals_its_calls(conn: sqlite3.Connection) -> None:
@@ -126,3 +136,166 @@ def test_the_demo_store_rollup_equals_its_calls(conn: sqlite3.Connection) -> Non
     kept = conn.execute("SELECT * FROM call_rollup ORDER BY 1, 2, 3, 4, 5").fetchall()
     assert kept == conn.execute(f"{ROLLUP_FROM_CALLS} ORDER BY 1, 2, 3, 4, 5").fetchall()
     assert not [row for row in kept if str(row[2]).startswith("trace:")]
+
+
+def test_model_tokens_are_the_scripted_turns(conn: sqlite3.Connection, scripts: tuple[AgentScript, ...]) -> None:
+    figures = replay(scripts)
+    frame = queries.model_tokens(conn, Filters(), costs.bands())
+    assert int(frame["calls"].sum()) == len(figures.turns) == 72
+    by_model = frame.groupby("model")[["input_tokens", "output_tokens"]].sum()
+    for model in {t.model for t in figures.turns}:
+        turns = [t for t in figures.turns if t.model == model]
+        assert by_model.loc[model, "input_tokens"] == sum(t.input_tokens for t in turns), model
+        assert by_model.loc[model, "output_tokens"] == sum(t.output_tokens for t in turns), model
+    assert set(frame["band"]) == {0}  # every demo request is below every price tier
+    assert int(frame["unsplit_calls"].sum()) == 0
+
+
+def test_wasted_tokens_are_those_of_the_model_calls_that_issued_repeats(
+    conn: sqlite3.Connection, scripts: tuple[AgentScript, ...]
+) -> None:
+    figures = replay(scripts)
+    frame = queries.wasted_tokens(conn, Filters(), costs.bands())
+    wasted = figures.wasted_turns
+    assert int(frame["calls"].sum()) == len(wasted) == 35
+    assert int(frame["total_tokens"].sum()) == sum(t.input_tokens + t.output_tokens for t in wasted)
+    by_tool = frame.groupby("tool")["total_tokens"].sum().to_dict()
+    expected: dict[str, int] = {}
+    for turn in wasted:
+        assert turn.call is not None
+        expected[turn.call.tool] = expected.get(turn.call.tool, 0) + turn.input_tokens + turn.output_tokens
+    assert by_tool == expected
+    only_shell = queries.wasted_tokens(conn, Filters(tools=("shell",)), costs.bands())
+    assert list(only_shell["tool"]) == ["shell"] and int(only_shell["calls"].sum()) == 5
+
+
+def test_cost_is_genai_prices_per_call(conn: sqlite3.Connection, scripts: tuple[AgentScript, ...]) -> None:
+    """The cost the page shows equals genai-prices' price of each wasted model call, summed in the test."""
+    import genai_prices
+
+    def price_of(turns: list[Turn]) -> Decimal:
+        return sum(
+            (
+                genai_prices.calc_price(
+                    genai_prices.Usage(input_tokens=t.input_tokens, output_tokens=t.output_tokens), t.model
+                ).total_price
+                for t in turns
+            ),
+            Decimal(0),
+        )
+
+    figures = replay(scripts)
+    wasted = costs.price(queries.wasted_tokens(conn, Filters(), costs.bands()))
+    everything = costs.price(queries.model_tokens(conn, Filters(), costs.bands()))
+    assert costs.total(wasted) == (
+        sum(t.input_tokens + t.output_tokens for t in figures.wasted_turns),
+        price_of(figures.wasted_turns),
+        0,
+        "",
+    )
+    assert costs.total(everything)[1] == price_of(figures.turns)
+    assert costs.total(wasted)[1] == Decimal("0.34095900")  # pinned: a change of prices or scenario is visible
+
+
+def test_unknown_models_are_unpriced_never_free() -> None:
+    frame = pd.DataFrame(
+        {
+            "model": ["gpt-4o", "no-such-model-xyz", None, "gpt-4o"],
+            "provider": ["openai", None, None, "openai"],
+            "band": [0, 0, 0, 200000],
+            "calls": [1, 2, 1, 1],
+            "input_tokens": [1000, 500, 0, 250_000],
+            "output_tokens": [100, 50, 0, 10],
+            "total_tokens": [1100, 550, 70, 250_010],
+            "unsplit_calls": [0, 0, 1, 0],
+        }
+    )
+    priced = costs.price(frame)
+    assert list(priced["unpriced_model"]) == [None, "no-such-model-xyz", "(model not recorded)", None]
+    tokens, cost, unpriced, names = costs.total(priced)
+    assert (tokens, unpriced, names) == (251_730, 620, "(model not recorded), no-such-model-xyz")
+    assert costs.money(cost, unpriced, tokens).endswith(" + unpriced")
+    assert costs.money(Decimal(0), 550, 550) == "price unknown"
+    assert costs.money(Decimal(0), 0, 0) == "—"
+
+
+def test_a_price_tier_applies_to_requests_past_its_threshold() -> None:
+    """claude-sonnet-4-5 costs more per token past 200,000 input tokens: the band is priced at that tier."""
+    import genai_prices
+
+    below = genai_prices.calc_price(genai_prices.Usage(input_tokens=150_000, output_tokens=1000), "claude-sonnet-4-5")
+    above = genai_prices.calc_price(genai_prices.Usage(input_tokens=250_000, output_tokens=1000), "claude-sonnet-4-5")
+    frame = pd.DataFrame(
+        {
+            "model": ["claude-sonnet-4-5"] * 2,
+            "provider": ["anthropic"] * 2,
+            "band": [128000, 200000],
+            "calls": [1, 1],
+            "input_tokens": [150_000, 250_000],
+            "output_tokens": [1000, 1000],
+            "total_tokens": [151_000, 251_000],
+            "unsplit_calls": [0, 0],
+        }
+    )
+    assert list(costs.price(frame)["cost"]) == [below.total_price, above.total_price]
+    assert 200000 in costs.bands() and 128000 in costs.bands()
+
+
+def test_reminder_outcomes_are_the_replayed_ones(conn: sqlite3.Connection, scripts: tuple[AgentScript, ...]) -> None:
+    figures = replay(scripts)
+    frame = queries.reminder_outcomes(conn, Filters())
+    assert frame.groupby("outcome")["reminders"].sum().to_dict() == dict(figures.outcome_counts())
+    assert dict(figures.outcome_counts()) == {"ignored": 9, "broken": 2, "ended": 1}
+    by_tool = {
+        (tool, outcome): int(n) for (tool, outcome), n in frame.groupby(["tool", "outcome"])["reminders"].sum().items()
+    }
+    expected: dict[tuple[str, str], int] = {}
+    for reminded, outcome in figures.outcomes:
+        expected[(reminded.tool, outcome)] = expected.get((reminded.tool, outcome), 0) + 1
+    assert by_tool == expected
+    assert set(frame["model"]) == {t.model for t in figures.turns}
+    gentle = queries.reminder_outcomes(conn, Filters(tiers=("gentle",)))
+    assert set(gentle["tier"]) == {"gentle"} and int(gentle["reminders"].sum()) == 6
+
+
+def test_the_timeline_tells_the_run_in_order(conn: sqlite3.Connection) -> None:
+    run = queries.hotspot_runs(conn, Filters(), "run_tests").iloc[0]
+    focus = queries.loop_start_ns(conn, str(run["agent_key"]), int(run["end_id"]), int(run["run_length"]))
+    timeline = queries.run_timeline(conn, str(run["agent_key"]), focus_ns=focus)
+    tools = timeline[timeline["kind"] == "tool"]
+    assert list(timeline["kind"][:2]) == ["model", "tool"]  # each call after the model call that asked for it
+    assert (timeline["kind"] == "model").sum() == len(tools) + 1  # and the answer at the end
+    assert list(tools["position"][3:11]) == [str(i) for i in range(1, 9)]
+    notes = list(tools["note"])
+    assert notes[5] == "gentle reminder sent (call 3 in a row) → ignored: the same call again"
+    assert notes[10] == "detailed reminder sent (call 8 in a row) → broken: the next call was different"
+    assert notes[11] == "loop broken after 8 identical calls"
+    assert notes[12] == "excluded tool: neither extends nor breaks a run"
+    received = timeline[timeline["note"].str.startswith("received the")]
+    assert list(received["kind"]) == ["model"] * 4
+    assert timeline["tokens"].iloc[0] == "2,400 in / 48 out"
+    assert tools["text"].iloc[3] == '{"path":"tests/unit","verbose":true}'
+
+
+def test_a_subagent_reminder_with_no_next_call_ended_with_its_run(conn: sqlite3.Connection) -> None:
+    run = queries.hotspot_runs(conn, Filters(), "read_url").iloc[0]
+    timeline = queries.run_timeline(conn, str(run["agent_key"]))
+    assert timeline["note"].iloc[-2] == "detailed reminder sent (call 5 in a row) → ended: the run ended first"
+
+
+def test_conversations_group_the_runs(conn: sqlite3.Connection) -> None:
+    listed = queries.conversations(conn, Filters())
+    assert set(listed["conversation"]) == {
+        "researcher-conversation",
+        "coder-session",
+        "operator-incident",
+        "analyst-conversation",
+    }
+    research = listed.set_index("conversation").loc["researcher-conversation"]
+    assert (research["runs"], research["model_calls"], research["repeated_calls"]) == (3, 18, 6)
+    runs = queries.conversation_runs(conn, "researcher-conversation")
+    assert list(runs["agent"]) == ["researcher", "researcher/fact-checker", "researcher"]
+
+
+def test_excluded_tools_are_named(conn: sqlite3.Connection) -> None:
+    assert list(queries.excluded_tools(conn, ("todo_write", "grep", "no-such-tool"))["tool"]) == ["todo_write"]

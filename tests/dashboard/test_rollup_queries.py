@@ -168,3 +168,114 @@ def test_the_store_spans_several_days_and_has_loops(conn: sqlite3.Connection) ->
     days = conn.execute("SELECT COUNT(DISTINCT bucket_ns) FROM call_rollup").fetchone()[0]
     assert days >= 3
     assert queries.headline(conn, Filters()).iloc[0]["longest_run"] == 8
+
+
+@pytest.fixture(scope="module")
+def model_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sqlite3.Connection]:
+    """Model calls over several days: rolled-up ones, pending ones, ones past the roll-up's input size,
+    some without token counts or a model, and some that issued repeats."""
+    db = tmp_path_factory.mktemp("model-days") / "days.db"
+    rng = random.Random(5)
+    writer = open_for_writing(db)
+    rows = []
+    end = BASE - DAY // 2
+    for index in range(3000):
+        end += rng.randrange(1, 3 * DAY // 2000)
+        agent = rng.randrange(5)
+        tokens_in = rng.choice((1000, 5000, 31_999, 32_000, 32_001, 150_000, 250_000, None))
+        tokens_out = None if tokens_in is None and rng.random() < 0.5 else rng.randrange(10, 500)
+        rows.append(
+            (
+                end - 1000,
+                end,
+                1000,
+                f"svc-{agent % 2}",
+                "t" * 32,
+                f"{index:016x}",
+                f"key-{agent}",
+                None if agent == 4 else f"name-{agent % 3}",
+                int(rng.random() < 0.1),  # pending: the roll-up leaves it out
+                rng.choice(("gpt-4o", "claude-sonnet-4-5", None)),
+                "openai",
+                tokens_in,
+                tokens_out,
+                None if tokens_in is None and tokens_out is None else (tokens_in or 0) + (tokens_out or 0),
+                rng.choice((None, None, "grep", "shell")),
+            )
+        )
+    writer.execute("BEGIN IMMEDIATE")
+    writer.executemany(
+        "INSERT INTO model_calls (start_ns, end_ns, duration_ns, service_name, trace_id, span_id, agent_key,"
+        " agent_name, agent_known, agent_pending, model, provider, input_tokens, output_tokens, total_tokens,"
+        " error, wasted_tool) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, 0, ?)",
+        rows,
+    )
+    rebuild_rollup(writer)
+    writer.execute("COMMIT")
+    writer.close()
+    connection, _ = open_for_reading(db)
+    assert connection.execute("SELECT COUNT(*) FROM model_rollup").fetchone()[0] > 0
+    yield connection
+    connection.close()
+
+
+def reference_model_tokens(
+    conn: sqlite3.Connection, filters: Filters, bands: tuple[int, ...], *, wasted: bool
+) -> pd.DataFrame:
+    clauses, params = [], []  # type: ignore[var-annotated]
+    for condition, bound in (("end_ns >= ?", filters.start_ns), ("end_ns <= ?", filters.end_ns)):
+        if bound is not None:
+            clauses.append(condition)
+            params.append(bound)
+    for column, values in (("service_name", filters.services), (AGENT, filters.agents)):
+        if values:
+            clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+    if wasted:
+        clauses.append("wasted_tool IS NOT NULL")
+        if filters.tools:
+            clauses.append(f"wasted_tool IN ({', '.join('?' * len(filters.tools))})")
+            params.extend(filters.tools)
+    where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+    frame = pd.read_sql_query(
+        f"SELECT wasted_tool AS tool, {AGENT} AS agent, model, provider, input_tokens, output_tokens, total_tokens"
+        f" FROM model_calls {where}",
+        conn,
+        params=params,
+    )
+    frame["band"] = [max([b for b in bands if pd.notna(i) and i > b], default=0) for i in frame["input_tokens"]]
+    frame["unsplit_calls"] = (frame["input_tokens"].isna() | frame["output_tokens"].isna()).astype(int)
+    frame["total_tokens"] = frame["total_tokens"].fillna(
+        frame["input_tokens"].fillna(0) + frame["output_tokens"].fillna(0)
+    )
+    keys = (["tool"] if wasted else []) + ["agent", "model", "provider", "band"]
+    summed = (
+        frame.assign(calls=1)
+        .fillna({"input_tokens": 0, "output_tokens": 0})
+        .groupby(keys, dropna=False)[["calls", "input_tokens", "output_tokens", "total_tokens", "unsplit_calls"]]
+        .sum()
+        .reset_index()
+    )
+    return summed.sort_values(keys, na_position="first").reset_index(drop=True)
+
+
+@pytest.mark.parametrize("narrowing", NARROWING)
+@pytest.mark.parametrize("time_range", RANGES)
+def test_model_token_queries_equal_the_plain_aggregates(
+    model_conn: sqlite3.Connection, time_range: str, narrowing: str
+) -> None:
+    from otel_repeat_guard.dashboard import costs
+
+    start, end = RANGES[time_range]
+    filters = Filters(start_ns=start, end_ns=end, **{k: v for k, v in NARROWING[narrowing].items() if k != "agents"})  # type: ignore[arg-type]
+    bands = costs.bands()
+    for wasted, query in ((False, queries.model_tokens), (True, queries.wasted_tokens)):
+        got = query(model_conn, filters, bands)
+        keys = (["tool"] if wasted else []) + ["agent", "model", "provider", "band"]
+        got = got.sort_values(keys, na_position="first").reset_index(drop=True)
+        expected = reference_model_tokens(model_conn, filters, bands, wasted=wasted)
+
+        def plain(frame: pd.DataFrame) -> pd.DataFrame:  # None and NaN alike, numbers as floats
+            return frame.astype(object).where(frame.notna(), None)
+
+        pd.testing.assert_frame_equal(plain(got[expected.columns]), plain(expected), check_dtype=False)

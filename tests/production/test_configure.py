@@ -92,7 +92,9 @@ def test_exporters_can_be_turned_off_or_replaced(monkeypatch: pytest.MonkeyPatch
     [
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", "OTEL_EXPORTER_OTLP_PROTOCOL must be one of"),
         ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "carrier-pigeon", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"),
-        ("OTEL_TRACES_EXPORTER", "zipkin", "OTEL_TRACES_EXPORTER must be otlp, console or none"),
+        ("OTEL_TRACES_EXPORTER", "carrier-pigeon", "OTEL_TRACES_EXPORTER names 'carrier-pigeon', which no installed"),
+        ("OTEL_METRICS_EXPORTER", "otlp,,console", "OTEL_METRICS_EXPORTER has an empty item"),
+        ("OTEL_TRACES_EXPORTER", "otlp,none", "none cannot be combined"),
         ("OTEL_REPEAT_GUARD_THRESHOLDS", "1", "thresholds must be at least 2"),
     ],
 )
@@ -159,3 +161,48 @@ def test_configure_refuses_when_another_global_provider_receives_the_spans() -> 
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "a global tracer provider is already set" in done.stdout and "set_global=False" in done.stdout
+
+
+def test_exporter_lists_and_every_installed_exporter_are_the_sdks_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_TRACES_EXPORTER=otlp,console (the spec allows lists) sends each span to both, as the SDK would."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    from otel_repeat_guard.wiring import metric_readers, span_exporters
+
+    with otlp_receiver() as (endpoint, received):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp, console")
+        monkeypatch.setenv("OTEL_METRICS_EXPORTER", "console")
+        assert [type(e) for e in span_exporters()] == [OTLPSpanExporter, ConsoleSpanExporter]
+        (reader,) = metric_readers()
+        assert isinstance(reader, PeriodicExportingMetricReader)
+        assert isinstance(reader._exporter, ConsoleMetricExporter)
+        reader.shutdown()
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+        telemetry = configure(set_global=False)
+        looping_agent(telemetry.tracer_provider, calls=2)
+        telemetry.shutdown()
+        assert len([s for _, s in received.spans() if s.name == "execute_tool read_file"]) == 2
+
+
+def test_the_prometheus_exporter_serves_the_guards_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OTEL_METRICS_EXPORTER=prometheus: the exporter package's pull reader, serving on its standard port variable."""
+    import urllib.request
+
+    from tests.backends.servers import free_port
+
+    port = free_port()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "prometheus")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+    monkeypatch.setenv("OTEL_EXPORTER_PROMETHEUS_PORT", str(port))
+    telemetry = configure(GuardConfig(thresholds=(2,)), set_global=False)
+    try:
+        looping_agent(telemetry.tracer_provider, calls=3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        assert 'repeat_tool_guard_repeated_calls_total{gen_ai_tool_name="read_file"' in text
+    finally:
+        telemetry.shutdown()

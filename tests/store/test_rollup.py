@@ -99,8 +99,17 @@ def test_many_agents_across_batches(db: Path) -> None:
     assert sum(int(row[5]) for row in kept) == 31  # type: ignore[call-overload]
 
 
+def _drop_model_tables(conn: sqlite3.Connection) -> None:
+    """What schema 4 added: a store of an older schema has none of it."""
+    for table in ("model_call_outputs", "model_calls", "model_rollup", "store_info"):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DROP INDEX agent_runs_key")
+    conn.execute("DROP INDEX call_rollup_agent")
+
+
 def _downgrade_to_version_1(db: Path) -> None:
     with sqlite3.connect(db) as conn:
+        _drop_model_tables(conn)
         conn.execute("DROP TABLE call_rollup")
         conn.execute("DROP INDEX tool_calls_repeats_by_time")
         conn.execute("CREATE INDEX tool_calls_repeats ON tool_calls(end_ns, reminder_tier) WHERE run_length >= 2")
@@ -118,7 +127,7 @@ def test_a_version_1_store_is_upgraded_by_the_exporter_and_refused_by_readers(db
     expected = assert_rollup_matches_calls(db)
     _downgrade_to_version_1(db)
 
-    with pytest.raises(SchemaError, match=r"schema version 1, older than the 3 .* upgraded in place"):
+    with pytest.raises(SchemaError, match=rf"schema version 1, older than the {SCHEMA_VERSION} .* upgraded in place"):
         open_for_reading(db)
     open_for_writing(db).close()
 
@@ -140,6 +149,7 @@ def test_a_version_2_store_with_rows_two_ingests_duplicated_is_upgraded_to_one_r
     harness.close()
     expected = assert_rollup_matches_calls(db)
     with sqlite3.connect(db) as conn:  # schema 2, as two racing ingests left it: every row twice
+        _drop_model_tables(conn)
         conn.execute("DROP INDEX tool_calls_span_unique")
         conn.execute("ALTER TABLE tool_calls DROP COLUMN unguarded_reason")
         columns = [row[1] for row in conn.execute("PRAGMA table_info(tool_calls)") if row[1] != "id"]

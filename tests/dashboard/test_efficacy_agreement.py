@@ -1,0 +1,68 @@
+"""The guard's ``repeat_tool_guard.reminder_outcomes`` metric and the store's reading of its rows agree.
+
+The same scripted scenario (the demo's, whose agents heed, ignore and outlive their reminders) goes
+through real guards into a real store; the guard counts each reminder's outcome as its run's next
+tracked call (or the run's end) decides it, and the dashboard's query reads the same from the rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from otel_repeat_guard import metrics as guard_metrics
+from otel_repeat_guard.dashboard import queries
+from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.demo.runner import run_scenario
+from otel_repeat_guard.demo.scenario import scenario
+from otel_repeat_guard.store import open_for_reading
+
+OUTCOMES_METRIC = "repeat_tool_guard.reminder_outcomes"
+
+
+def _guard_outcomes(reader: InMemoryMetricReader) -> dict[tuple[str, str], int]:
+    """(outcome, tier) -> reminders, from the guard's metric."""
+    data = reader.get_metrics_data()
+    found: dict[tuple[str, str], int] = {}
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != OUTCOMES_METRIC:
+                    continue
+                for point in metric.data.data_points:  # type: ignore[union-attr]
+                    attributes = point.attributes or {}
+                    key = (str(attributes["outcome"]), str(attributes.get("repeat_tool_guard.tier", "")))
+                    found[key] = found.get(key, 0) + int(point.value)  # type: ignore[union-attr]
+    return found
+
+
+@pytest.mark.parametrize("agents", [4, 9])
+def test_the_guards_metric_and_the_store_count_the_same_outcomes(tmp_path: Path, agents: int) -> None:
+    if not hasattr(guard_metrics, "REMINDER_OUTCOMES"):
+        pytest.xfail("the guard's repeat_tool_guard.reminder_outcomes metric has not landed yet")
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    db = tmp_path / "store.db"
+    run_scenario(scenario(agents), db, meter_provider=meter_provider)
+    guard = _guard_outcomes(reader)
+    meter_provider.shutdown()
+
+    conn, _ = open_for_reading(db)
+    try:
+        stored = queries.reminder_outcomes(conn, Filters())
+    finally:
+        conn.close()
+    by_outcome = {str(k): int(v) for k, v in stored.groupby("outcome")["reminders"].sum().items()}
+    guard_by_outcome: dict[str, int] = {}
+    for (outcome, _), n in guard.items():
+        guard_by_outcome[outcome] = guard_by_outcome.get(outcome, 0) + n
+    assert guard_by_outcome == by_outcome
+    if all(tier for _, tier in guard):  # the guard names the tier too: compare per tier
+        per_tier = {
+            (str(o), str(t)): int(n) for (t, o), n in stored.groupby(["tier", "outcome"])["reminders"].sum().items()
+        }
+        assert guard == per_tier
+    assert set(by_outcome) == {"broken", "ignored", "ended"}  # the scenario shows every decided outcome

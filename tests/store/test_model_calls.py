@@ -1,0 +1,342 @@
+"""Model calls in the store: read through the conventions in three vocabularies, keyed to their agent run
+like first tool calls, kept apart from bad spans, and the schema 3 -> 4 upgrade."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
+from otel_repeat_guard.store import SCHEMA_VERSION, SQLiteSpanExporter, open_for_reading, open_for_writing
+from otel_repeat_guard.store.model_calls import read_model_call
+from otel_repeat_guard.store.schema import start_demo_store, store_origin, upgrade
+
+GENAI = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "openai",
+    "gen_ai.request.model": "gpt-4o",
+    "gen_ai.response.model": "gpt-4o-2024-08-06",
+    "gen_ai.usage.input_tokens": 1200,
+    "gen_ai.usage.output_tokens": 80,
+    "gen_ai.conversation.id": "conv-1",
+    "gen_ai.output.messages": '[{"role":"assistant","parts":[{"type":"text","content":"<script>x</script>"}]}]',
+}
+OPENINFERENCE = {
+    "openinference.span.kind": "LLM",
+    "llm.model_name": "claude-sonnet-4-5",
+    "llm.provider": "anthropic",
+    "llm.token_count.prompt": 3000,
+    "llm.token_count.completion": 250,
+    "session.id": "session-9",
+    "output.value": "I will read the file.",
+}
+OPENLLMETRY = {
+    "llm.request.type": "chat",
+    "gen_ai.system": "openai",
+    "gen_ai.request.model": "gpt-4o-mini",
+    "gen_ai.usage.prompt_tokens": 500,
+    "gen_ai.usage.completion_tokens": 40,
+    "llm.usage.total_tokens": 540,
+    "gen_ai.completion.0.content": "done",
+}
+
+
+def test_the_reader_knows_three_vocabularies() -> None:
+    genai = read_model_call(GENAI)
+    assert (genai.model, genai.provider, genai.input_tokens, genai.output_tokens, genai.total_tokens) == (
+        "gpt-4o-2024-08-06",
+        "openai",
+        1200,
+        80,
+        1280,
+    )
+    assert genai.conversation_id == "conv-1"
+    oi = read_model_call(OPENINFERENCE)
+    assert (oi.model, oi.provider, oi.input_tokens, oi.output_tokens, oi.conversation_id) == (
+        "claude-sonnet-4-5",
+        "anthropic",
+        3000,
+        250,
+        "session-9",
+    )
+    ollm = read_model_call(OPENLLMETRY)
+    assert (ollm.model, ollm.provider, ollm.input_tokens, ollm.output_tokens, ollm.total_tokens) == (
+        "gpt-4o-mini",
+        "openai",
+        500,
+        40,
+        540,
+    )
+    only_total = read_model_call({"llm.usage.total_tokens": 77, "gen_ai.usage.input_tokens": True})
+    assert (only_total.input_tokens, only_total.output_tokens, only_total.total_tokens) == (None, None, 77)
+    odd = read_model_call({"gen_ai.usage.input_tokens": "12", "gen_ai.usage.output_tokens": -3})
+    assert (odd.input_tokens, odd.output_tokens, odd.total_tokens, odd.model) == (None, None, None, None)
+
+
+class Agent:
+    def __init__(self, db: Path, **options: Any) -> None:
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+        self.provider.add_span_processor(RepeatGuardSpanProcessor(GuardConfig(thresholds=(3,))))
+        self.exporter = SQLiteSpanExporter(db, **options)
+        self.provider.add_span_processor(BatchSpanProcessor(self.exporter, max_export_batch_size=3))
+        self.tracer = self.provider.get_tracer("test")
+
+    def run(self, name: str, **attributes: str) -> trace.Span:
+        return self.tracer.start_span(
+            f"invoke_agent {name}",
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, **attributes},
+        )
+
+    def model(self, run: trace.Span | None, attributes: dict[str, Any], name: str = "chat") -> None:
+        context = trace.set_span_in_context(run) if run is not None else None
+        self.tracer.start_span(name, context=context, attributes=attributes).end()
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+def _tool(agent: Agent, run: trace.Span, tool: str, arguments: str) -> None:
+    span = agent.tracer.start_span(
+        f"execute_tool {tool}",
+        context=trace.set_span_in_context(run),
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool,
+            "gen_ai.tool.call.arguments": arguments,
+        },
+    )
+    span.end()
+
+
+def query(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn, _ = open_for_reading(db)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def test_model_calls_and_tool_calls_of_one_run_share_its_key(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("coder")
+    for attributes in (GENAI, OPENINFERENCE, OPENLLMETRY):
+        agent.model(run, attributes)
+        _tool(agent, run, "grep", '{"q": 1}')
+    agent.model(run, {"gen_ai.operation.name": "chat"})  # a model call that says nothing about itself
+    run.end()
+    agent.close()
+    models = query(
+        db,
+        "SELECT agent_key, agent_name, agent_pending, model, provider, input_tokens, output_tokens, total_tokens,"
+        " conversation_id FROM model_calls ORDER BY id",
+    )
+    tools = query(db, "SELECT agent_key, agent_name, run_length FROM tool_calls ORDER BY id")
+    keys = {row[0] for row in models} | {row[0] for row in tools}
+    assert len(keys) == 1 and next(iter(keys)).startswith("coder#")
+    assert [row[1:] for row in models] == [
+        ("coder", 0, "gpt-4o-2024-08-06", "openai", 1200, 80, 1280, "conv-1"),
+        ("coder", 0, "claude-sonnet-4-5", "anthropic", 3000, 250, 3250, "session-9"),
+        ("coder", 0, "gpt-4o-mini", "openai", 500, 40, 540, None),
+        ("coder", 0, None, None, None, None, None, None),
+    ]
+    assert [row[2] for row in tools] == [1, 2, 3]
+    outputs = query(db, "SELECT preview FROM model_call_outputs ORDER BY call_id")
+    assert outputs[0][0] == GENAI["gen_ai.output.messages"]
+    assert [row[0] for row in outputs[1:]] == ["I will read the file.", "done"]
+
+
+def test_a_run_span_exported_before_its_model_calls(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("early")
+    run.end()
+    agent.provider.force_flush()
+    agent.model(run, GENAI)
+    agent.close()
+    ((key, name, pending),) = query(db, "SELECT agent_key, agent_name, agent_pending FROM model_calls")
+    assert key.startswith("early#") and name == "early" and pending == 0
+
+
+def test_an_explicit_agent_id_on_the_model_span_is_its_key(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    agent.model(None, {**GENAI, "gen_ai.agent.id": "analyst-7", "gen_ai.agent.name": "analyst"})
+    agent.close()
+    assert query(db, "SELECT agent_key, agent_name, agent_known FROM model_calls") == [("analyst-7", "analyst", 1)]
+
+
+def test_no_output_text_without_store_arguments(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db, store_arguments=False)
+    agent.model(None, GENAI)
+    agent.close()
+    assert query(db, "SELECT COUNT(*) FROM model_call_outputs") == [(0,)]
+    assert query(db, "SELECT input_tokens FROM model_calls") == [(1200,)]
+    for path in tmp_path.iterdir():
+        assert b"<script>x</script>" not in path.read_bytes()
+
+
+def test_odd_model_spans_cost_their_batch_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("a")
+    agent.model(run, {**GENAI, "gen_ai.response.model": "gpt\ud800", "gen_ai.usage.input_tokens": 2**70})
+    agent.model(run, GENAI)
+    _tool(agent, run, "grep", '{"q": 1}')
+    run.end()
+    agent.close()
+    assert query(db, "SELECT model, input_tokens FROM model_calls ORDER BY id") == [
+        ("gpt\ufffd", 2**63 - 1),
+        ("gpt-4o-2024-08-06", 1200),
+    ]
+    assert query(db, "SELECT COUNT(*) FROM tool_calls") == [(1,)]
+    assert agent.exporter.dropped_spans == 0
+
+
+def test_a_model_span_that_cannot_be_read_is_dropped_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_repeat_guard.store import exporter as exporter_module
+
+    real = exporter_module.model_call_row
+
+    def exploding(span: Any, *args: Any, **kwargs: Any) -> Any:
+        if span.name == "chat boom":
+            raise RuntimeError("cannot read this span")
+        return real(span, *args, **kwargs)
+
+    monkeypatch.setattr(exporter_module, "model_call_row", exploding)
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("a")
+    agent.model(run, GENAI, name="chat boom")
+    agent.model(run, GENAI)
+    _tool(agent, run, "grep", '{"q": 1}')
+    run.end()
+    agent.close()
+    assert query(db, "SELECT COUNT(*) FROM model_calls") == [(1,)]
+    assert query(db, "SELECT COUNT(*) FROM tool_calls") == [(1,)]
+    assert agent.exporter.dropped_spans == 1
+
+
+def test_a_model_call_stored_twice_is_one_row(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    provider.get_tracer("t").start_span("chat", attributes=GENAI).end()
+    exporter = SQLiteSpanExporter(tmp_path / "store.db")
+    first = exporter.write(memory.get_finished_spans())
+    again = exporter.write(memory.get_finished_spans())
+    exporter.shutdown()
+    assert (first.stored, first.duplicates, again.stored, again.duplicates) == (1, 0, 0, 1)
+
+
+def test_the_agent_filter_never_lists_a_run_key_its_run_named(tmp_path: Path) -> None:
+    """A repeat carries the guard's run key before the run span names it: the filter list keeps only the name."""
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("coder")
+    for _ in range(4):
+        _tool(agent, run, "run_tests", '{"path": "tests"}')
+        agent.provider.force_flush()  # each call its own batch: the key is listed before the name arrives
+    run.end()
+    agent.close()
+    assert query(db, "SELECT value FROM dimensions WHERE kind = 'agent'") == [("coder",)]
+
+
+def test_a_schema_3_store_is_upgraded_to_4(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("old")
+    for _ in range(3):
+        _tool(agent, run, "grep", '{"q": 1}')
+    run.end()
+    agent.close()
+    with sqlite3.connect(db) as conn:  # as schema 3 left it, with a run key in the filter list
+        for table in ("model_call_outputs", "model_calls", "model_rollup", "store_info"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("DROP INDEX agent_runs_key")
+        conn.execute("DROP INDEX call_rollup_agent")
+        conn.execute("INSERT INTO dimensions VALUES ('agent', 'old#0123456789abcdef')")
+        conn.execute("UPDATE repeat_guard_schema SET version = 3")
+        conn.execute("PRAGMA user_version = 3")
+    assert upgrade(db) == 3
+    assert upgrade(db) is None
+    assert query(db, "SELECT value FROM dimensions WHERE kind = 'agent'") == [("old",)]
+    assert query(db, "SELECT COUNT(*) FROM model_calls") == [(0,)]
+    assert query(db, "SELECT version FROM repeat_guard_schema") == [(SCHEMA_VERSION,)]
+
+
+def test_a_demo_store_is_emptied_and_another_store_is_never(tmp_path: Path) -> None:
+    from otel_repeat_guard.store import StoreError
+
+    db = tmp_path / "store.db"
+    start_demo_store(db, append=False)
+    agent = Agent(db)
+    agent.model(None, GENAI)
+    agent.close()
+    start_demo_store(db, append=False)  # a demo store: emptied
+    assert query(db, "SELECT COUNT(*) FROM model_calls") == [(0,)]
+
+    other = tmp_path / "mine.db"
+    agent = Agent(other)
+    agent.model(None, GENAI)
+    agent.close()
+    with pytest.raises(StoreError, match="holds calls that the demo did not write; pass --append"):
+        start_demo_store(other, append=False)
+    start_demo_store(other, append=True)
+    assert query(other, "SELECT COUNT(*) FROM model_calls") == [(1,)]
+    conn = open_for_writing(other)
+    assert store_origin(conn) is None  # appending never claims another writer's store
+    conn.close()
+
+
+def model_rollups(db: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    from otel_repeat_guard.store.schema import MODEL_ROLLUP_FROM_CALLS
+
+    kept = query(db, "SELECT * FROM model_rollup ORDER BY 1, 2, 3, 4, 5, 6")
+    computed = query(db, f"{MODEL_ROLLUP_FROM_CALLS} ORDER BY 1, 2, 3, 4, 5, 6")
+    return kept, computed
+
+
+def test_the_model_rollup_equals_its_calls_and_marks_the_calls_that_issued_repeats(tmp_path: Path) -> None:
+    """Batches of 3: model calls before and after their run span, issuers marked in a later batch than the
+    one that rolled them up, an explicit agent id, a call past the roll-up's input size, a nested one."""
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    early = agent.run("early")
+    early.end()
+    agent.provider.force_flush()
+    for _ in range(3):
+        agent.model(early, GENAI)
+        _tool(agent, early, "grep", '{"q": 1}')
+    run = agent.run("coder")
+    agent.model(run, {**GENAI, "gen_ai.usage.input_tokens": 150_000})  # past SMALL_INPUT_TOKENS
+    _tool(agent, run, "read", '{"p": 1}')
+    for _ in range(3):
+        agent.model(run, OPENLLMETRY)
+        agent.provider.force_flush()  # the issuer is stored (and rolled up, or not) before its repeat
+        _tool(agent, run, "read", '{"p": 1}')
+    nested = agent.tracer.start_span("step", context=trace.set_span_in_context(run))
+    agent.model(nested, OPENINFERENCE)  # under a span that is not an agent run: its agent stays pending
+    nested.end()
+    run.end()
+    agent.model(None, {**GENAI, "gen_ai.agent.id": "analyst-7", "gen_ai.agent.name": "analyst"})
+    agent.close()
+    kept, computed = model_rollups(db)
+    assert kept == computed
+    assert {row[2] for row in kept} == {"early", "coder", "analyst"}
+    wasted = query(db, "SELECT model, wasted_tool FROM model_calls WHERE wasted_tool IS NOT NULL ORDER BY id")
+    # (the early run had ended when its tools ran: the guard sees no run there, so no repeats)
+    assert wasted == [("gpt-4o-mini", "read"), ("gpt-4o-mini", "read"), ("gpt-4o-mini", "read")]
+    assert query(db, "SELECT COUNT(*) FROM model_calls WHERE agent_pending = 1") == [(1,)]
