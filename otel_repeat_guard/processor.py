@@ -231,11 +231,17 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             name, attributes, _ = contents_of(span)
             if self._follow_remote:
                 self._remote_start(span, parent_context, attributes)
-            agent_id = self._runs.started(span, attributes)
-            if agent_id is not None:
-                self._chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
-            if attributes and self._route(name, attributes) & self._model_bits:
-                self._model_call_starts(span)
+            runs = self._runs  # the live-span bookkeeping of runs.py, written here without a call (every span)
+            live = runs.live
+            live[span.context.span_id] = span
+            if len(live) > runs.max_live_spans:
+                evict_oldest(live)
+            if attributes:  # most instrumentations set none at start
+                agent_id = runs.agent_id_at_start(name, attributes)
+                if agent_id is not None:
+                    self._chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
+                if self._route(name, attributes) & self._model_bits:
+                    self._model_call_starts(span)
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
@@ -275,7 +281,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                     forwarded = copy_with_events(span, (earlier or []) + events, self._limits)
                     self._deliver(reminders)
             if context is not None:  # stop tracking it; if it stood for a run, the run's chain ends
-                self._runs.ended(context.span_id)
+                runs, span_id = self._runs, context.span_id
+                runs.live.pop(span_id, None)
+                if span_id in runs.owned or span_id in runs.marked:
+                    runs.ended(span_id)
         except Exception:
             logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", span.name)
         for processor in self._downstream:
@@ -307,7 +316,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
     ) -> Decision | None:
         tool, arguments, agent_id, agent_name, error, call_id = call
-        run = Run(agent_id, agent_name or agent_id, how="agent_id") if agent_id else self._runs.resolve(span.parent)
+        run = self._run_of(span, agent_id, agent_name)
         tracked = self._tracked[tool]
         if run is None:
             if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
@@ -339,6 +348,15 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if self._audit is not None:
             self._audit(CallAudit(_scope(span), tool, source, run.how, None))
         return self._count(run, tool, arguments, span, attributes, events, error)
+
+    def _run_of(self, span: ReadableSpan, agent_id: str | None, agent_name: str | None) -> Run | None:
+        """The tool span's run: its explicit agent id, else (nearly always) the span straight above it
+        that stands for a run (one lookup), else what the resolver finds among its ancestors."""
+        if agent_id:
+            return Run(agent_id, agent_name or agent_id, how="agent_id")
+        parent = span.parent
+        run = self._runs.owned.get(parent.span_id) if parent is not None else None
+        return run if run is not None else self._runs.resolve(parent)
 
     def _count(
         self,
@@ -454,8 +472,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return None
         run = self._model_runs.pop(context.span_id, None)
         late = run is None
-        if late:
-            self._runs.mark_model_call(span.parent)  # its enclosing spans, for runs without agent spans
+        parent = span.parent
+        if late and parent is not None and parent.span_id not in self._runs.marked:  # marked once per run span
+            self._runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
         if not keep and not (late and self._steps.steps):
             return None  # a text answer, nothing pending: nothing to keep, nothing to count

@@ -35,11 +35,13 @@ def may_request(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> b
     output = attributes.get("gen_ai.output.messages")
     if output is not None:
         return not isinstance(output, str) or "tool_call" in output
-    if any(key in attributes for key in _REQUEST_KEYS):
+    if _REQUEST_KEYS[0] in attributes or _REQUEST_KEYS[1] in attributes:
         return True
     reasons = attributes.get("gen_ai.response.finish_reasons")
-    if isinstance(reasons, Sequence) and any(r in _TOOL_FINISH for r in reasons if isinstance(r, str)):
-        return True
+    if reasons is not None and isinstance(reasons, Sequence):
+        for reason in reasons:
+            if reason in _TOOL_FINISH:
+                return True
     return bool(len(events))  # the older gen_ai.choice events
 
 

@@ -69,14 +69,14 @@ class RunResolver:
         "_conventions",
         "_is_model_call",
         "_lock",
-        "_marked",
         "_may_name_agent_id",
         "_on_run_ended",
-        "_owned",
         "_remote_open",
         "_remote_parent",
         "live",
+        "marked",
         "max_live_spans",
+        "owned",
     )
 
     def __init__(
@@ -92,8 +92,9 @@ class RunResolver:
         self._on_run_ended = on_run_ended
         self._is_model_call = is_model_call
         self.live: dict[int, Span] = {}  # open spans of this process, by span id
-        self._owned: dict[int, Run] = {}  # run span id -> the run it stands for
-        self._marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
+        self.owned: dict[int, Run] = {}
+        """Run span id -> the run it stands for (read directly by the processor's hot path)."""
+        self.marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
         self._agent_runs: dict[str, dict[str, None]] = {}  # agent id -> keys of its open runs
         self._remote_parent: dict[int, int] = {}  # open span with a remote parent -> that parent's span id
         self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
@@ -103,14 +104,21 @@ class RunResolver:
 
     def started(self, span: Span, attributes: Mapping[str, Any]) -> str | None:
         """Track an open span; the agent id an agent-run span names at its start, if any
-        (each agent run is a new prompt for the chain of that id)."""
+        (each agent run is a new prompt for the chain of that id).
+
+        The processor's hot path does the same without the call: it writes ``live`` itself and
+        asks :meth:`agent_id_at_start` only for a span that starts with attributes.
+        """
         live = self.live
         live[span.context.span_id] = span
         if len(live) > self.max_live_spans:
             evict_oldest(live)
-        # Most instrumentations set no attributes at start; only an agent run with an id matters here.
-        if attributes and (self._may_name_agent_id is None or self._may_name_agent_id(attributes)):
-            run = find_agent_run(self._conventions, span.name, attributes)
+        return self.agent_id_at_start(span.name, attributes) if attributes else None
+
+    def agent_id_at_start(self, name: str, attributes: Mapping[str, Any]) -> str | None:
+        """The agent id an agent-run span names at its start, if any."""
+        if self._may_name_agent_id is None or self._may_name_agent_id(attributes):
+            run = find_agent_run(self._conventions, name, attributes)
             if run is not None:
                 return run.agent_id
         return None
@@ -118,8 +126,8 @@ class RunResolver:
     def ended(self, span_id: int) -> None:
         """Stop tracking a span; if it stood for a run, that run has ended."""
         self.live.pop(span_id, None)
-        self._marked.pop(span_id, None)
-        run = self._owned.pop(span_id, None)
+        self.marked.pop(span_id, None)
+        run = self.owned.pop(span_id, None)
         if run is not None:
             if run.how == BAGGAGE:  # a span of a remote run: the run goes on, in the agent process
                 self._remote_child_ended(span_id)
@@ -142,7 +150,7 @@ class RunResolver:
         span_id, parent_id = span.context.span_id, parent.span_id
         run = Run(run_key, None, None, None, BAGGAGE)
         agent_run = find_agent_run(self._conventions, span.name, attributes) is not None
-        owned, children, open_ = self._owned, self._remote_parent, self._remote_open
+        owned, children, open_ = self.owned, self._remote_parent, self._remote_open
         with self._lock:
             owned[parent_id] = run  # a tool span whose own parent is the remote one
             if not agent_run:
@@ -163,13 +171,13 @@ class RunResolver:
             if left > 0:
                 self._remote_open[parent_id] = left
             else:
-                self._owned.pop(parent_id, None)  # the run itself goes on in the agent process
+                self.owned.pop(parent_id, None)  # the run itself goes on in the agent process
 
     def mark_model_call(self, parent: SpanContext | None) -> None:
         """A model call starts under ``parent``: its live ancestors enclose a run's model calls."""
         if parent is None:
             return
-        live, marked = self.live, self._marked
+        live, marked = self.live, self.marked
         span_id = parent.span_id
         for _ in range(_MAX_ANCESTRY):
             if span_id in marked:
@@ -188,7 +196,7 @@ class RunResolver:
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""
-        return self._owned.get(span_id)
+        return self.owned.get(span_id)
 
     def runs_of_agent(self, agent_id: str) -> list[str]:
         """The keys of the open runs whose run span carries ``agent_id``."""
@@ -201,7 +209,7 @@ class RunResolver:
         """The run that a span with this parent belongs to (see the module docstring)."""
         if parent is None or not parent.is_valid:
             return None
-        owned, live, marked = self._owned, self.live, self._marked
+        owned, live, marked = self.owned, self.live, self.marked
         span_id = parent.span_id
         enclosing: tuple[int, Span] | None = None
         root: tuple[int, Span] | None = None
@@ -233,7 +241,7 @@ class RunResolver:
         agent_id = None if run is None else run.agent_id
         name = (None if run is None else run.agent_name) or span_name
         found = Run(agent_run_key(agent_id, name, span_id), name, span_id, agent_id, how)
-        owned = self._owned
+        owned = self.owned
         owned[span_id] = found
         if len(owned) > self.max_live_spans:
             evict_oldest(owned)

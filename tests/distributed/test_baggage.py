@@ -136,7 +136,7 @@ def test_a_worker_counts_calls_under_remote_parents_in_the_named_run() -> None:
     assert [(r.agent_id, r.run_length) for r in worker.reminders] == [("planner#1", 3)]
     assert worker.guard.run_length("planner#1") == 4
     assert not worker.guard._runs._remote_parent and not worker.guard._runs._remote_open  # nothing left behind
-    assert not worker.guard._runs._owned
+    assert not worker.guard._runs.owned
 
 
 def test_under_an_activity_span_and_deeper_too_and_the_worker_can_resolve_the_run() -> None:
@@ -159,7 +159,7 @@ def test_parallel_children_of_one_remote_parent_share_it_until_the_last_ends() -
     assert run_length(worker.tool(parent=trace.set_span_in_context(second))) == 1
     assert run_length(worker.tool(parent=parent)) == 2  # the remote parent is still known: one child is open
     second.end()
-    assert not worker.guard._runs._owned
+    assert not worker.guard._runs.owned
 
 
 def test_a_nearer_agent_run_span_in_the_worker_keeps_its_own_run() -> None:
