@@ -7,7 +7,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     OTEL_REPEAT_GUARD_DB=/var/lib/repeat-guard/repeat-guard.db
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# hatch_build.py: the wheel's mypyc hook; this slim image has no C compiler, so it builds the pure-Python package.
+COPY pyproject.toml README.md hatch_build.py ./
 COPY otel_repeat_guard ./otel_repeat_guard
 RUN pip install '.[dashboard,ingest,otlp]' && mkdir -p /var/lib/repeat-guard
 COPY deploy/dashboard-entrypoint.sh /usr/local/bin/dashboard-entrypoint.sh

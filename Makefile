@@ -1,7 +1,15 @@
 # The two quick-start commands: `make demo` (the main job) and `make test` (everything CI runs).
 PYTHON ?= python3
+# The editable install: always pure Python (OTEL_REPEAT_GUARD_PURE=1 also keeps mypy out of its build).
 VENV ?= .venv
 BIN := $(VENV)/bin
+PURE := OTEL_REPEAT_GUARD_PURE=1
+# The compiled build: the wheel, its core compiled by mypyc (hatch_build.py), installed (not editable)
+# into its own virtualenv. `make test` runs the suite on both builds; `make demo` runs this one, which
+# falls back to pure Python where no C compiler works (`otel-repeat-guard --version` tells which).
+VENV_COMPILED ?= .venv-compiled
+CBIN := $(VENV_COMPILED)/bin
+PACKAGE_SOURCES := $(shell find otel_repeat_guard -name '*.py' -not -path '*/__pycache__/*')
 # The oldest opentelemetry-sdk minor we support: the core suite runs against it too.
 SDK_OLDEST ?= 1.40.*
 VENV_OLDEST ?= .venv-sdk-oldest
@@ -10,7 +18,7 @@ VENV_PHOENIX ?= .venv-phoenix
 PHOENIX_VERSION ?= 20.26.1
 # Extras the main virtualenv needs for the whole suite.
 EXTRAS ?= dev,dashboard,test,otlp,ingest,backends-test,redis
-CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py
+CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py,otel_repeat_guard/detectors/*.py
 
 # Debian's browser for the real-browser dashboard test (Playwright never downloads one here).
 CHROMIUM ?= /usr/bin/chromium
@@ -32,13 +40,29 @@ INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
 INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py
 
-.PHONY: redis check test lint typecheck unit sdk-oldest backends prometheus chromium integration \
+.PHONY: redis check test lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	$(PURE) $(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
+
+# $(call compiled_install,EXTRAS,ENV): builds the wheel once, installs it, then its EXTRAS' dependencies.
+# The suite's copy sets OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1: a build that cannot compile fails loudly.
+define compiled_install
+	test -x $(CBIN)/python || $(PYTHON) -m venv $(VENV_COMPILED)
+	$(CBIN)/pip install --quiet --upgrade pip
+	rm -rf $(VENV_COMPILED)/dist
+	$(2) $(CBIN)/pip wheel --quiet --no-deps --wheel-dir $(VENV_COMPILED)/dist .
+	$(CBIN)/pip install --quiet --force-reinstall --no-deps $(VENV_COMPILED)/dist/*.whl
+	$(CBIN)/pip install --quiet "$$(ls $(VENV_COMPILED)/dist/*.whl)[$(1)]"
+	$(CBIN)/otel-repeat-guard --version
+endef
+
+$(CBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
+	$(call compiled_install,$(EXTRAS),OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1)
 	touch $@
 
 # Debian's Prometheus server and promtool, for the metrics test and the config check.
@@ -57,18 +81,17 @@ $(VENV_PHOENIX)/.installed:
 
 backends: prometheus redis $(VENV_PHOENIX)/.installed
 
-$(BIN)/.installed-dashboard: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dashboard]'
+$(CBIN)/.installed-dashboard: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
+	$(call compiled_install,dashboard,)
 	touch $@
 
 # The quick start: a simulated multi-agent workload through the guard into $(DB), then the dashboard.
-demo: $(BIN)/.installed-dashboard
-	$(BIN)/otel-repeat-guard demo --db $(DB) --dashboard
+# The compiled build where a C compiler works, else the same package in pure Python.
+demo: $(CBIN)/.installed-dashboard
+	$(CBIN)/otel-repeat-guard demo --db $(DB) --dashboard
 
-dashboard: $(BIN)/.installed-dashboard
-	$(BIN)/otel-repeat-guard dashboard --db $(DB)
+dashboard: $(CBIN)/.installed-dashboard
+	$(CBIN)/otel-repeat-guard dashboard --db $(DB)
 
 # Debian's Redis server, for the distributed-runs tests (they start it on a free port themselves).
 redis: | prometheus
@@ -84,13 +107,13 @@ chromium: | prometheus redis
 $(VENV_OLDEST)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_OLDEST)
 	$(VENV_OLDEST)/bin/pip install --quiet --upgrade pip
-	$(VENV_OLDEST)/bin/pip install --quiet -e '.[dev]' 'opentelemetry-sdk==$(SDK_OLDEST)' 'opentelemetry-api==$(SDK_OLDEST)'
+	$(PURE) $(VENV_OLDEST)/bin/pip install --quiet -e '.[dev]' 'opentelemetry-sdk==$(SDK_OLDEST)' 'opentelemetry-api==$(SDK_OLDEST)'
 	touch $@
 
 $(VENV_INT)-%/.installed: pyproject.toml tests/integrations/requirements-%.txt
 	$(PYTHON) -m venv $(VENV_INT)-$*
 	$(VENV_INT)-$*/bin/pip install --quiet --upgrade pip
-	$(VENV_INT)-$*/bin/pip install --quiet -e '.[dev]' -r tests/integrations/requirements-$*.txt
+	$(PURE) $(VENV_INT)-$*/bin/pip install --quiet -e '.[dev]' -r tests/integrations/requirements-$*.txt
 	touch $@
 
 lint: $(BIN)/.installed
@@ -110,15 +133,27 @@ check: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -p no:cacheprovider -x $(CHECK_TESTS)
 
 # The whole suite but the framework integrations: a missing Prometheus or Phoenix fails the run instead of skipping.
+# `unit` runs it on the editable, pure-Python install (with coverage), `unit-compiled` on the compiled wheel.
+# OTEL_REPEAT_GUARD_EXPECT_BUILD makes tests/packaging fail if the run is not on the build it names.
 unit: $(BIN)/.installed backends chromium
-	OTEL_REPEAT_GUARD_REQUIRE_BACKENDS=1 PHOENIX_BIN=$(VENV_PHOENIX)/bin/phoenix \
+	OTEL_REPEAT_GUARD_REQUIRE_BACKENDS=1 PHOENIX_BIN=$(VENV_PHOENIX)/bin/phoenix OTEL_REPEAT_GUARD_EXPECT_BUILD=pure \
 	  $(BIN)/python -m pytest --ignore=tests/integrations --cov --cov-report=term-missing:skip-covered; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing, since nothing was proven" >&2; exit 1; fi; exit $$rc
 	$(BIN)/python -m coverage report --include='$(CORE_MODULES)' --fail-under=100 --show-missing
 
+# The installed package, not the source tree, must be the one imported: pytest's own script (not
+# `python -m`, which puts the checkout first on sys.path), --import-mode=append (the checkout goes
+# last, for `tests` only), and PYTHONSAFEPATH=1 for the tests' `python -m` subprocesses.
+# The compiled code is invisible to coverage: `unit` measures it on the same source.
+unit-compiled: $(CBIN)/.installed backends chromium
+	OTEL_REPEAT_GUARD_REQUIRE_BACKENDS=1 PHOENIX_BIN=$(VENV_PHOENIX)/bin/phoenix OTEL_REPEAT_GUARD_EXPECT_BUILD=compiled \
+	  PYTHONSAFEPATH=1 $(CBIN)/pytest -p no:cacheprovider --import-mode=append --ignore=tests/integrations; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing, since nothing was proven" >&2; exit 1; fi; exit $$rc
+
+# Pure Python (an editable install): the compiled build is tested on the current SDK only.
 sdk-oldest: $(VENV_OLDEST)/.installed
 	$(VENV_OLDEST)/bin/python -c 'import opentelemetry.sdk.version as v; print("core suite on opentelemetry-sdk", v.__version__)'
-	$(VENV_OLDEST)/bin/python -m pytest -q tests/guard
+	OTEL_REPEAT_GUARD_EXPECT_BUILD=pure $(VENV_OLDEST)/bin/python -m pytest -q tests/guard tests/packaging/test_build_mode.py
 
 # OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1: a framework that fails to import fails the run instead of skipping.
 # (An explicit rule per group: make never applies pattern rules to .PHONY targets.)
@@ -130,7 +165,7 @@ $(foreach group,$(INTEGRATION_GROUPS),$(eval $(call integration_rule,$(group))))
 
 integration: $(addprefix integration-,$(INTEGRATION_GROUPS))
 
-test: lint typecheck unit sdk-oldest integration
+test: lint typecheck unit unit-compiled sdk-oldest integration
 
 # Refreshes docs/dashboard.png from the browser test.
 screenshot: $(BIN)/.installed chromium
@@ -141,8 +176,9 @@ benchmark: $(BIN)/.installed
 	$(BIN)/python benchmarks/dashboard_queries.py
 
 # The guard's cost, side by side with its baselines (not part of `make test`): see benchmarks/RESULTS.md.
-bench: $(BIN)/.installed
-	$(BIN)/python -m benchmarks
+# Both builds, one after the other, in one table; BENCH_FLAGS=--instructions adds the valgrind counts.
+bench: $(CBIN)/.installed
+	$(CBIN)/python -m benchmarks.side_by_side $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_COMPILED) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache

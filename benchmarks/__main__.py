@@ -1,16 +1,24 @@
-"""Run every benchmark case and print the table: ``python -m benchmarks [--quick] [--markdown FILE]``."""
+"""Run every benchmark case and print the table: ``python -m benchmarks [--quick] [--markdown FILE]``.
+
+``--build pure`` or ``--build compiled`` picks the build of otel_repeat_guard (see ``benchmarks.builds``);
+``python -m benchmarks.side_by_side`` runs both and prints one table.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from benchmarks import cases
-from benchmarks.cases import Row, Settings
+from benchmarks import builds
+
+if TYPE_CHECKING:
+    from benchmarks.cases import Row
 
 
 def _table(rows: list[Row]) -> str:
@@ -25,7 +33,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer rounds and agents, for a smoke run")
     parser.add_argument("--markdown", type=Path, help="also write the table, with the machine, to this file")
+    parser.add_argument("--build", choices=builds.BUILDS, help="the build of otel_repeat_guard to measure")
+    parser.add_argument("--json", type=Path, help="also write the rows and the build to this file")
     args = parser.parse_args()
+    builds.select(args.build)
+    build = builds.verify(args.build)
+    print(f"otel_repeat_guard build: {build}", flush=True)
+    from benchmarks import cases  # after select: the cases import the guard
+    from benchmarks.cases import Settings
+
     settings = Settings(rounds=3, segment=500, memory_agents=5_000, max_scale=10_000) if args.quick else Settings()
 
     started = time.perf_counter()
@@ -57,8 +73,12 @@ def main() -> int:
     if args.markdown:
         machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, {cases.python_info()}"
         args.markdown.write_text(
-            f"Machine: {machine}\n\nRun: `python -m benchmarks` ({elapsed:.0f} s)\n\n{table}\n", encoding="utf-8"
+            f"Machine: {machine}\n\nRun: `python -m benchmarks --build {build}` ({elapsed:.0f} s)\n\n{table}\n",
+            encoding="utf-8",
         )
+    if args.json:
+        document = {"build": build, "python": cases.python_info(), "seconds": elapsed, "rows": [vars(r) for r in rows]}
+        args.json.write_text(json.dumps(document, indent=1), encoding="utf-8")
     missed = [row.case for row in rows if row.met is False]
     if missed:
         print("goals missed beyond the noise band: " + "; ".join(missed))

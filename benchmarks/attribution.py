@@ -14,7 +14,7 @@ from typing import Any
 
 import otel_repeat_guard.processor as guard_module
 from benchmarks import workloads as w
-from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard import RepeatGuardSpanProcessor, build_mode
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.conventions import GenAIConvention
 
@@ -47,6 +47,10 @@ def _timed(owner: Any, name: str, totals: dict[str, list[float]], label: str) ->
 
 
 def main() -> None:
+    if build_mode() == "compiled":  # compiled code calls its functions directly, past any wrapper set here
+        raise SystemExit(
+            "attribution wraps Python-level steps: run it on the pure build (OTEL_REPEAT_GUARD_BENCH_BUILD=pure)"
+        )
     calls = w.tool_arguments(200, 2_000, 0.2)
     totals: dict[str, list[float]] = {}
     for label, (owner, name) in STEPS.items():

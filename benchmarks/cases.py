@@ -158,7 +158,7 @@ def threshold_hits(s: Settings) -> Row:
     """Pairs of identical calls: each second call either fires a reminder (threshold 2) or is a plain repeat."""
     calls = [text for text in w.tool_arguments(200, s.segment // 2, 0.0) for _ in range(2)]
     reminders: list[Reminder] = []
-    plain = w.pipeline(_guard(config=GuardConfig(thresholds=(1_000_000,)), on_reminder=reminders.append))
+    plain = w.pipeline(_guard(config=GuardConfig(thresholds=(100_000,)), on_reminder=reminders.append))
     w.tool_segment(plain, calls)
     _check(not reminders, f"{len(reminders)} reminders below the threshold")
     firing = w.pipeline(_guard(config=GuardConfig(thresholds=(2,)), on_reminder=reminders.append))

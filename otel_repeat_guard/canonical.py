@@ -96,10 +96,16 @@ def arguments_digest(canonical: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(canonical)
 
 
-class _Number(str):
-    """A number kept as its canonical text: past the float range, or past the int conversion limit."""
+class _Number:
+    """A number kept as its canonical text: past the float range, or past the int conversion limit.
 
-    __slots__ = ()
+    It holds the text rather than being a ``str`` subclass: mypyc compiles no subclass of ``str``.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def _exact_int(text: str) -> int | _Number:
@@ -150,7 +156,7 @@ def _scalar(value: Any) -> str:
     if value is None or value is True or value is False:
         return _CONSTANTS[value]
     if isinstance(value, _Number):
-        return str.__str__(value)
+        return value.text
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, int):

@@ -9,6 +9,7 @@ would keep busy for minutes inside the agent's ``span.end()``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 
 class _Glob:
@@ -54,30 +55,39 @@ def compile_patterns(patterns: Sequence[str]) -> PatternSet | None:
     return PatternSet(patterns) if patterns else None
 
 
-class ToolFilter(dict[str, bool]):
+class ToolFilter:
     """Decides which tool names are tracked: ``include`` (empty means all) minus ``exclude``.
 
-    ``tool_filter[name]`` is the answer. It is a dict of the answers so far, so a known
+    ``tool_filter[name]`` is the answer. The answers so far are kept in a dict, so a known
     tool costs one lookup on the hot path; past ``CACHE_LIMIT`` names it starts afresh.
+    Not a ``dict`` subclass with ``__missing__``: mypyc's compiled form of that crashed.
     """
 
-    __slots__ = ("_exclude", "_include")
+    __slots__ = ("_answers", "_exclude", "_include")
 
-    CACHE_LIMIT = 4096
+    CACHE_LIMIT: Final = 4096
 
     def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
-        super().__init__()
+        self._answers: dict[str, bool] = {}
         self._include = compile_patterns(include)
         self._exclude = compile_patterns(exclude)
 
-    def __missing__(self, tool_name: str) -> bool:
+    def __getitem__(self, tool_name: str) -> bool:
+        answer = self._answers.get(tool_name)
+        return self._decide(tool_name) if answer is None else answer
+
+    def _decide(self, tool_name: str) -> bool:
         tracked = (self._include is None or self._include.fullmatch(tool_name) is not None) and (
             self._exclude is None or self._exclude.fullmatch(tool_name) is None
         )
-        if len(self) >= self.CACHE_LIMIT:
-            self.clear()
-        self[tool_name] = tracked
+        if len(self._answers) >= self.CACHE_LIMIT:
+            self._answers.clear()
+        self._answers[tool_name] = tracked
         return tracked
 
     def __call__(self, tool_name: str) -> bool:
         return self[tool_name]
+
+    def __len__(self) -> int:
+        """How many answers are kept."""
+        return len(self._answers)

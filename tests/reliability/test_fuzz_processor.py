@@ -157,7 +157,9 @@ _CHAT = {"name": "chat", "attributes": {"gen_ai.operation.name": "chat"}, "error
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenario())
 # found by CI: a model call under a nested span after the root's first call; the nested span encloses it
-@example([("open_plain", "coder"), ("tool", _DENIED_READ), ("open_plain", "coder"), ("tool", _CHAT), ("tool", _DENIED_READ)])
+@example(
+    [("open_plain", "coder"), ("tool", _DENIED_READ), ("open_plain", "coder"), ("tool", _CHAT), ("tool", _DENIED_READ)]
+)
 def test_fuzzed_spans_never_raise_and_follow_the_rules(steps: list[tuple[str, Any]]) -> None:
     reminders: list[Reminder] = []
     guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=THRESHOLDS), reminders.append)
