@@ -19,6 +19,7 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, SpanR
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.store.records import (
     AgentRunRow,
+    CallRow,
     ModelCallRow,
     ToolCallRow,
     agent_run_row,
@@ -539,13 +540,7 @@ class SQLiteSpanExporter(SpanExporter):
     ) -> bool:
         """Insert one model call (its agent from an already exported run span if it has one); False when
         the store holds the span already."""
-        key, name, known, pending = model.agent_key, model.agent_name, model.agent_known, model.agent_pending
-        if pending:
-            found = self._run_of_parent(conn, model.trace_id, model.parent_span_id, runs_seen)
-            if found is not None:
-                key = key if known else str(found[0])
-                name = name if name is not None else found[1]
-                known, pending = True, False
+        key, name, known, pending = self._agent_of(conn, model, runs_seen)
         cursor = conn.execute(
             _INSERT_MODEL_CALL,
             (
@@ -592,6 +587,23 @@ class SQLiteSpanExporter(SpanExporter):
             models.add(figures, _label(name, key), None)
         return True
 
+    def _agent_of(
+        self,
+        conn: sqlite3.Connection,
+        row: CallRow,
+        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
+    ) -> tuple[str, str | None, bool, bool]:
+        """A call's agent key, name, known and pending flags: its own, completed from its agent-run span
+        when that was exported first (unusual, but possible)."""
+        key, name, known, pending = row.agent_key, row.agent_name, row.agent_known, row.agent_pending
+        if pending:
+            found = self._run_of_parent(conn, row.trace_id, row.parent_span_id, runs_seen)
+            if found is not None:
+                key = key if known else str(found[0])
+                name = name if name is not None else found[1]
+                known, pending = True, False
+        return key, name, known, pending
+
     @staticmethod
     def _run_of_parent(
         conn: sqlite3.Connection,
@@ -619,13 +631,7 @@ class SQLiteSpanExporter(SpanExporter):
         ``runs_seen`` remembers, for this batch, which parents are known agent runs: a batch's
         first calls mostly share a few parents, so each is looked up once, not once per call.
         """
-        key, name, known, pending = call.agent_key, call.agent_name, call.agent_known, call.agent_pending
-        if pending:  # the agent-run span may have been exported first (unusual, but possible)
-            found = self._run_of_parent(conn, call.trace_id, call.parent_span_id, runs_seen)
-            if found is not None:
-                key = key if known else str(found[0])
-                name = name if name is not None else found[1]
-                known, pending = True, False
+        key, name, known, pending = self._agent_of(conn, call, runs_seen)
         cursor = conn.execute(
             _INSERT_CALL,
             (

@@ -49,8 +49,8 @@ UNKNOWN_SERVICE = "unknown_service"
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallRow:
-    """One tool call as the store keeps it."""
+class CallRow:
+    """What a tool call and a model call have in common: when, where, and the agent run they belong to."""
 
     start_ns: int
     end_ns: int
@@ -61,15 +61,6 @@ class ToolCallRow:
     agent_key: str
     agent_name: str | None
     agent_known: bool
-    tool_name: str
-    tracked: bool
-    arguments_digest: str | None
-    arguments_preview: str | None
-    error: bool
-    run_length: int | None
-    reminder_tier: str | None
-    reminder_threshold: int | None
-    unguarded_reason: str | None = None
 
     @property
     def duration_ns(self) -> int:
@@ -79,6 +70,21 @@ class ToolCallRow:
     def agent_pending(self) -> bool:
         """Whether the parent agent-run span may still supply this call's agent key or name."""
         return self.parent_span_id is not None and (not self.agent_known or self.agent_name is None)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRow(CallRow):
+    """One tool call as the store keeps it."""
+
+    tool_name: str
+    tracked: bool
+    arguments_digest: str | None
+    arguments_preview: str | None
+    error: bool
+    run_length: int | None
+    reminder_tier: str | None
+    reminder_threshold: int | None
+    unguarded_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,18 +98,9 @@ class AgentRunRow:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCallRow:
+class ModelCallRow(CallRow):
     """One model call as the store keeps it (see :mod:`otel_repeat_guard.store.model_calls`)."""
 
-    start_ns: int
-    end_ns: int
-    service_name: str
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    agent_key: str
-    agent_name: str | None
-    agent_known: bool
     model: str | None
     provider: str | None
     input_tokens: int | None
@@ -112,14 +109,6 @@ class ModelCallRow:
     conversation_id: str | None
     error: bool
     output_preview: str | None
-
-    @property
-    def duration_ns(self) -> int:
-        return storable_int(max(0, self.end_ns - self.start_ns))
-
-    @property
-    def agent_pending(self) -> bool:
-        return self.parent_span_id is not None and (not self.agent_known or self.agent_name is None)
 
 
 def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
