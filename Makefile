@@ -26,7 +26,7 @@ DB ?= repeat-guard.db
 
 # Agent-framework integration tests: one virtualenv per group of frameworks that install together
 # (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1; each requirements file says why it
-# stands alone). `make -j2 integration` installs and runs groups in parallel; CI runs `make -j2 test`.
+# stands alone). `make -j2 integration` installs and runs groups in parallel; `make test` runs two jobs at a time.
 VENV_INT ?= .venv-int
 INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry clients
 INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py
@@ -40,7 +40,7 @@ INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
 INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py
 
-.PHONY: redis check test lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
+.PHONY: redis check test test-all lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
 
 $(BIN)/.installed: pyproject.toml
@@ -165,7 +165,13 @@ $(foreach group,$(INTEGRATION_GROUPS),$(eval $(call integration_rule,$(group))))
 
 integration: $(addprefix integration-,$(INTEGRATION_GROUPS))
 
-test: lint typecheck unit unit-compiled sdk-oldest integration
+# `make test` is what CI runs (.ci/run): two jobs at a time on this 2-core machine, each job's output
+# kept together. TEST_JOBS=1 runs it serially.
+TEST_JOBS ?= 2
+test:
+	$(MAKE) -j$(TEST_JOBS) --output-sync=target test-all
+
+test-all: lint typecheck unit unit-compiled sdk-oldest integration
 
 # Refreshes docs/dashboard.png from the browser test.
 screenshot: $(BIN)/.installed chromium
