@@ -339,9 +339,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 arguments, source = requested.arguments, "model_request"
             if arguments is MISSING:
                 decision = self._unguarded(NO_ARGUMENTS, tool, span, "none", run)
-                counted = self._count(
-                    run, tool, MISSING, span, attributes, events, error
-                )  # still a call: it breaks runs
+                counted = self._count(run, tool, MISSING, span, attributes, events, error)  # it still breaks runs
                 if counted is not None:
                     _merge(decision, counted)
                 return decision

@@ -102,21 +102,10 @@ class RunResolver:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def started(self, span: Span, attributes: Mapping[str, Any]) -> str | None:
-        """Track an open span; the agent id an agent-run span names at its start, if any
-        (each agent run is a new prompt for the chain of that id).
-
-        The processor's hot path does the same without the call: it writes ``live`` itself and
-        asks :meth:`agent_id_at_start` only for a span that starts with attributes.
-        """
-        live = self.live
-        live[span.context.span_id] = span
-        if len(live) > self.max_live_spans:
-            evict_oldest(live)
-        return self.agent_id_at_start(span.name, attributes) if attributes else None
-
     def agent_id_at_start(self, name: str, attributes: Mapping[str, Any]) -> str | None:
-        """The agent id an agent-run span names at its start, if any."""
+        """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for
+        the chain of that id). The processor asks only for a span that starts with attributes; it writes
+        ``live`` itself, on every span, with no call into this module."""
         if self._may_name_agent_id is None or self._may_name_agent_id(attributes):
             run = find_agent_run(self._conventions, name, attributes)
             if run is not None:

@@ -10,7 +10,6 @@ from opentelemetry.trace import SpanKind, use_span
 
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS
 from otel_repeat_guard.runs import Run, RunResolver
-from otel_repeat_guard.span_events import attributes_of
 
 
 class Feed(SpanProcessor):
@@ -23,7 +22,7 @@ class Feed(SpanProcessor):
         )
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self.resolver.started(span, attributes_of(span))
+        self.resolver.live[span.context.span_id] = span  # as the processor's on_start
         if span.name == "chat":
             self.resolver.mark_model_call(span.parent)
 
