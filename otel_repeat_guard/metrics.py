@@ -1,6 +1,6 @@
 """The guard's OTel instruments. Recorded only on repeats, never on every tool call.
 
-The two counters are observable: a repeat appends its tool name to a log (a deque, whose
+The counters are observable: a repeat appends its tool name (and duration) to a log (a deque, whose
 append needs no lock), the log is folded into totals when the SDK collects (or once it is
 long), and the SDK reads the totals. The histogram has no observable form in OpenTelemetry, so a
 finished run is counted in a dict too, and handed to the histogram when the counters'
@@ -24,6 +24,8 @@ REMINDERS = "repeat_tool_guard.reminders"
 RUN_LENGTH = "repeat_tool_guard.run_length"
 UNGUARDED_CALLS = "repeat_tool_guard.unguarded_calls"
 REMINDER_OUTCOMES = "repeat_tool_guard.reminder_outcomes"
+WASTED_TIME = "repeat_tool_guard.wasted_time"
+WASTED_TOKENS = "repeat_tool_guard.wasted_tokens"
 _RUN_LENGTH_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
 MAX_SERIES = 2000
 """Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
@@ -47,13 +49,17 @@ class GuardMetrics:
         "_run_length",
         "_tool_attrs",
         "_unguarded",
+        "_wasted_ns",
+        "_wasted_tokens",
     )
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         meter = (meter_provider or get_meter_provider()).get_meter("otel_repeat_guard", __version__)
         self._lock = threading.Lock()
         self._repeats: dict[str, int] = {}
-        self._repeat_log: deque[str] = deque()
+        self._wasted_ns: dict[str, int] = {}
+        self._repeat_log: deque[tuple[str, int]] = deque()
+        self._wasted_tokens: dict[tuple[str, str], int] = {}
         self._reminders: dict[tuple[str, str, int, str], int] = {}
         self._outcomes: dict[tuple[str, str, str], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
@@ -79,6 +85,19 @@ class GuardMetrics:
             "went on) or ended (the run ended first).",
         )
         meter.create_observable_counter(
+            WASTED_TIME,
+            callbacks=[self._observe_wasted_time],
+            unit="s",
+            description="Time spent in repeated tool calls (the second and later of a run of identical calls).",
+        )
+        meter.create_observable_counter(
+            WASTED_TOKENS,
+            callbacks=[self._observe_wasted_tokens],
+            unit="{token}",
+            description="Tokens of the model calls that issued a repeated call or a call of a detected loop, "
+            "by gen_ai.token.type (input, output); each model call counted once.",
+        )
+        meter.create_observable_counter(
             UNGUARDED_CALLS,
             callbacks=[self._observe_unguarded],
             unit="{call}",
@@ -91,21 +110,35 @@ class GuardMetrics:
             explicit_bucket_boundaries_advisory=_RUN_LENGTH_BUCKETS,
         )
 
-    def repeated_call(self, tool: str) -> None:
+    def repeated_call(self, tool: str, duration_ns: int = 0) -> None:
+        """A repeated call to ``tool`` that took ``duration_ns`` (0 when it had no tool span to time)."""
         log = self._repeat_log
-        log.append(tool)
+        log.append((tool, duration_ns))
         if len(log) > MAX_REPEAT_LOG:
             self._fold_repeats()
 
     def _fold_repeats(self) -> None:
-        """Move the logged repeats into the totals; popleft takes each name exactly once, whoever folds."""
-        log, counts = self._repeat_log, self._repeats
+        """Move the logged repeats into the totals; popleft takes each entry exactly once, whoever folds."""
+        log, counts, wasted = self._repeat_log, self._repeats, self._wasted_ns
         with self._lock:
             while log:
-                tool = log.popleft()
+                tool, duration_ns = log.popleft()
                 if tool not in counts and len(counts) >= MAX_SERIES:
                     tool = ""
                 counts[tool] = counts.get(tool, 0) + 1
+                wasted[tool] = wasted.get(tool, 0) + max(0, duration_ns)
+
+    def wasted_tokens(self, tool: str, input_tokens: int | None, output_tokens: int | None) -> None:
+        """The tokens of a model call that issued a wasted call to ``tool``; unknown counts add nothing."""
+        with self._lock:
+            counts = self._wasted_tokens
+            for token_type, tokens in (("input", input_tokens), ("output", output_tokens)):
+                if tokens is None:
+                    continue
+                key = (tool, token_type)
+                if key not in counts and len(counts) >= MAX_SERIES:
+                    key = ("", token_type)
+                counts[key] = counts.get(key, 0) + tokens
 
     def reminder(self, tool: str, tier: str, threshold: int, kind: str = "repeat") -> None:
         key = (tool, tier, threshold, kind)
@@ -174,6 +207,20 @@ class GuardMetrics:
         return [
             Observation(n, {"outcome": outcome, "repeat_tool_guard.kind": kind, "repeat_tool_guard.tier": tier})
             for (outcome, kind, tier), n in totals
+        ]
+
+    def _observe_wasted_time(self, options: CallbackOptions) -> Iterable[Observation]:
+        self._fold_repeats()
+        with self._lock:
+            totals = list(self._wasted_ns.items())
+        return [Observation(ns / 1e9, self._attributes(tool)) for tool, ns in totals]
+
+    def _observe_wasted_tokens(self, options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            totals = list(self._wasted_tokens.items())
+        return [
+            Observation(n, {**self._attributes(tool), "gen_ai.token.type": token_type})
+            for (tool, token_type), n in totals
         ]
 
     def _observe_unguarded(self, options: CallbackOptions) -> Iterable[Observation]:

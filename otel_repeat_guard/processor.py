@@ -34,6 +34,7 @@ from otel_repeat_guard.conventions import (
     failed,
 )
 from otel_repeat_guard.conventions.outcomes import outcome_of
+from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
@@ -151,6 +152,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         )
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
+        self._issuers: dict[str, tuple[int | None, int | None]] = {}  # run -> its last model call's tokens, uncharged
+        self._max_agents = max_agents
         self._warn = WarnOnce(logger)
         self._follow_remote = config.follows_remote_runs  # a span under a remote parent: the baggage's run
 
@@ -178,6 +181,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             for key in (agent_id, *self._runs.runs_of_agent(agent_id)):
                 self._chains.forget(key)
                 self._steps.forget(key)
+                self._issuers.pop(key, None)
         except Exception:
             logger.exception("repeat guard failed in forget(%r)", agent_id)
 
@@ -394,13 +398,23 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if length >= 2 and key is not None:
             if span is not None and not error:
                 error = span.status.status_code is StatusCode.ERROR or failed(attributes, events)
-            _merge(decision, self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id))
+            took = span.end_time - span.start_time if span is not None and span.end_time and span.start_time else 0
+            repeat = self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took)
+            _merge(decision, repeat)
         if call is not None and self._detecting:
             for found in chains.detect(run.key, call):
                 _merge(decision, self._recorder.detection(run, tool, arguments, found, outcome, context, call_id))
         for reminder in decision[1]:
             chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
-        return decision if decision[0] else None
+        return self._wasted(run.key, tool, decision) if decision[0] else None
+
+    def _wasted(self, run_key: str, tool: str, decision: Decision) -> Decision:
+        """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted
+        (each model call's once)."""
+        issuer = self._issuers.pop(run_key, None)
+        if issuer is not None:
+            self._metrics.wasted_tokens(tool, *issuer)
+        return decision
 
     def _opt_in(
         self,
@@ -473,6 +487,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         parent = span.parent
         if late and parent is not None and parent.span_id not in self._runs.marked:  # marked once per run span
             self._runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
+        tokens = token_usage(attributes)
+        if tokens != (None, None):  # the tokens a wasted call it issues would cost (a nested call's stay if none)
+            if run is None:
+                run = self._runs.resolve(parent)
+            if run is not None:
+                self._note_issuer(run.key, tokens)
         keep = may_request(attributes, events)
         if not keep and not (late and self._steps.steps):
             return None  # a text answer, nothing pending: nothing to keep, nothing to count
@@ -493,6 +513,13 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 run.key, Step(read, name, attributes, events, context, _scope(span), span.end_time or 0), started
             )
         return decision
+
+    def _note_issuer(self, run_key: str, tokens: tuple[int | None, int | None]) -> None:
+        issuers = self._issuers
+        issuers.pop(run_key, None)  # re-inserted last: the dict's order is the runs' recency
+        issuers[run_key] = tokens
+        if len(issuers) > self._max_agents:
+            evict_oldest(issuers)
 
     def _run_span_ends(self, span: ReadableSpan) -> Decision | None:
         """A span that stood for a run ends: count what its last step requested without tool spans."""
@@ -530,6 +557,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def _run_ended(self, run: Run) -> None:
         self._chains.forget(run.key)
         self._steps.forget(run.key)
+        self._issuers.pop(run.key, None)
 
     # -- reporting -----------------------------------------------------------------------
 

@@ -74,8 +74,10 @@ class Recorder:
         error: bool,
         context: SpanContext | None,
         call_id: str | None = None,
+        duration_ns: int = 0,
     ) -> Decision:
-        """The events and reminder of a repeated call (the ``length``-th identical one in a row)."""
+        """The events and reminder of a repeated call (the ``length``-th identical one in a row), which
+        took ``duration_ns`` (0: it had no tool span to time)."""
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": length,
             "repeat_tool_guard.agent_id": run.key,
@@ -86,7 +88,7 @@ class Recorder:
         if call_id is not None:  # a call with no tool span of its own: its events sit on another span
             repeat["gen_ai.tool.call.id"] = call_id
         events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
-        self._metrics.repeated_call(tool)
+        self._metrics.repeated_call(tool, duration_ns)
         tier = self._tiers.get(length)
         if tier is None:
             return events, []

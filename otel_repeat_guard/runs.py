@@ -240,6 +240,6 @@ class RunResolver:
         return found
 
 
-def evict_oldest(mapping: dict[int, Any]) -> None:
+def evict_oldest(mapping: dict[Any, Any]) -> None:
     with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next call evicts
         del mapping[next(iter(mapping))]

@@ -13,12 +13,8 @@ model          ``gen_ai.response.model``,               GenAI and OpenLLMetry (t
 provider       ``gen_ai.provider.name``,                GenAI (``gen_ai.system`` before semconv 1.37,
                ``gen_ai.system``, ``llm.provider``,     and OpenLLMetry); OpenInference
                ``llm.system``
-input tokens   ``gen_ai.usage.input_tokens``,           GenAI; OpenLLMetry; OpenInference
-               ``gen_ai.usage.prompt_tokens``,
-               ``llm.token_count.prompt``
-output tokens  ``gen_ai.usage.output_tokens``,          GenAI; OpenLLMetry; OpenInference
-               ``gen_ai.usage.completion_tokens``,
-               ``llm.token_count.completion``
+input and     as :mod:`otel_repeat_guard.conventions.usage` reads them for the guard
+output tokens
 total tokens   input + output when both are known, else ``llm.usage.total_tokens`` (OpenLLMetry) or
                ``llm.token_count.total`` (OpenInference)
 conversation   ``gen_ai.conversation.id``, ``session.id``
@@ -35,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from otel_repeat_guard.conventions.usage import count_of, token_usage
+
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
-INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
 TOTAL_TOKEN_KEYS = ("llm.usage.total_tokens", "llm.token_count.total")
 CONVERSATION_KEYS = ("gen_ai.conversation.id", "session.id")
 OUTPUT_KEYS = (
@@ -69,22 +65,13 @@ def _text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _count(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
-    for key in keys:
-        value = attributes.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
-
-
 def read_model_call(attributes: Mapping[str, Any]) -> ModelCallInfo:
     """The model, provider, tokens, conversation and output text of a model-call span's attributes."""
-    input_tokens = _count(attributes, INPUT_TOKEN_KEYS)
-    output_tokens = _count(attributes, OUTPUT_TOKEN_KEYS)
+    input_tokens, output_tokens = token_usage(attributes)
     if input_tokens is not None and output_tokens is not None:
         total: int | None = input_tokens + output_tokens
     else:
-        total = _count(attributes, TOTAL_TOKEN_KEYS)
+        total = count_of(attributes, TOTAL_TOKEN_KEYS)
     return ModelCallInfo(
         model=_text(attributes, MODEL_KEYS),
         provider=_text(attributes, PROVIDER_KEYS),

@@ -123,3 +123,67 @@ def test_repeats_logged_from_many_threads_are_all_counted() -> None:
     metrics.repeated_call("tool0")
     again = {p.attributes["gen_ai.tool.name"]: p.value for p in _points(reader)["repeat_tool_guard.repeated_calls"]}
     assert again == {"tool0": 2 * per_thread + 1, "tool1": 2 * per_thread}  # cumulative
+
+
+def test_wasted_time_and_tokens_count_repeats_and_the_model_calls_that_asked_for_them() -> None:
+    reader = InMemoryMetricReader()
+    h = make_harness(GuardConfig(cycle_thresholds=(2,)), meter_provider=MeterProvider(metric_readers=[reader]))
+    clock = iter(range(1_000_000_000, 10**12, 1_000_000_000))  # one second per tick
+
+    def model_call(input_tokens: int, output_tokens: int | None) -> None:
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": input_tokens}
+        if output_tokens is not None:
+            attributes["gen_ai.usage.output_tokens"] = output_tokens
+        h.tracer.start_span("chat gpt-4o", attributes=attributes).end()
+
+    def tool_call(tool: str, seconds: int, query: str) -> None:
+        start = next(clock)
+        span = h.tracer.start_span(
+            f"execute_tool {tool}",
+            start_time=start,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.arguments": f'{{"q": "{query}"}}',
+            },
+        )
+        span.end(end_time=start + seconds * 1_000_000_000)
+
+    with h.agent_run("coder"):
+        model_call(100, 10)
+        tool_call("grep", 2, "x")  # first call: nothing wasted
+        model_call(200, 20)
+        tool_call("grep", 3, "x")  # a repeat: 3 s, and the 200 + 20 tokens that asked for it
+        tool_call("grep", 4, "x")  # a repeat asked for by the same model call: its tokens count once
+        model_call(300, 30)
+        tool_call("read", 1, "a")  # breaks the run: nothing wasted
+        model_call(400, None)  # output tokens unknown: only the input counts
+        tool_call("grep", 5, "b")
+        model_call(500, 50)
+        tool_call("read", 6, "a")
+        model_call(600, 60)
+        tool_call("grep", 7, "b")  # completes a second copy of the cycle read, grep: a loop, not a repeat
+    points = _points(reader)
+
+    seconds = {p.attributes["gen_ai.tool.name"]: p.value for p in points["repeat_tool_guard.wasted_time"]}
+    assert seconds == {"grep": pytest.approx(7.0)}
+    tokens = {
+        (p.attributes["gen_ai.tool.name"], p.attributes["gen_ai.token.type"]): p.value
+        for p in points["repeat_tool_guard.wasted_tokens"]
+    }
+    assert tokens == {("grep", "input"): 200 + 600, ("grep", "output"): 20 + 60}
+
+
+def test_wasted_tokens_stay_unknown_without_usage_and_are_not_kept_past_the_run() -> None:
+    reader = InMemoryMetricReader()
+    h = make_harness(meter_provider=MeterProvider(metric_readers=[reader]))
+    with h.agent_run("coder"):
+        h.tracer.start_span("chat", attributes={"gen_ai.operation.name": "chat"}).end()
+        h.call("grep", {"q": 1})
+        h.call("grep", {"q": 1})
+    with h.agent_run("coder"):
+        h.tracer.start_span("chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 9}).end()
+    assert h.guard._issuers == {}  # the run ended: its model call's tokens are not kept
+    points = _points(reader)
+    assert "repeat_tool_guard.wasted_tokens" not in points
+    assert [p.attributes["gen_ai.tool.name"] for p in points["repeat_tool_guard.wasted_time"]] == ["grep"]

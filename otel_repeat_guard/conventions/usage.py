@@ -1,0 +1,39 @@
+"""A model call's token usage, in the three vocabularies: read by the guard (for its wasted-token
+metric) and by the store (for its ``model_calls`` rows), so both count the same tokens.
+
+============== ======================================== ============================================
+what           key, in the order asked                  vocabulary
+============== ======================================== ============================================
+input tokens   ``gen_ai.usage.input_tokens``,           GenAI; OpenLLMetry; OpenInference
+               ``gen_ai.usage.prompt_tokens``,
+               ``llm.token_count.prompt``
+output tokens  ``gen_ai.usage.output_tokens``,          GenAI; OpenLLMetry; OpenInference
+               ``gen_ai.usage.completion_tokens``,
+               ``llm.token_count.completion``
+============== ======================================== ============================================
+
+Counts that are not non-negative integers (a string, a bool, a negative number) are unknown
+(None), never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
+OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+
+
+def count_of(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The first of ``keys`` whose value is a non-negative integer, else None."""
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def token_usage(attributes: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The (input, output) token counts a model-call span records; None where unknown."""
+    return count_of(attributes, INPUT_TOKEN_KEYS), count_of(attributes, OUTPUT_TOKEN_KEYS)
