@@ -43,6 +43,12 @@ INSERT OR IGNORE INTO tool_calls (
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 _INSERT_ARGUMENTS = "INSERT INTO tool_call_arguments (call_id, preview) VALUES (?, ?)"
+_INSERT_DETECTION = """
+INSERT INTO detections (
+    call_id, kind, end_ns, run_length, period, repetitions, cycle_tools, outcome_digest,
+    reminder_tier, reminder_threshold
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
 _INSERT_MODEL_CALL = """
 INSERT OR IGNORE INTO model_calls (
     start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
@@ -447,7 +453,7 @@ class SQLiteSpanExporter(SpanExporter):
                     duplicates += 1
                     continue
                 label, agent = inserted
-                if call.run_length is not None and call.run_length >= 2:
+                if call.in_loop:
                     self._link_issuer(conn, call, models)
                 rollup.add(
                     call.end_ns,
@@ -460,6 +466,7 @@ class SQLiteSpanExporter(SpanExporter):
                     call.duration_ns,
                 )
                 dimensions.update((("service", call.service_name), ("tool", call.tool_name)))
+                dimensions.update(("loop_kind", detection.kind) for detection in call.detections)
                 if agent is not None:
                     dimensions.add(("agent", agent))
             rollup.apply(conn)  # before any run below moves some of these calls to another label
@@ -517,7 +524,8 @@ class SQLiteSpanExporter(SpanExporter):
 
     @staticmethod
     def _link_issuer(conn: sqlite3.Connection, call: ToolCallRow, models: _ModelRollup) -> None:
-        """Mark the model call that issued repeated call ``call`` as wasted (under the first repeat's tool)."""
+        """Mark the model call that issued ``call`` (a repeated call, or one in a detected cycle or no-progress
+        run: :attr:`ToolCallRow.in_loop`) as wasted, under the first such call's tool."""
         issuer = None
         if call.parent_span_id is not None:
             issuer = conn.execute(_ISSUER_BY_PARENT, (call.trace_id, call.parent_span_id, call.end_ns)).fetchone()
@@ -660,6 +668,24 @@ class SQLiteSpanExporter(SpanExporter):
             return None
         if call.arguments_preview is not None:
             conn.execute(_INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
+        conn.executemany(
+            _INSERT_DETECTION,
+            [
+                (
+                    cursor.lastrowid,
+                    d.kind,
+                    call.end_ns,
+                    d.run_length,
+                    d.period,
+                    d.repetitions,
+                    d.cycle_tools,
+                    d.outcome_digest,
+                    d.reminder_tier,
+                    d.reminder_threshold,
+                )
+                for d in call.detections
+            ],
+        )
         if pending and not known:
             return _label(name, key), None  # labelled when its agent-run span arrives
         return _label(name, key), name or key

@@ -3,7 +3,9 @@
 Spans are read only through the guard's conventions (:func:`find_tool_call` and
 :func:`find_agent_run`), so the store recognizes exactly the tool calls the guard does.
 Run length and reminder data come from the guard's span events: the store holds what
-went over the wire, not a second opinion.
+went over the wire, not a second opinion. Every detection a call carries (a repeat, a cycle,
+no progress, a parallel duplicate) becomes a :class:`DetectionRow`, with the reminder of its
+kind when the call fired one; an odd event attribute is stored as unknown (None), never raised.
 
 Agent identity. An exporter sees one span at a time, not its ancestors, so the agent of a
 tool call is taken, in order, from:
@@ -19,6 +21,7 @@ tool call is taken, in order, from:
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +43,14 @@ from otel_repeat_guard.conventions import (
     find_agent_run,
 )
 from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
+from otel_repeat_guard.recorder import (
+    CYCLE_EVENT,
+    NO_PROGRESS_EVENT,
+    PARALLEL_DUPLICATE_EVENT,
+    REMINDER_EVENT,
+    REPEAT_EVENT,
+    UNGUARDED_EVENT,
+)
 from otel_repeat_guard.reminders import arguments_preview
 from otel_repeat_guard.span_events import contents_of
 from otel_repeat_guard.store.model_calls import read_model_call
@@ -72,9 +82,35 @@ class CallRow:
         return self.parent_span_id is not None and (not self.agent_known or self.agent_name is None)
 
 
+REPEAT, CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE = "repeat", "cycle", "no_progress", "parallel_duplicate"
+LOOP_KINDS = (REPEAT, CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE)
+"""The kinds of detection the store records, one ``detections`` row per tool call and kind."""
+_EVENT_KINDS = {CYCLE_EVENT: CYCLE, NO_PROGRESS_EVENT: NO_PROGRESS, PARALLEL_DUPLICATE_EVENT: PARALLEL_DUPLICATE}
+
+
+@dataclass(frozen=True, slots=True)
+class DetectionRow:
+    """One detection on a tool call: its kind, its numbers, and the reminder of that kind if the call fired one.
+
+    ``run_length`` is the number of calls the detection spans so far, as the guard's ``Reminder`` counts it:
+    the run of identical calls (repeat), the calls of the cycle's complete copies (``period`` x
+    ``repetitions``), the same-outcome calls (no progress); None for a parallel duplicate.
+    """
+
+    kind: str
+    run_length: int | None = None
+    period: int | None = None
+    repetitions: int | None = None
+    cycle_tools: str | None = None  # JSON array of the cycle's tools, in order
+    outcome_digest: str | None = None
+    reminder_tier: str | None = None
+    reminder_threshold: int | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCallRow(CallRow):
-    """One tool call as the store keeps it."""
+    """One tool call as the store keeps it. ``reminder_tier`` and ``reminder_threshold`` are the repeat
+    reminder's (as before detections by kind); ``detections`` holds every kind, repeats included."""
 
     tool_name: str
     tracked: bool
@@ -85,6 +121,14 @@ class ToolCallRow(CallRow):
     reminder_tier: str | None
     reminder_threshold: int | None
     unguarded_reason: str | None = None
+    detections: tuple[DetectionRow, ...] = ()
+
+    @property
+    def in_loop(self) -> bool:
+        """Whether the call repeats another or belongs to a detected cycle or no-progress run: its issuing
+        model call is wasted (a parallel duplicate is not: the same model call also asked for the original)."""
+        repeated = self.run_length is not None and self.run_length >= 2
+        return repeated or any(d.kind in (CYCLE, NO_PROGRESS) for d in self.detections)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,20 +224,86 @@ def _service_name(span: ReadableSpan) -> str:
     return value if isinstance(value, str) and value else UNKNOWN_SERVICE
 
 
-def _guard_events(
-    events: Sequence[Any],
-) -> tuple[Mapping[str, object], Mapping[str, object], Mapping[str, object]]:
-    repeat: Mapping[str, object] = {}
-    reminder: Mapping[str, object] = {}
-    unguarded: Mapping[str, object] = {}
-    for event in events:
-        if event.name == REPEAT_EVENT:
-            repeat = event.attributes or {}
-        elif event.name == REMINDER_EVENT:
-            reminder = event.attributes or {}
-        elif event.name == UNGUARDED_EVENT:
-            unguarded = event.attributes or {}
-    return repeat, reminder, unguarded
+class _GuardEvents:
+    """The guard's events on one tool span, by what the store reads of them (the last of each kind counts)."""
+
+    __slots__ = ("detections", "reminders", "repeat", "unguarded")
+
+    def __init__(self, events: Sequence[Any]) -> None:
+        self.repeat: Mapping[str, object] = {}
+        self.unguarded: Mapping[str, object] = {}
+        self.detections: dict[str, Mapping[str, object]] = {}  # kind -> the detection event's attributes
+        self.reminders: dict[str, Mapping[str, object]] = {}  # kind -> the reminder event's attributes
+        for event in events:
+            attributes = event.attributes or {}
+            if event.name == REPEAT_EVENT:
+                self.repeat = attributes
+            elif event.name == REMINDER_EVENT:
+                kind = attributes.get("repeat_tool_guard.kind", REPEAT)  # a guard before kinds: a repeat
+                if kind in LOOP_KINDS:
+                    self.reminders[str(kind)] = attributes
+            elif event.name == UNGUARDED_EVENT:
+                self.unguarded = attributes
+            elif event.name in _EVENT_KINDS:
+                self.detections[_EVENT_KINDS[event.name]] = attributes
+
+    def reminder(self, kind: str) -> tuple[str | None, int | None]:
+        """The tier and threshold of the call's reminder of ``kind``, if it fired one."""
+        attributes = self.reminders.get(kind, {})
+        tier = _str_or_none(attributes.get("repeat_tool_guard.tier"))
+        threshold = _int_or_none(attributes.get("repeat_tool_guard.threshold"))
+        return (None if tier is None else storable_text(tier)), _storable_or_none(threshold)
+
+    def rows(self, run_length: int | None) -> tuple[DetectionRow, ...]:
+        """One row per kind detected on the call (``run_length``: the call's position in its run of identical calls)."""
+        kinds = set(self.detections) | set(self.reminders)
+        if run_length is not None and run_length >= 2:
+            kinds.add(REPEAT)
+        return tuple(
+            _detection(kind, self.detections.get(kind, {}), run_length, *self.reminder(kind))
+            for kind in LOOP_KINDS
+            if kind in kinds
+        )
+
+
+def _detection(
+    kind: str, attributes: Mapping[str, object], run_length: int | None, tier: str | None, threshold: int | None
+) -> DetectionRow:
+    if kind == REPEAT:
+        return DetectionRow(kind, run_length=run_length, reminder_tier=tier, reminder_threshold=threshold)
+    if kind == CYCLE:
+        period = _storable_or_none(_int_or_none(attributes.get("repeat_tool_guard.period")))
+        repetitions = _storable_or_none(_int_or_none(attributes.get("repeat_tool_guard.repetitions")))
+        return DetectionRow(
+            kind,
+            run_length=None if period is None or repetitions is None else storable_int(period * repetitions),
+            period=period,
+            repetitions=repetitions,
+            cycle_tools=_tools_json(attributes.get("repeat_tool_guard.cycle_tools")),
+            reminder_tier=tier,
+            reminder_threshold=threshold,
+        )
+    if kind == NO_PROGRESS:
+        digest = _str_or_none(attributes.get("repeat_tool_guard.outcome_digest"))
+        return DetectionRow(
+            kind,
+            run_length=_storable_or_none(_int_or_none(attributes.get("repeat_tool_guard.run_length"))),
+            outcome_digest=None if digest is None else storable_text(digest),
+            reminder_tier=tier,
+            reminder_threshold=threshold,
+        )
+    return DetectionRow(kind, reminder_tier=tier, reminder_threshold=threshold)
+
+
+def _tools_json(value: object) -> str | None:
+    """A cycle's tools as a JSON array (ASCII, so any text is storable), or None unless a sequence of strings."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(tool, str) for tool in value):
+        return None
+    return json.dumps(list(value))
+
+
+def _storable_or_none(value: int | None) -> int | None:
+    return None if value is None else storable_int(value)
 
 
 def _int_or_none(value: object) -> int | None:
@@ -221,7 +331,8 @@ def tool_call_row(
     tool, arguments, agent_id, agent_name, error, _ = call
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
-    repeat, reminder, unguarded = _guard_events(events)
+    guard = _GuardEvents(events)
+    repeat, unguarded = guard.repeat, guard.unguarded
     is_tracked = tracked[tool]
 
     digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
@@ -244,6 +355,7 @@ def tool_call_row(
         run_length = 1
     start = span.start_time or 0
     end = span.end_time or start
+    tier, threshold = guard.reminder(REPEAT)
     return storable(
         ToolCallRow(
             start_ns=start,
@@ -261,10 +373,11 @@ def tool_call_row(
             arguments_preview=preview,
             error=error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
             run_length=run_length,
-            reminder_tier=_str_or_none(reminder.get("repeat_tool_guard.tier")),
-            reminder_threshold=_int_or_none(reminder.get("repeat_tool_guard.threshold")),
+            reminder_tier=tier,
+            reminder_threshold=threshold,
             unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
             or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
+            detections=guard.rows(storable_int(run_length) if run_length is not None else None),
         )
     )
 

@@ -17,6 +17,9 @@ Version history:
    and ``model_call_outputs`` (a preview of what the model answered, when arguments may be kept);
    ``store_info`` (who made the store: the demo marks its own, so a new demo may replace it);
    and agent filter entries of run keys that were later named are removed.
+5. ``detections``: one row per tool call and kind of detection (repeat, cycle, no_progress,
+   parallel_duplicate) with its numbers and the reminder of that kind; repeats are backfilled from
+   ``tool_calls``, and the kinds seen are listed in ``dimensions`` (kind ``loop_kind``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from pathlib import Path
 
 APPLICATION = "otel-repeat-guard"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEFAULT_DB = "repeat-guard.db"
 DB_ENV = "OTEL_REPEAT_GUARD_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -150,6 +153,23 @@ _TABLES = (
         value TEXT NOT NULL
     ) WITHOUT ROWID""",
     ),
+    # Schema 5. One row per tool call and kind of detection: the guard's repeat, cycle, no_progress or
+    # parallel_duplicate event, and the reminder of that kind if the call fired one. ``end_ns`` is the call's
+    # (it never changes), so one kind's detections are read by time without the calls. ``run_length`` is
+    # the calls spanned so far (the run, period x repetitions, the same-outcome run; NULL for a duplicate).
+    """CREATE TABLE IF NOT EXISTS detections (
+        call_id INTEGER NOT NULL REFERENCES tool_calls(id),
+        kind TEXT NOT NULL,
+        end_ns INTEGER NOT NULL,
+        run_length INTEGER,
+        period INTEGER,
+        repetitions INTEGER,
+        cycle_tools TEXT,
+        outcome_digest TEXT,
+        reminder_tier TEXT,
+        reminder_threshold INTEGER,
+        PRIMARY KEY (call_id, kind)
+    ) WITHOUT ROWID""",
 )
 
 SMALL_INPUT_TOKENS = 32_000
@@ -178,6 +198,9 @@ _MODEL_INDEXES = (
     # Whether an agent label is still in use, when a run span renames its calls (the filter list).
     "CREATE INDEX IF NOT EXISTS call_rollup_agent ON call_rollup(agent)",
 )
+
+# Schema 5: one kind's detections by time (the dashboard's loop-kind filter and its over-time chart).
+_DETECTION_INDEXES = ("CREATE INDEX IF NOT EXISTS detections_kind ON detections(kind, end_ns)",)
 
 _INDEXES = (
     # One row per span, whatever the number of concurrent exporters and ingests: inserts are OR IGNORE.
@@ -375,7 +398,23 @@ def _upgrade_from_3(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM dimensions WHERE kind = 'agent' AND value NOT IN (SELECT agent FROM call_rollup)")
 
 
-_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3}
+def _upgrade_from_4(conn: sqlite3.Connection) -> None:
+    """Schema 5: the ``detections`` table, with a repeat row for every repeated call already stored (the other
+    kinds were never stored before), and the repeat kind in the filter lists if there is one."""
+    for statement in (*_TABLES, *_DETECTION_INDEXES):
+        conn.execute(statement)
+    conn.execute(
+        "INSERT OR IGNORE INTO detections (call_id, kind, end_ns, run_length, reminder_tier, reminder_threshold)"
+        " SELECT id, 'repeat', end_ns, run_length, reminder_tier, reminder_threshold FROM tool_calls"
+        " WHERE run_length >= 2"
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO dimensions (kind, value) SELECT 'loop_kind', 'repeat'"
+        " WHERE EXISTS (SELECT 1 FROM detections WHERE kind = 'repeat')"
+    )
+
+
+_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4}
 
 
 def _stored_version(conn: sqlite3.Connection) -> int:
@@ -414,7 +453,7 @@ def _open_for_writing_once(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")  # serializes schema creation between processes
         if not check_schema(conn, path, upgradable=True):
-            for statement in (*_TABLES, *_INDEXES, *_MODEL_INDEXES):
+            for statement in (*_TABLES, *_INDEXES, *_MODEL_INDEXES, *_DETECTION_INDEXES):
                 conn.execute(statement)
             conn.execute("INSERT INTO repeat_guard_schema VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -497,6 +536,7 @@ def _one_line(text: str) -> str:
 ORIGIN_DEMO = "demo"
 """``store_info`` origin of a store the demo made: a new demo run may empty it."""
 _DATA_TABLES = (
+    "detections",
     "model_rollup",
     "tool_call_arguments",
     "tool_calls",
