@@ -152,8 +152,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         )
         self._steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
-        self._issuers: dict[str, tuple[int | None, int | None]] = {}  # run -> its last model call's tokens, uncharged
-        self._max_agents = max_agents
         self._warn = WarnOnce(logger)
         self._follow_remote = config.follows_remote_runs  # a span under a remote parent: the baggage's run
 
@@ -181,7 +179,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             for key in (agent_id, *self._runs.runs_of_agent(agent_id)):
                 self._chains.forget(key)
                 self._steps.forget(key)
-                self._issuers.pop(key, None)
         except Exception:
             logger.exception("repeat guard failed in forget(%r)", agent_id)
 
@@ -349,7 +346,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 return decision
         if self._audit is not None:
             self._audit(CallAudit(_scope(span), tool, source, run.how, None))
-        return self._count(run, tool, arguments, span, attributes, events, error)
+        counted = self._count(run, tool, arguments, span, attributes, events, error)
+        if counted is not None and step is not None:
+            self._wasted(step, tool)
+        return counted
 
     def _run_of(self, span: ReadableSpan, agent_id: str | None, agent_name: str | None) -> Run | None:
         """The tool span's run: its explicit agent id, else (nearly always) the span straight above it
@@ -406,15 +406,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 _merge(decision, self._recorder.detection(run, tool, arguments, found, outcome, context, call_id))
         for reminder in decision[1]:
             chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
-        return self._wasted(run.key, tool, decision) if decision[0] else None
-
-    def _wasted(self, run_key: str, tool: str, decision: Decision) -> Decision:
-        """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted
-        (each model call's once)."""
-        issuer = self._issuers.pop(run_key, None)
-        if issuer is not None:
-            self._metrics.wasted_tokens(tool, *issuer)
-        return decision
+        return decision if decision[0] else None
 
     def _opt_in(
         self,
@@ -487,12 +479,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         parent = span.parent
         if late and parent is not None and parent.span_id not in self._runs.marked:  # marked once per run span
             self._runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
-        tokens = token_usage(attributes)
-        if tokens != (None, None):  # the tokens a wasted call it issues would cost (a nested call's stay if none)
-            if run is None:
-                run = self._runs.resolve(parent)
-            if run is not None:
-                self._note_issuer(run.key, tokens)
         keep = may_request(attributes, events)
         if not keep and not (late and self._steps.steps):
             return None  # a text answer, nothing pending: nothing to keep, nothing to count
@@ -513,13 +499,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 run.key, Step(read, name, attributes, events, context, _scope(span), span.end_time or 0), started
             )
         return decision
-
-    def _note_issuer(self, run_key: str, tokens: tuple[int | None, int | None]) -> None:
-        issuers = self._issuers
-        issuers.pop(run_key, None)  # re-inserted last: the dict's order is the runs' recency
-        issuers[run_key] = tokens
-        if len(issuers) > self._max_agents:
-            evict_oldest(issuers)
 
     def _run_span_ends(self, span: ReadableSpan) -> Decision | None:
         """A span that stood for a run ends: count what its last step requested without tool spans."""
@@ -550,14 +529,21 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 run, call.tool_name, call.arguments, None, {}, (), False, call.call_id, step.span_context
             )
             if counted is not None:
+                self._wasted(step, call.tool_name)
                 events += counted[0]
                 reminders += counted[1]
         return events, reminders
 
+    def _wasted(self, step: Step, tool: str) -> None:
+        """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted,
+        each model call's once."""
+        if not step.wasted:
+            step.wasted = True
+            self._metrics.wasted_tokens(tool, *token_usage(step.attributes))
+
     def _run_ended(self, run: Run) -> None:
         self._chains.forget(run.key)
         self._steps.forget(run.key)
-        self._issuers.pop(run.key, None)
 
     # -- reporting -----------------------------------------------------------------------
 

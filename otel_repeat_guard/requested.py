@@ -33,16 +33,20 @@ def may_request(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> b
     """Whether a model-call span may hold tool-call requests, or say it asked for tools: a few dict
     lookups, so a text answer (most model calls) is never kept as a step, let alone parsed."""
     output = attributes.get("gen_ai.output.messages")
-    if output is not None:
-        return not isinstance(output, str) or "tool_call" in output
+    if output is not None:  # a text answer, unless the finish reason says the text is not all of it
+        return not isinstance(output, str) or "tool_call" in output or _finished_for_tools(attributes)
     if _REQUEST_KEYS[0] in attributes or _REQUEST_KEYS[1] in attributes:
         return True
+    return _finished_for_tools(attributes) or bool(len(events))  # the older gen_ai.choice events
+
+
+def _finished_for_tools(attributes: Mapping[str, Any]) -> bool:
     reasons = attributes.get("gen_ai.response.finish_reasons")
     if reasons is not None and isinstance(reasons, Sequence):
         for reason in reasons:
-            if reason in _TOOL_FINISH:
+            if isinstance(reason, str) and reason in _TOOL_FINISH:
                 return True
-    return bool(len(events))  # the older gen_ai.choice events
+    return False
 
 
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
@@ -63,6 +67,7 @@ class Step:
         "scope",
         "span_context",
         "spanned",
+        "wasted",
     )
 
     def __init__(
@@ -83,14 +88,14 @@ class Step:
         self.scope = scope  # the model span's instrumentation scope
         self.ended_ns = ended_ns  # when the model span ended
         self.spanned = False  # a tool span of the run came after it
+        self.wasted = False  # it asked for a call that repeats or extends a loop: its tokens are counted
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}
         self._taken: set[int] = set()
 
     def asked_for_tools(self) -> bool:
         """The model's finish reason says it asked for tools, whether or not its content was recorded."""
-        reasons = self.attributes.get("gen_ai.response.finish_reasons")
-        return isinstance(reasons, Sequence) and any(r in _TOOL_FINISH for r in reasons if isinstance(r, str))
+        return _finished_for_tools(self.attributes)
 
     def calls(self) -> list[RequestedCall]:
         if self._calls is None:

@@ -210,6 +210,7 @@ class _Agents:
             "gen_ai.response.model": model.name,
             "gen_ai.usage.input_tokens": input_tokens,
             "gen_ai.usage.output_tokens": output_tokens,
+            "gen_ai.response.finish_reasons": ("stop",) if call is None else ("tool_calls",),
             "gen_ai.output.messages": json.dumps(
                 [{"role": "assistant", "parts": [{"type": "text", "content": model_output(call)}]}]
             ),

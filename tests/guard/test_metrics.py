@@ -131,7 +131,11 @@ def test_wasted_time_and_tokens_count_repeats_and_the_model_calls_that_asked_for
     clock = iter(range(1_000_000_000, 10**12, 1_000_000_000))  # one second per tick
 
     def model_call(input_tokens: int, output_tokens: int | None) -> None:
-        attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": input_tokens}
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.response.finish_reasons": ("tool_calls",),  # it asked for a tool
+            "gen_ai.usage.input_tokens": input_tokens,
+        }
         if output_tokens is not None:
             attributes["gen_ai.usage.output_tokens"] = output_tokens
         h.tracer.start_span("chat gpt-4o", attributes=attributes).end()
@@ -174,16 +178,17 @@ def test_wasted_time_and_tokens_count_repeats_and_the_model_calls_that_asked_for
     assert tokens == {("grep", "input"): 200 + 600, ("grep", "output"): 20 + 60}
 
 
-def test_wasted_tokens_stay_unknown_without_usage_and_are_not_kept_past_the_run() -> None:
+def test_wasted_tokens_come_only_from_model_calls_that_asked_for_tools_and_recorded_usage() -> None:
     reader = InMemoryMetricReader()
     h = make_harness(meter_provider=MeterProvider(metric_readers=[reader]))
+    asked = {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ("tool_calls",)}
     with h.agent_run("coder"):
-        h.tracer.start_span("chat", attributes={"gen_ai.operation.name": "chat"}).end()
+        h.tracer.start_span("chat", attributes=asked).end()  # no usage recorded
         h.call("grep", {"q": 1})
         h.call("grep", {"q": 1})
-    with h.agent_run("coder"):
-        h.tracer.start_span("chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 9}).end()
-    assert h.guard._issuers == {}  # the run ended: its model call's tokens are not kept
+        answered = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 9}  # a text answer
+        h.tracer.start_span("chat", attributes=answered).end()
+        h.call("grep", {"q": 1})
     points = _points(reader)
     assert "repeat_tool_guard.wasted_tokens" not in points
     assert [p.attributes["gen_ai.tool.name"] for p in points["repeat_tool_guard.wasted_time"]] == ["grep"]
