@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,6 +18,7 @@ from otel_repeat_guard.blind_spots import explain
 from otel_repeat_guard.dashboard import charts, costs, figures, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS, Settings
+from otel_repeat_guard.store.records import CYCLE, LOOP_KINDS, REPEAT
 from otel_repeat_guard.store.schema import StoreError, has_rows, open_for_reading, store_error
 
 CACHE_TTL_SECONDS = 5
@@ -52,11 +55,63 @@ provider.add_span_processor(BatchSpanProcessor(SQLiteSpanExporter("{db}")))
 Tool spans (`gen_ai.operation.name = execute_tool`) and model calls (`chat`) appear here a few seconds after they end.
 """
 TIME_HELP = (
-    "The summed duration of the repeated calls. Agents run concurrently, so this adds up the time of "
+    "The summed duration of the {calls}. Agents run concurrently, so this adds up the time of "
     "every agent and can exceed the wall-clock time of the workload."
 )
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Wording:
+    """What the loop figures are called under a loop kind: the calls counted, their time, the longest loop."""
+
+    calls: str
+    calls_help: str
+    time: str
+    longest: str | None  # None: the kind has no length (a parallel duplicate)
+
+
+KIND_LABELS = {
+    None: "All kinds",
+    "repeat": "Repeat (identical calls in a row)",
+    "cycle": "Cycle",
+    "no_progress": "No progress",
+    "parallel_duplicate": "Parallel duplicate",
+}
+WORDING: dict[str | None, Wording] = {
+    "repeat": Wording("Repeated calls", "Calls with run length 2 or more.", "Time in repeated calls", "Longest run"),
+    None: Wording(
+        "Calls in loops",
+        "Calls with a detection of any kind, each counted once: position 2 or more in a run of identical calls, "
+        "completing a copy of a cycle, a no-progress call, or a parallel duplicate.",
+        "Time in loop calls",
+        "Longest run of identical calls",
+    ),
+    "cycle": Wording(
+        "Calls completing a cycle",
+        "Calls that complete a copy of a cycle, from its second copy on.",
+        "Time in those calls",
+        "Longest cycle (calls)",
+    ),
+    "no_progress": Wording(
+        "Calls without progress",
+        "Calls of a no-progress run from its second call on: the same tool, other arguments, the same outcome.",
+        "Time in calls without progress",
+        "Longest no-progress run",
+    ),
+    "parallel_duplicate": Wording(
+        "Parallel duplicates",
+        "Extra copies of an identical call asked for in the same model step.",
+        "Time in parallel duplicates",
+        None,
+    ),
+}
+
+
+def wording(kind: str | None, kinds: tuple[str, ...]) -> Wording:
+    """The figures' names for the chosen kind; a store with repeats only reads exactly as before kinds."""
+    return WORDING[REPEAT if kind is None and set(kinds) <= {REPEAT} else kind]
 
 
 def _query(db: str, ask: Callable[[sqlite3.Connection], T]) -> T:
@@ -146,6 +201,21 @@ def _runs(db: str, filters: Filters, tool: str) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _loops(db: str, filters: Filters, tool: str, kinds: tuple[str, ...]) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.hotspot_loops(conn, filters, tool, kinds))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _agent_cycles(db: str, agent_key: str) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.agent_cycles(conn, agent_key))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
+def _cycle_calls(db: str, agent_key: str, end_id: int, period: int, repetitions: int) -> pd.DataFrame:
+    return _query(db, lambda conn: queries.cycle_calls(conn, agent_key, end_id, period, repetitions))
+
+
+@st.cache_data(ttl=CACHE_TTL_SECONDS, show_spinner=False)
 def _loop_start(db: str, agent_key: str, end_id: int, run_length: int) -> int | None:
     return _query(db, lambda conn: queries.loop_start_ns(conn, agent_key, end_id, run_length))
 
@@ -197,11 +267,14 @@ def _day(value: object, default: dt.datetime) -> dt.date:
     return value if isinstance(value, dt.date) else default.date()
 
 
-def _sidebar(db: str) -> tuple[Filters, bool]:
+def _sidebar(db: str) -> tuple[Filters, bool, tuple[str, ...]]:
+    """The filters, auto-refresh, and the loop kinds the store holds (in ``LOOP_KINDS`` order)."""
     options = _options(db)
 
     def values(kind: str) -> list[str]:
         return [str(v) for v in options.loc[options["kind"] == kind, "value"]]
+
+    kinds = tuple(k for k in LOOP_KINDS if k in values("loop_kind"))
 
     sidebar = st.sidebar
     sidebar.header("Filters")
@@ -224,10 +297,26 @@ def _sidebar(db: str) -> tuple[Filters, bool]:
                 "Reminder tier", list(queries.TIERS), key="tiers", help="Counts only reminders of these tiers."
             )
         ),
+        kind=_kind_filter(kinds),
     )
     auto = sidebar.toggle(f"Auto-refresh every {REFRESH_SECONDS} s", value=False, key="auto_refresh")
     sidebar.caption(f"Store: `{db}`")
-    return filters, auto
+    return filters, auto, kinds
+
+
+def _kind_filter(kinds: tuple[str, ...]) -> str | None:
+    """The "Loop kind" box, only when the store holds a kind beside repeats (the guard's opt-in detectors)."""
+    if set(kinds) <= {REPEAT}:
+        return None
+    choice = st.sidebar.selectbox(
+        "Loop kind",
+        [None, *kinds],
+        format_func=KIND_LABELS.__getitem__,
+        key="loop_kind",
+        help="Narrows the loop figures (headline, hotspots, over time, drill-down) to calls with a detection of "
+        "this kind. Token figures count the model calls behind loops of every kind.",
+    )
+    return None if choice is None else str(choice)
 
 
 def _seconds(value: float) -> str:
@@ -239,7 +328,12 @@ def _reminder_metric(filters: Filters, tier: str, value: int) -> str:
 
 
 def _headline_section(
-    headline: pd.DataFrame, tokens: figures.TokenHeadline, outcomes: pd.DataFrame, filters: Filters, models: bool
+    headline: pd.DataFrame,
+    tokens: figures.TokenHeadline,
+    outcomes: pd.DataFrame,
+    filters: Filters,
+    models: bool,
+    words: Wording,
 ) -> None:
     row = headline.iloc[0]
     tracked, untracked = int(row["tool_calls"]), int(row["untracked_calls"])
@@ -249,13 +343,18 @@ def _headline_section(
         f"{tracked:,}",
         help=f"Tracked calls. {untracked:,} calls of excluded tools (e.g. todo_write) are not counted.",
     )
-    first[1].metric("Repeated calls", f"{int(row['repeated_calls']):,}", help="Calls with run length 2 or more.")
-    first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help="Repeated calls ÷ tracked calls.")
-    first[3].metric("Time in repeated calls", _seconds(float(row["repeated_seconds"])), help=TIME_HELP)
+    first[1].metric(words.calls, f"{int(row['repeated_calls']):,}", help=words.calls_help)
+    first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help=f"{words.calls} ÷ tracked calls.")
+    first[3].metric(
+        words.time, _seconds(float(row["repeated_seconds"])), help=TIME_HELP.format(calls=words.calls.lower())
+    )
     second[0].metric("Gentle reminders", _reminder_metric(filters, "gentle", int(row["gentle_reminders"])))
     second[1].metric("Detailed reminders", _reminder_metric(filters, "detailed", int(row["detailed_reminders"])))
     second[2].metric("Agents with loops", f"{int(row['agents_with_loops']):,}")
-    second[3].metric("Longest run", f"{int(row['longest_run']):,}")
+    if words.longest is None:
+        second[3].metric("Longest loop", "—", help="A parallel duplicate has no length.")
+    else:
+        second[3].metric(words.longest, f"{int(row['longest_run']):,}")
     broken, ignored, reminders = figures.heeded_rate(outcomes)
     third[0].metric(
         "Reminders heeded",
@@ -278,7 +377,7 @@ def _headline_section(
         )
     notes = [
         f"{tracked:,} tracked tool calls; {untracked:,} calls of excluded tools are stored but not counted.",
-        "Time in repeated calls is summed over concurrent agents.",
+        f"{words.time} is summed over concurrent agents.",
     ]
     if models:
         notes.append(
@@ -316,7 +415,7 @@ def _unguarded_section(unguarded: pd.DataFrame) -> None:
     st.dataframe(frame, hide_index=True, width="stretch", key="unguarded_calls")
 
 
-def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool) -> None:
+def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool, words: Wording) -> None:
     columns = [label, "repeated_calls", "reminders", "longest_run", "wasted_seconds", "repeated_share"]
     if models:
         columns += ["wasted_tokens", "wasted_token_share", "wasted_cost"]
@@ -330,12 +429,12 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool) -> N
         width="stretch",
         column_config={
             label: st.column_config.TextColumn(label.capitalize()),
-            "repeated_calls": st.column_config.NumberColumn("Repeated calls"),
+            "repeated_calls": st.column_config.NumberColumn(words.calls),
             "reminders": st.column_config.NumberColumn("Reminders"),
-            "longest_run": st.column_config.NumberColumn("Longest run"),
+            "longest_run": st.column_config.NumberColumn(words.longest or "Longest loop"),
             "wasted_seconds": st.column_config.NumberColumn("Wasted (s)", format="%.1f"),
             "repeated_share": st.column_config.NumberColumn(
-                "Share", format="%.0f%%", help=f"Repeated calls as a share of this {label}'s calls"
+                "Share", format="%.0f%%", help=f"{words.calls} as a share of this {label}'s calls"
             ),
             "wasted_tokens": st.column_config.NumberColumn(
                 "Wasted tokens", help="Tokens of the model calls that issued its repeated calls"
@@ -351,16 +450,17 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool) -> N
     )
 
 
-def _grouped_section(title: str, frame: pd.DataFrame, label: str, key: str, models: bool) -> None:
+def _grouped_section(title: str, frame: pd.DataFrame, label: str, key: str, models: bool, words: Wording) -> None:
     st.subheader(title)
     if frame.empty:
-        st.caption("No repeated calls in this selection.")
+        st.caption(f"No {words.calls.lower()} in this selection.")
         return
     left, right = st.columns([5, 2] if models else [3, 2])  # the token columns need the room
     with left:
-        _hotspot_table(frame, label, key, models)
+        _hotspot_table(frame, label, key, models, words)
     with right:
-        st.altair_chart(charts.hotspot_bars(frame, label, f"Repeated calls by {label}"), width="stretch")
+        chart = charts.hotspot_bars(frame, label, f"{words.calls} by {label}", words.calls.lower())
+        st.altair_chart(chart, width="stretch")
 
 
 def _model_section(by_model: pd.DataFrame) -> None:
@@ -392,8 +492,11 @@ def _model_section(by_model: pd.DataFrame) -> None:
 EFFICACY_BY = {"tier": "Tier", "tool": "Tool", "agent": "Agent", "model": "Model"}
 
 
-def _efficacy_section(outcomes: pd.DataFrame, reminders: int) -> None:
+def _efficacy_section(outcomes: pd.DataFrame, reminders: int, kind: str | None) -> None:
     st.subheader("Did the reminders work?")
+    if kind not in (None, REPEAT):
+        st.caption("Outcomes are measured for the reminders of runs of identical calls (the repeat kind) only.")
+        return
     if outcomes.empty:
         st.caption("No reminders in this selection.")
         return
@@ -437,16 +540,18 @@ def _bucket_seconds(db: str, filters: Filters) -> float:
     return queries.bucket_seconds(max(0, end - start))
 
 
-def _trends_section(over_time: pd.DataFrame, bucket_s: float, lengths: pd.DataFrame) -> None:
+def _trends_section(over_time: pd.DataFrame, bucket_s: float, lengths: pd.DataFrame, words: Wording) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Over time")
         if over_time.empty:
-            st.caption("No repeated calls in this selection.")
+            st.caption(f"No {words.calls.lower()} in this selection.")
         else:
-            st.altair_chart(charts.over_time(over_time, bucket_s), width="stretch")
+            st.altair_chart(charts.over_time(over_time, bucket_s, words.calls.lower()), width="stretch")
     with right:
         st.subheader("Run-length distribution")
+        if words is not WORDING[REPEAT]:
+            st.caption("Runs of identical calls, whatever the loop kind.")
         loops = lengths[lengths["run_length"] >= 2]
         single = int(lengths.loc[lengths["run_length"] == 1, "runs"].sum())
         if loops.empty:
@@ -482,38 +587,116 @@ def _timeline_table(frame: pd.DataFrame, settings: Settings, key: str) -> None:
         st.caption(f"The first {queries.TIMELINE_ROWS} calls from a little before the loop.")
 
 
-def _drill_down(db: str, filters: Filters, tools: list[str], settings: Settings) -> None:
-    st.subheader("Drill-down: a hotspot's runs, call by call")
+def _loop_label(loop: pd.Series) -> str:
+    """A loop as the drill-down's box names it: the agent, what kind of loop and how long, when it ended."""
+    ended = f"ended {loop['ended']:%Y-%m-%d %H:%M:%S} UTC"
+    kind, length = str(loop["kind"]), loop["run_length"]
+    if kind == REPEAT:
+        what = f"run of {int(length)} identical calls"
+    elif kind == CYCLE:
+        what = f"cycle of {int(loop['period'])} calls × {int(loop['repetitions'])} copies"
+    elif kind == "no_progress":
+        what = f"{int(length)} calls without progress (same outcome)"
+    else:
+        what = "parallel duplicate"
+    return f"{loop['agent']} · {what} · {ended}"
+
+
+def _hotspot_loops(db: str, filters: Filters, tool: str, kinds: tuple[str, ...]) -> pd.DataFrame:
+    """The tool's loops the drill-down offers: runs of identical calls (unless another kind is chosen), and
+    the loops of the chosen kind, or of every other kind the store holds."""
+    other = tuple(k for k in kinds if k != REPEAT) if filters.kind is None else (filters.kind,)
+    frames = []
+    if filters.kind in (None, REPEAT):
+        frames.append(_runs(db, filters, tool).assign(kind=REPEAT))
+    if other != (REPEAT,) and other:
+        frames.append(_loops(db, filters, tool, other))
+    frames = [frame for frame in frames if not frame.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _drill_down(db: str, filters: Filters, tools: list[str], settings: Settings, kinds: tuple[str, ...]) -> None:
+    st.subheader("Drill-down: a hotspot's loops, call by call")
     if not tools:
         st.caption("No hotspots to drill into.")
         return
     tool = str(st.selectbox("Hotspot tool", tools, key="drill_tool"))
-    runs = _runs(db, filters, tool)
-    if runs.empty:
-        st.caption("No runs for this tool in this selection.")
+    loops = _hotspot_loops(db, filters, tool, kinds)
+    if loops.empty:
+        st.caption("No loops for this tool in this selection.")
         return
-    labels = {
-        int(end_id): f"{agent} · run of {length} · ended {ended:%Y-%m-%d %H:%M:%S} UTC"
-        for end_id, agent, length, ended in zip(
-            runs["end_id"], runs["agent"], runs["run_length"], runs["ended"], strict=True
-        )
-    }
-    # Keyed by tool: the box shows this tool's runs, never the one picked for the previous tool.
-    choice = st.selectbox("Run", list(labels), format_func=labels.__getitem__, key=f"drill_run:{tool}")
-    picked = runs.loc[runs["end_id"] == (choice if choice is not None else next(iter(labels)))].iloc[0]
+    labels = {(str(loop["kind"]), int(loop["end_id"])): _loop_label(loop) for _, loop in loops.iterrows()}
+    # Keyed by tool: the box shows this tool's loops, never the one picked for the previous tool.
+    title = "Run of identical calls" if set(loops["kind"]) == {REPEAT} else "Loop"
+    choice = st.selectbox(title, list(labels), format_func=labels.__getitem__, key=f"drill_run:{tool}")
+    kind, end_id = choice if choice is not None else next(iter(labels))
+    picked = loops.loc[(loops["kind"] == kind) & (loops["end_id"] == end_id)].iloc[0]
     agent_key = str(picked["agent_key"])
-    focus = _loop_start(db, agent_key, int(picked["end_id"]), int(picked["run_length"]))
+    length = 1 if pd.isna(picked["run_length"]) else int(picked["run_length"])
+    focus = _loop_start(db, agent_key, end_id, length)
     timeline = _timeline(db, agent_key, focus)
     st.caption(
-        "The run's model calls and tool calls in order: the reminders where they were delivered, the model call "
-        "that received each, what the run did next, and where the loop broke."
+        "The agent run's model calls and tool calls in order: the reminders where they were delivered, the model "
+        "call that received each, what the agent run did next, and where the loop broke."
     )
     _timeline_table(timeline, settings, "timeline")
-    repeats = ~timeline["position"].isin(["", "1", "excluded"])
-    in_loop = (timeline["kind"] == "tool") & (timeline["name"] == tool) & repeats
-    repeated = timeline.loc[in_loop, "text"].dropna()
-    st.caption("Arguments of the repeated call (shown as text):")
-    st.code(str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None)
+    if kind == REPEAT:
+        repeats = ~timeline["position"].isin(["", "1", "excluded"])
+        in_loop = (timeline["kind"] == "tool") & (timeline["name"] == tool) & repeats
+        repeated = timeline.loc[in_loop, "text"].dropna()
+        st.caption("Arguments of the repeated call (shown as text):")
+        st.code(str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None)
+    if CYCLE in kinds:
+        _cycle_section(db, agent_key, end_id if kind == CYCLE else None)
+
+
+def _cycle_label(cycle: pd.Series) -> str:
+    tools = json.loads(cycle["cycle_tools"]) if isinstance(cycle["cycle_tools"], str) else []
+    steps = " → ".join(str(t) for t in tools) if tools else f"{int(cycle['period'])} calls"
+    return f"{steps}, {int(cycle['repetitions'])} copies, completed {cycle['ended']:%H:%M:%S} UTC"
+
+
+def _cycle_section(db: str, agent_key: str, picked: int | None) -> None:
+    """The calls of a cycle in this agent run, copy by copy; none when the agent run has no cycle."""
+    cycles = _agent_cycles(db, agent_key)
+    if cycles.empty:
+        return
+    st.markdown("**The cycle in this agent run, call by call**")
+    ids = [int(i) for i in cycles["end_id"]]
+    end_id = ids[-1] if picked not in ids else picked
+    if len(ids) > 1:
+        labels = {int(c["end_id"]): _cycle_label(c) for _, c in cycles.iterrows()}
+        chosen = st.selectbox(
+            "Cycle in this agent run",
+            ids,
+            index=ids.index(end_id),
+            format_func=labels.__getitem__,
+            key=f"cycle:{agent_key}:{picked}",
+        )
+        end_id = int(chosen) if chosen is not None else end_id
+    cycle = cycles.loc[cycles["end_id"] == end_id].iloc[0]
+    period, repetitions = int(cycle["period"]), int(cycle["repetitions"])
+    calls = _cycle_calls(db, agent_key, end_id, period, repetitions)
+    st.caption(
+        f"{_cycle_label(cycle)}: the agent run's last {period * repetitions} tracked calls up to the call that "
+        "completed the last copy (excluded tools and parallel duplicates are not part of a cycle)."
+    )
+    st.dataframe(
+        calls.assign(arguments=calls["arguments"].fillna("(arguments not stored)"))[
+            ["copy", "step", "tool", "arguments", "status", "time"]
+        ],
+        key="cycle_calls",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "copy": st.column_config.NumberColumn("Copy", help="Which repetition of the cycle the call belongs to"),
+            "step": st.column_config.NumberColumn("Step", help="The call's place in its copy"),
+            "tool": st.column_config.TextColumn("Tool"),
+            "arguments": st.column_config.TextColumn("Arguments (text)", width="large"),
+            "status": st.column_config.TextColumn("Status", width="small"),
+            "time": st.column_config.DatetimeColumn("Started (UTC)", format="HH:mm:ss.SSS"),
+        },
+    )
 
 
 def _conversation_section(db: str, filters: Filters, settings: Settings) -> None:
@@ -558,16 +741,17 @@ def _store_failed(db: str, exc: Exception) -> None:
     st.error(f"Cannot read the store: {error}")
 
 
-def _content(settings: Settings, filters: Filters) -> None:
+def _content(settings: Settings, filters: Filters, kinds: tuple[str, ...]) -> None:
     """The page body; a fragment (re-run alone on auto-refresh), so it reports store errors itself."""
     try:
-        _draw(settings, filters)
+        _draw(settings, filters, kinds)
     except (StoreError, sqlite3.Error) as exc:
         _store_failed(str(settings.db), exc)
 
 
-def _draw(settings: Settings, filters: Filters) -> None:
+def _draw(settings: Settings, filters: Filters, kinds: tuple[str, ...]) -> None:
     db = str(settings.db)
+    words = wording(filters.kind, kinds)
     # Every section's query first, then the drawing: a store that fails part-way through
     # (a damaged page in one table) shows one message, not half a page.
     headline, by_tool, by_agent = _headline(db, filters), _by_tool(db, filters), _by_agent(db, filters)
@@ -582,16 +766,16 @@ def _draw(settings: Settings, filters: Filters) -> None:
     by_tool = figures.with_wasted_tokens(by_tool, wasted, "tool", "tool", all_tokens)
     by_agent = figures.with_wasted_tokens(by_agent, wasted, "agent", "agent", all_tokens)
 
-    _headline_section(headline, tokens, outcomes, filters, models)
+    _headline_section(headline, tokens, outcomes, filters, models, words)
     _excluded_section(excluded)
     _unguarded_section(unguarded)
-    _grouped_section("Loop hotspots by tool", by_tool, "tool", "hotspots_by_tool", models)
-    _grouped_section("By agent", by_agent, "agent", "hotspots_by_agent", models)
+    _grouped_section("Loop hotspots by tool", by_tool, "tool", "hotspots_by_tool", models, words)
+    _grouped_section("By agent", by_agent, "agent", "hotspots_by_agent", models, words)
     if models:
         _model_section(figures.by_model(all_tokens, wasted))
-    _efficacy_section(outcomes, _reminder_count(db, filters))
-    _trends_section(over_time, bucket_s, lengths)
-    _drill_down(db, filters, [str(t) for t in by_tool["tool"]], settings)
+    _efficacy_section(outcomes, _reminder_count(db, filters), filters.kind)
+    _trends_section(over_time, bucket_s, lengths, words)
+    _drill_down(db, filters, [str(t) for t in by_tool["tool"]], settings, kinds)
     _conversation_section(db, filters, settings)
 
 
@@ -610,9 +794,9 @@ def main() -> None:
         if not _has_data(db) or int(_bounds(db).iloc[0]["rows"]) == 0:
             st.info(FEED_HELP.format(db=db))
             return
-        filters, auto = _sidebar(db)
+        filters, auto, kinds = _sidebar(db)
         body = st.fragment(run_every=REFRESH_SECONDS if auto else None)(_content)
-        body(settings, filters)
+        body(settings, filters, kinds)
     except (StoreError, sqlite3.Error) as exc:
         _store_failed(db, exc)
 

@@ -5,22 +5,21 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-TIER_COLORS = alt.Scale(
-    domain=["repeated calls", "gentle reminders", "detailed reminders"], range=["#9aa5b1", "#f0a202", "#d1495b"]
-)
+SERIES_COLORS = ["#9aa5b1", "#f0a202", "#d1495b"]  # the calls, gentle and detailed reminders
 
 
-def hotspot_bars(frame: pd.DataFrame, category: str, title: str) -> alt.Chart:
-    """Horizontal bars of repeated calls per ``category``, longest first, with reminders in the tooltip."""
+def hotspot_bars(frame: pd.DataFrame, category: str, title: str, measure: str = "repeated calls") -> alt.Chart:
+    """Horizontal bars of repeated calls (``measure``: what the loop kind counts) per ``category``, longest
+    first, with reminders in the tooltip."""
     chart: alt.Chart = (
         alt.Chart(frame, title=title)
         .mark_bar(color="#d1495b")
         .encode(
-            x=alt.X("repeated_calls:Q", title="repeated calls", axis=alt.Axis(tickMinStep=1, format="d")),
+            x=alt.X("repeated_calls:Q", title=measure, axis=alt.Axis(tickMinStep=1, format="d")),
             y=alt.Y(f"{category}:N", sort="-x", title=None),
             tooltip=[
                 alt.Tooltip(f"{category}:N"),
-                alt.Tooltip("repeated_calls:Q", title="repeated calls"),
+                alt.Tooltip("repeated_calls:Q", title=measure),
                 alt.Tooltip("reminders:Q"),
                 alt.Tooltip("longest_run:Q", title="longest run"),
                 alt.Tooltip("repeated_share:Q", title="share of its calls", format=".0%"),
@@ -32,11 +31,6 @@ def hotspot_bars(frame: pd.DataFrame, category: str, title: str) -> alt.Chart:
 
 
 SERIES = ["repeated calls", "gentle reminders", "detailed reminders"]
-# Coinciding series stay apart: each has its own colour, dash, point shape and size, and the
-# reminder points are drawn over the repeats' line.
-_SHAPES = alt.Scale(domain=SERIES, range=["circle", "triangle-up", "diamond"])
-_DASHES = alt.Scale(domain=SERIES, range=[[1, 0], [6, 3], [2, 2]])
-_SIZES = alt.Scale(domain=SERIES, range=[40, 90, 140])
 
 
 def _bucket_text(bucket_s: float) -> str:
@@ -59,19 +53,29 @@ def _time_format(bucket_s: float) -> str:
     return "%b %d"
 
 
-def over_time(frame: pd.DataFrame, bucket_s: float) -> alt.LayerChart:
-    """Repeated calls and reminders by tier per time bucket."""
+def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated calls") -> alt.LayerChart:
+    """Repeated calls (``measure``: what the loop kind counts) and reminders by tier per time bucket.
+
+    Coinciding series stay apart: each has its own colour, dash, point shape and size, and the
+    reminder points are drawn over the repeats' line.
+    """
     fmt = _time_format(bucket_s)
+    series = [measure, *SERIES[1:]]
+    frame = frame.replace({"series": {SERIES[0]: measure}})
+    colors = alt.Scale(domain=series, range=SERIES_COLORS)
+    shapes = alt.Scale(domain=series, range=["circle", "triangle-up", "diamond"])
+    dashes = alt.Scale(domain=series, range=[[1, 0], [6, 3], [2, 2]])
+    sizes = alt.Scale(domain=series, range=[40, 90, 140])
     base = alt.Chart(frame).encode(
         x=alt.X("bucket:T", title=None, axis=alt.Axis(format=fmt)),
         y=alt.Y("count:Q", title="calls", axis=alt.Axis(tickMinStep=1, format="d")),
-        color=alt.Color("series:N", scale=TIER_COLORS, title=None, legend=alt.Legend(orient="top")),
+        color=alt.Color("series:N", scale=colors, title=None, legend=alt.Legend(orient="top")),
         tooltip=[alt.Tooltip("bucket:T", format=fmt), "series:N", "count:Q"],
     )
-    lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=_DASHES, legend=None))
+    lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=dashes, legend=None))
     points = base.mark_point(filled=False, strokeWidth=2).encode(
-        shape=alt.Shape("series:N", scale=_SHAPES, title=None, legend=alt.Legend(orient="top")),
-        size=alt.Size("series:N", scale=_SIZES, legend=None),
+        shape=alt.Shape("series:N", scale=shapes, title=None, legend=alt.Legend(orient="top")),
+        size=alt.Size("series:N", scale=sizes, legend=None),
     )
     chart: alt.LayerChart = alt.layer(lines, points).properties(
         height=260, title=f"Repeats and reminders per {_bucket_text(bucket_s)}"

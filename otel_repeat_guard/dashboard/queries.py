@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from otel_repeat_guard.store.records import CYCLE, LOOP_KINDS, PARALLEL_DUPLICATE, REPEAT
 from otel_repeat_guard.store.schema import ROLLED_UP_MODEL_CALL, ROLLUP_BUCKET_NS, SMALL_INPUT_TOKENS
 
 TIERS = ("gentle", "detailed")
@@ -29,7 +30,8 @@ Param = int | float | str
 class Filters:
     """The sidebar's choices. Empty tuples mean "all"; times are epoch nanoseconds of the call's end.
 
-    ``tiers`` narrows only the reminder figures (which reminders count), not the calls.
+    ``tiers`` narrows only the reminder figures (which reminders count), not the calls. ``kind`` (one of
+    ``LOOP_KINDS``, None for all) narrows the loop figures to the calls with a detection of that kind.
     """
 
     start_ns: int | None = None
@@ -38,6 +40,7 @@ class Filters:
     agents: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ()
+    kind: str | None = None
 
 
 def _in(column: str, values: Sequence[str]) -> str:
@@ -60,12 +63,12 @@ def _where(filters: Filters, *extra: str) -> tuple[str, list[Param]]:
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def _reminder(filters: Filters, tier: str | None = None) -> tuple[str, list[Param]]:
+def _reminder(filters: Filters, tier: str | None = None, column: str = "reminder_tier") -> tuple[str, list[Param]]:
     """A condition true for calls carrying a reminder the tier filter lets through."""
     tiers = [t for t in (filters.tiers or TIERS) if tier is None or t == tier]
     if not tiers:
         return "0", []
-    return _in("reminder_tier", tiers), list(tiers)
+    return _in(column, tiers), list(tiers)
 
 
 def _read(conn: sqlite3.Connection, sql: str, params: Sequence[Param]) -> pd.DataFrame:
@@ -112,24 +115,77 @@ def _day_split(filters: Filters) -> tuple[tuple[int | None, int | None] | None, 
     return (first, stop), edges
 
 
+def _narrowing(filters: Filters, agent: str, *, tracked_only: bool) -> tuple[list[str], list[Param]]:
+    """The service, agent and tool conditions of the filters (and ``tracked`` if asked), on unqualified columns."""
+    clauses = ["tracked"] if tracked_only else []
+    values: list[Param] = []
+    for column, chosen in (
+        ("service_name", filters.services),
+        (agent, filters.agents),
+        ("tool_name", filters.tools),
+    ):
+        if chosen:
+            clauses.append(_in(column, chosen))
+            values.extend(chosen)
+    return clauses, values
+
+
+def _bounded(clauses: list[str], values: list[Param], low: int | None, high: int | None, column: str) -> None:
+    for condition, bound in ((f"{column} >= ?", low), (f"{column} <= ?", high)):
+        if bound is not None:
+            clauses.append(condition)
+            values.append(bound)
+
+
+# One row per detection of the chosen kinds, shaped like a call_rollup row. ``counted``: whether the row counts
+# its call as a call in a loop (fixed SQL text). Every column a filter names is the call's (c); time is d's.
+_DETECTION_FIGURES = f"""
+    SELECT service_name, {AGENT} AS agent, tool_name, tracked,
+           0 AS calls,
+           {{counted}} AS repeated_calls,
+           d.reminder_tier IS 'gentle' AS gentle_reminders,
+           d.reminder_tier IS 'detailed' AS detailed_reminders,
+           {{longest}} AS longest_run,
+           CASE WHEN {{counted}} THEN duration_ns ELSE 0 END AS repeated_ns
+    FROM detections AS d INDEXED BY detections_kind JOIN tool_calls AS c ON c.id = d.call_id
+"""
+# Under "all kinds", a call counts once: as a repeat if it is one (the roll-up counts it), else at its first
+# other kind.
+_FIRST_OTHER_KIND = """(c.run_length IS NULL OR c.run_length < 2) AND NOT EXISTS (
+    SELECT 1 FROM detections AS e WHERE e.call_id = d.call_id AND e.kind != 'repeat' AND e.kind < d.kind)"""
+
+
+def _detection_kinds(filters: Filters) -> tuple[str, ...]:
+    """The kinds read from ``detections`` (beside the repeats the roll-up and tool_calls already hold)."""
+    if filters.kind is None:
+        return tuple(k for k in LOOP_KINDS if k != REPEAT)
+    return () if filters.kind == REPEAT else (filters.kind,)
+
+
+def _detection_rows(filters: Filters, template: str, *, tracked_only: bool) -> tuple[str, list[Param]]:
+    """``template`` (with ``{counted}`` and ``{longest}``) over the detections of the kinds the filter adds,
+    narrowed by the filters; "all kinds" counts each call once and keeps the longest run of identical calls."""
+    kinds = _detection_kinds(filters)
+    counted, longest = (_FIRST_OTHER_KIND, "0") if filters.kind is None else ("1", "COALESCE(d.run_length, 0)")
+    clauses, values = _narrowing(filters, AGENT, tracked_only=tracked_only)
+    _bounded(clauses, values, filters.start_ns, filters.end_ns, "d.end_ns")
+    clauses.insert(0, _in("d.kind", kinds))
+    sql = template.format(counted=counted, longest=longest) + "WHERE " + " AND ".join(clauses)
+    return sql, [*kinds, *values]
+
+
 def _figures(filters: Filters, *, tracked_only: bool) -> tuple[str, list[Param]]:
-    """A CTE ``parts`` of rows shaped like call_rollup whose sums are the figures of the filtered calls."""
+    """A CTE ``parts`` of rows shaped like call_rollup whose sums are the figures of the filtered calls.
+
+    With a loop kind other than repeat, the roll-up gives only the calls and ``detections`` the loop figures;
+    with all kinds, ``detections`` adds the calls in loops of other kinds to the roll-up's repeats.
+    """
     days, edges = _day_split(filters)
     branches: list[str] = []
     params: list[Param] = []
 
     def narrowing(agent: str) -> tuple[list[str], list[Param]]:
-        clauses = ["tracked"] if tracked_only else []
-        values: list[Param] = []
-        for column, chosen in (
-            ("service_name", filters.services),
-            (agent, filters.agents),
-            ("tool_name", filters.tools),
-        ):
-            if chosen:
-                clauses.append(_in(column, chosen))
-                values.extend(chosen)
-        return clauses, values
+        return _narrowing(filters, agent, tracked_only=tracked_only)
 
     if days is not None:
         clauses, values = narrowing("agent")
@@ -150,7 +206,16 @@ def _figures(filters: Filters, *, tracked_only: bool) -> tuple[str, list[Param]]
                 values.append(bound)
         branches.append(_CALL_FIGURES + "WHERE " + " AND ".join(clauses))
         params.extend(values)
-    return "WITH parts AS (" + " UNION ALL ".join(branches) + ")", params
+    calls = " UNION ALL ".join(branches)
+    if not _detection_kinds(filters):
+        return f"WITH parts AS ({calls})", params
+    detected, detected_params = _detection_rows(filters, _DETECTION_FIGURES, tracked_only=tracked_only)
+    if filters.kind is not None:  # the calls only: the loop figures are the detections'
+        calls = (
+            "SELECT service_name, agent, tool_name, tracked, calls, 0 AS repeated_calls, 0 AS gentle_reminders,"
+            f" 0 AS detailed_reminders, 0 AS longest_run, 0 AS repeated_ns FROM ({calls})"
+        )
+    return f"WITH parts AS ({calls} UNION ALL {detected})", [*params, *detected_params]
 
 
 def _tier_sum(filters: Filters, tier: str) -> str:
@@ -194,7 +259,7 @@ def _grouped(conn: sqlite3.Connection, filters: Filters, key: str, label: str) -
             SUM(calls) AS calls
         FROM parts
         GROUP BY {key}
-        HAVING repeated_calls > 0
+        HAVING SUM(repeated_calls) > 0  -- the sum: a bare column would be one arbitrary row of the group
         ORDER BY repeated_calls DESC, {label}
     """
     frame = _read(conn, sql, params)
@@ -232,21 +297,38 @@ def bucket_seconds(span_ns: int, target_buckets: int = 60) -> float:
 
 def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: float) -> pd.DataFrame:
     """Long form (``bucket``, ``series``, ``count``): repeated calls and reminders by tier per time bucket."""
-    gentle, gentle_params = _reminder(filters, "gentle")
-    detailed, detailed_params = _reminder(filters, "detailed")
-    where, params = _where(filters, "run_length >= 2")
     bucket_ns = max(1, round(bucket_s * _SECOND_NS))
-    sql = f"""
-        SELECT
-            (end_ns / ?) * ? AS bucket_ns,
-            COUNT(*) AS repeated_calls,
-            COUNT(*) FILTER (WHERE {gentle}) AS gentle_reminders,
-            COUNT(*) FILTER (WHERE {detailed}) AS detailed_reminders
-        FROM tool_calls INDEXED BY tool_calls_repeats_by_time {where}
-        GROUP BY bucket_ns
-        ORDER BY bucket_ns
-    """  # the index covers every column used here; left alone, the planner may prefer the tool index
-    wide = _read(conn, sql, [bucket_ns, bucket_ns, *gentle_params, *detailed_params, *params])
+    frames = []
+    if filters.kind in (None, REPEAT):
+        gentle, gentle_params = _reminder(filters, "gentle")
+        detailed, detailed_params = _reminder(filters, "detailed")
+        where, params = _where(filters, "run_length >= 2")
+        sql = f"""
+            SELECT
+                (end_ns / ?) * ? AS bucket_ns,
+                COUNT(*) AS repeated_calls,
+                COUNT(*) FILTER (WHERE {gentle}) AS gentle_reminders,
+                COUNT(*) FILTER (WHERE {detailed}) AS detailed_reminders
+            FROM tool_calls INDEXED BY tool_calls_repeats_by_time {where}
+            GROUP BY bucket_ns
+        """  # the index covers every column used here; left alone, the planner may prefer the tool index
+        frames.append(_read(conn, sql, [bucket_ns, bucket_ns, *gentle_params, *detailed_params, *params]))
+    if _detection_kinds(filters):
+        gentle, gentle_params = _reminder(filters, "gentle", "d.reminder_tier")
+        detailed, detailed_params = _reminder(filters, "detailed", "d.reminder_tier")
+        template = f"""
+            SELECT (d.end_ns / ?) * ? AS bucket_ns, {{counted}} AS counted,
+                   COALESCE({gentle}, 0) AS gentle, COALESCE({detailed}, 0) AS detailed
+            FROM detections AS d INDEXED BY detections_kind JOIN tool_calls AS c ON c.id = d.call_id
+        """
+        rows, params = _detection_rows(filters, template, tracked_only=False)
+        sql = f"""
+            SELECT bucket_ns, SUM(counted) AS repeated_calls, SUM(gentle) AS gentle_reminders,
+                   SUM(detailed) AS detailed_reminders
+            FROM ({rows}) GROUP BY bucket_ns
+        """
+        frames.append(_read(conn, sql, [bucket_ns, bucket_ns, *gentle_params, *detailed_params, *params]))
+    wide = _summed_by_bucket(frames)
     wide["bucket"] = pd.to_datetime(wide["bucket_ns"], unit="ns", utc=True)
     long = wide.melt(
         id_vars=["bucket"],
@@ -262,6 +344,17 @@ def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: float) -> pd
         }
     )
     return long
+
+
+def _summed_by_bucket(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The per-bucket counts of the repeats and of the other kinds' detections, added up, by time."""
+    if len(frames) == 1:
+        return frames[0].sort_values("bucket_ns", ignore_index=True)
+    nonempty = [frame for frame in frames if not frame.empty]
+    if not nonempty:
+        return frames[0]
+    summed = pd.concat(nonempty).groupby("bucket_ns", as_index=False).sum()
+    return summed.astype("int64").sort_values("bucket_ns", ignore_index=True)
 
 
 def run_lengths(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
@@ -305,6 +398,82 @@ def hotspot_runs(conn: sqlite3.Connection, filters: Filters, tool: str, limit: i
     frame = _read(conn, sql, [tool, *params, int(limit)])
     frame["ended"] = pd.to_datetime(frame["end_ns"], unit="ns", utc=True)
     return frame
+
+
+# The detections of one kind that end their loop: the agent run's next detection of that kind (by store order)
+# does not continue it (the next copy of a cycle, the next call of a no-progress run). A parallel duplicate
+# (no length) always ends its own. ``{where}`` narrows ``d`` and ``c``, the detection's call.
+_LOOPS = f"""
+    SELECT d.call_id AS end_id, d.kind, c.agent_key, {AGENT} AS agent, c.tool_name AS tool, d.run_length, d.period,
+           d.repetitions, d.cycle_tools, c.end_ns, c.trace_id, c.error
+    FROM detections AS d JOIN tool_calls AS c ON c.id = d.call_id
+    {{where}}
+      AND NOT EXISTS (
+          SELECT 1 FROM (
+              SELECT e.run_length, e.period FROM tool_calls AS n JOIN detections AS e ON e.call_id = n.id
+              WHERE n.agent_key = c.agent_key AND n.id > c.id AND e.kind = d.kind ORDER BY n.id LIMIT 1
+          ) AS later
+          WHERE later.run_length = d.run_length + COALESCE(d.period, 1) AND later.period IS d.period
+      )
+    ORDER BY d.run_length DESC, d.call_id DESC
+    LIMIT ?
+"""
+
+
+def hotspot_loops(
+    conn: sqlite3.Connection, filters: Filters, tool: str, kinds: Sequence[str], limit: int = 25
+) -> pd.DataFrame:
+    """The longest loops of ``kinds`` (not repeats: see :func:`hotspot_runs`) ending at a call of ``tool``: one
+    row per loop at its last detection (``end_id``), with its ``kind``, ``run_length`` (calls so far), and for a
+    cycle its ``period``, ``repetitions`` and ``cycle_tools`` (JSON)."""
+    where, params = _where(filters, _in("d.kind", kinds) if kinds else "0", "c.tool_name = ?")
+    where = where.replace("end_ns", "c.end_ns")  # the filters' time is the call's (d has an end_ns too)
+    frame = _read(conn, _LOOPS.format(where=where), [*kinds, tool, *params, int(limit)])
+    frame["ended"] = pd.to_datetime(frame["end_ns"], unit="ns", utc=True)
+    return frame
+
+
+def agent_cycles(conn: sqlite3.Connection, agent_key: str, limit: int = 25) -> pd.DataFrame:
+    """The cycles of one agent run, each at the call completing its last copy (columns as :func:`hotspot_loops`)."""
+    where = "WHERE c.agent_key = ? AND d.kind = ?"
+    frame = _read(conn, _LOOPS.format(where=where), [agent_key, CYCLE, int(limit)])
+    frame["ended"] = pd.to_datetime(frame["end_ns"], unit="ns", utc=True)
+    return frame.sort_values("end_id", ignore_index=True)
+
+
+_CYCLE_CALLS = """
+    WITH cycle AS (
+        SELECT c.id FROM tool_calls AS c
+        WHERE c.agent_key = ? AND c.id <= ? AND c.tracked
+          AND NOT EXISTS (SELECT 1 FROM detections AS p WHERE p.call_id = c.id AND p.kind = ?)
+        ORDER BY c.id DESC LIMIT ?
+    )
+    SELECT c.id, c.start_ns, c.tool_name AS tool, c.error, c.trace_id, c.span_id, a.preview AS arguments
+    FROM cycle JOIN tool_calls AS c ON c.id = cycle.id LEFT JOIN tool_call_arguments AS a ON a.call_id = c.id
+    ORDER BY c.id
+"""
+
+
+def cycle_calls(conn: sqlite3.Connection, agent_key: str, end_id: int, period: int, repetitions: int) -> pd.DataFrame:
+    """The calls that make up a cycle: the agent run's last ``period`` x ``repetitions`` tracked calls ending at
+    ``end_id`` (the call completing the last copy), in order, each with its ``copy`` (1 to ``repetitions``)
+    and its ``step`` in the copy (1 to ``period``). Tools the guard excludes and parallel duplicates are not
+    part of a cycle, as for the guard. ``arguments`` is the stored preview: text, never HTML."""
+    calls = max(1, int(period)) * max(1, int(repetitions))
+    frame = _read(conn, _CYCLE_CALLS, [agent_key, int(end_id), PARALLEL_DUPLICATE, calls])
+    return numbered_copies(frame, int(period), int(repetitions))
+
+
+def numbered_copies(frame: pd.DataFrame, period: int, repetitions: int) -> pd.DataFrame:
+    """``frame`` (a cycle's calls in order, ending at the last copy's last call) with each call's ``copy`` and
+    ``step``, counted back from the end, so a cycle whose first calls the store lacks is still numbered right."""
+    from_end = range(len(frame) - 1, -1, -1)
+    return frame.assign(
+        copy=[repetitions - back // period for back in from_end],
+        step=[period - back % period for back in from_end],
+        time=pd.to_datetime(frame["start_ns"], unit="ns", utc=True),
+        status=frame["error"].map({1: "error", 0: "ok"}),
+    )
 
 
 def chain(conn: sqlite3.Connection, agent_key: str, end_id: int, run_length: int) -> pd.DataFrame:
