@@ -367,7 +367,8 @@ def _headline_section(
         third[2].metric(
             "Wasted tokens",
             f"{tokens.wasted_tokens:,}",
-            help="Tokens of the model calls that issued a repeated call (run position 2 or more).",
+            help="Tokens of the model calls that issued a repeated call (run position 2 or more) or a call in a "
+            "detected cycle or no-progress run.",
         )
         third[3].metric(
             "Wasted cost",

@@ -652,9 +652,10 @@ def model_tokens(conn: sqlite3.Connection, filters: Filters, bands: Sequence[int
 
 
 def wasted_tokens(conn: sqlite3.Connection, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
-    """The tokens of the model calls that issued a repeated call, per tool, agent, model, provider and band.
+    """The tokens of the model calls that issued a repeated call (or a call in a detected cycle or no-progress
+    run), per tool, agent, model, provider and band.
 
-    The exporter marks a repeated call's issuer when it stores the call: the latest model call under the
+    The exporter marks such a call's issuer when it stores the call: the latest model call under the
     same parent span (else of the same agent run) that started before the tool call ended. A model call
     that issued several repeated calls counts once, under the first one's tool. Time, service and agent
     narrow the model calls; a tool filter narrows them to those that issued repeats of that tool.

@@ -5,6 +5,7 @@ dashboard's tests."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from opentelemetry import trace
@@ -111,3 +112,17 @@ def every_kind(db: Path) -> LoopAgent:
         scenario(agent)
     agent.close()
     return agent
+
+
+def upgraded_from(db: Path, version: int, *statements: str) -> None:
+    """Turn ``db`` into a store of schema ``version`` (``statements`` undo what later versions added), then
+    upgrade it as a writer would, once (a second upgrade finds nothing to do)."""
+    from otel_repeat_guard.store.schema import upgrade
+
+    with sqlite3.connect(db) as conn:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("UPDATE repeat_guard_schema SET version = ?", (version,))
+        conn.execute(f"PRAGMA user_version = {int(version)}")
+    assert upgrade(db) == version
+    assert upgrade(db) is None

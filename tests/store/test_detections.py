@@ -12,8 +12,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_repeat_guard.store import SCHEMA_VERSION, SQLiteSpanExporter
-from otel_repeat_guard.store.schema import ROLLUP_FROM_CALLS, upgrade
-from tests.store.loop_agent import CONFIG, LoopAgent, cycler, every_kind, parallel, repeat_in_cycle, searcher
+from otel_repeat_guard.store.schema import ROLLUP_FROM_CALLS
+from tests.store.loop_agent import (
+    CONFIG,
+    LoopAgent,
+    cycler,
+    every_kind,
+    parallel,
+    repeat_in_cycle,
+    searcher,
+    upgraded_from,
+)
 
 DETECTIONS = """
     SELECT c.tool_name, d.kind, d.run_length, d.period, d.repetitions, d.cycle_tools, d.reminder_tier,
@@ -174,13 +183,8 @@ def test_a_schema_4_store_is_upgraded_to_5_with_its_repeats(tmp_path: Path) -> N
         db, "SELECT call_id, run_length, reminder_tier, reminder_threshold FROM detections WHERE kind = 'repeat'"
     )
     assert len(expected) == 3
-    with sqlite3.connect(db) as conn:  # as schema 4 left it: no detections table, no loop kinds
-        conn.execute("DROP TABLE detections")
-        conn.execute("DELETE FROM dimensions WHERE kind = 'loop_kind'")
-        conn.execute("UPDATE repeat_guard_schema SET version = 4")
-        conn.execute("PRAGMA user_version = 4")
-    assert upgrade(db) == 4
-    assert upgrade(db) is None
+    # as schema 4 left it: no detections table, no loop kinds
+    upgraded_from(db, 4, "DROP TABLE detections", "DELETE FROM dimensions WHERE kind = 'loop_kind'")
     assert query(db, "SELECT version FROM repeat_guard_schema") == [(SCHEMA_VERSION,)]
     assert query(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert query(db, "SELECT call_id, run_length, reminder_tier, reminder_threshold FROM detections") == expected

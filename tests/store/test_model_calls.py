@@ -3,7 +3,6 @@ like first tool calls, kept apart from bad spans, and the schema 3 -> 4 upgrade.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
 from otel_repeat_guard.store import SCHEMA_VERSION, SQLiteSpanExporter, open_for_reading, open_for_writing
 from otel_repeat_guard.store.model_calls import read_model_call
-from otel_repeat_guard.store.schema import start_demo_store, store_origin, upgrade
+from otel_repeat_guard.store.schema import start_demo_store, store_origin
+from tests.store.loop_agent import upgraded_from
 
 GENAI = {
     "gen_ai.operation.name": "chat",
@@ -262,16 +262,14 @@ def test_a_schema_3_store_is_upgraded_to_4(tmp_path: Path) -> None:
         _tool(agent, run, "grep", '{"q": 1}')
     run.end()
     agent.close()
-    with sqlite3.connect(db) as conn:  # as schema 3 left it, with a run key in the filter list
-        for table in ("model_call_outputs", "model_calls", "model_rollup", "store_info"):
-            conn.execute(f"DROP TABLE {table}")
-        conn.execute("DROP INDEX agent_runs_key")
-        conn.execute("DROP INDEX call_rollup_agent")
-        conn.execute("INSERT INTO dimensions VALUES ('agent', 'old#0123456789abcdef')")
-        conn.execute("UPDATE repeat_guard_schema SET version = 3")
-        conn.execute("PRAGMA user_version = 3")
-    assert upgrade(db) == 3
-    assert upgrade(db) is None
+    upgraded_from(  # as schema 3 left it, with a run key in the filter list
+        db,
+        3,
+        *(f"DROP TABLE {table}" for table in ("model_call_outputs", "model_calls", "model_rollup", "store_info")),
+        "DROP INDEX agent_runs_key",
+        "DROP INDEX call_rollup_agent",
+        "INSERT INTO dimensions VALUES ('agent', 'old#0123456789abcdef')",
+    )
     assert query(db, "SELECT value FROM dimensions WHERE kind = 'agent'") == [("old",)]
     assert query(db, "SELECT COUNT(*) FROM model_calls") == [(0,)]
     assert query(db, "SELECT version FROM repeat_guard_schema") == [(SCHEMA_VERSION,)]
