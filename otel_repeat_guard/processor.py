@@ -33,6 +33,15 @@ from otel_repeat_guard.conventions import (
     SpanRouter,
     failed,
 )
+from otel_repeat_guard.conventions.genai import (
+    AGENT_ID,
+    AGENT_NAME,
+    EXECUTE_TOOL,
+    OPERATION,
+    TOOL_ARGUMENTS,
+    TOOL_NAME,
+    GenAIConvention,
+)
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
@@ -64,6 +73,8 @@ __all__ = [
     "ReminderCallback",
     "RepeatGuardSpanProcessor",
 ]
+_GENERAL: Any = object()
+"""What the plain-span reading answers for a span it leaves to the conventions."""
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
@@ -154,6 +165,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
         self._follow_remote = config.follows_remote_runs  # a span under a remote parent: the baggage's run
+        # A GenAI tool span is read in place (see _plain_tool_call) when GenAI is the first convention asked
+        # about it (it carries no mark of one before) and nothing opt-in needs more of it than the repeat chain.
+        before = self._router.marks_before(GenAIConvention)
+        self._plain_genai = before is not None and not (self._detecting or self._collapse_parallel or audit is not None)
+        self._names_before_genai, self._marks_before_genai = before or (frozenset(), ())
 
     @property
     def config(self) -> GuardConfig:
@@ -302,6 +318,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def _decide(self, span: ReadableSpan) -> Decision | None:
         name, attributes, events = contents_of(span)
+        if self._plain_genai and attributes.get(OPERATION) == EXECUTE_TOOL and name not in self._names_before_genai:
+            decided = self._plain_tool_call(span, attributes, events)
+            if decided is not _GENERAL:
+                return decided  # type: ignore[no-any-return]
         mask = self._route(name, attributes)
         if not mask:  # nearly every span stops here
             return self._run_span_ends(span) if self._steps.steps else None
@@ -312,6 +332,42 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if mask & self._model_bits:
             return self._model_call_ends(span, mask, name, attributes, events)
         return None
+
+    def _plain_tool_call(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> Any:
+        """The common tool span read in place, exactly as the conventions and _tool_call_ends would read it, in
+        one call instead of eight: a GenAI tool span with its tool's name and short arguments text, no agent of
+        its own, straight under the span of its run, nothing pending. Anything else answers _GENERAL."""
+        tool = attributes.get(TOOL_NAME)
+        arguments = attributes.get(TOOL_ARGUMENTS)
+        steps, chains = self._steps, self._chains
+        if (
+            tool.__class__ is not str
+            or not tool
+            or arguments.__class__ is not str
+            or len(arguments) >= RAW_KEY_MIN_CHARS
+            or AGENT_ID in attributes
+            or AGENT_NAME in attributes
+            or steps.steps  # a model step to answer, or
+            or steps.counted  # calls counted from requests (their call ids): the general path
+            or chains.pending
+        ):
+            return _GENERAL
+        for mark, marked in self._marks_before_genai:  # OpenLLMetry's traceloop.span.kind, by default
+            if attributes.get(mark) == marked:
+                return _GENERAL
+        parent = span.parent
+        run = None if parent is None else self._runs.owned.get(parent.span_id)
+        if run is None or not self._tracked[tool]:
+            return _GENERAL
+        ends = steps.tool_ends
+        ends[run.key] = span.end_time or 0
+        if len(ends) > steps.max_runs:
+            drop_oldest(ends)
+        key = arguments_key(arguments)
+        length = chains.observe(run.key, tool, key)
+        if length < 2:
+            return None
+        return self._record(run, tool, arguments, key, length, None, None, span, attributes, events, False, None, None)
 
     def _tool_call_ends(
         self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
@@ -392,6 +448,28 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         length = chains.observe(run.key, tool, key, raw)
         if length < 2 and call is None:
             return None  # nearly every call: no repeat, no detector to ask
+        return self._record(
+            run, tool, arguments, key, length, call, outcome, span, attributes, events, error, call_id, context
+        )
+
+    def _record(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        key: bytes | None,
+        length: int,
+        call: Call | None,
+        outcome: Any,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        error: bool,
+        call_id: str | None,
+        context: SpanContext | None,
+    ) -> Decision | None:
+        """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
+        chains = self._chains
         if span is not None:
             context = span.context
         decision: Decision = ([], [])

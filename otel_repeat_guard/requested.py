@@ -119,12 +119,13 @@ class Step:
 class PendingSteps:
     """The last model step of each run, by chain key."""
 
-    __slots__ = ("_counted", "_lock", "_max_counted", "max_runs", "steps", "tool_ends")
+    __slots__ = ("_lock", "_max_counted", "counted", "max_runs", "steps", "tool_ends")
 
     def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
         self.steps: OrderedDict[str, Step] = OrderedDict()
         """Run key -> its last step; test its truth for "any step pending" (no Python-level call)."""
-        self._counted: dict[tuple[str, str], None] = {}  # (run, call id) counted from a request, oldest first
+        self.counted: dict[tuple[str, str], None] = {}
+        """(run, call id) of the calls counted from a request, oldest first; empty for runtimes with tool spans."""
         self.tool_ends: dict[str, int] = {}
         """Run key -> when its last tool span ended; the processor writes it on every tool span (no call)."""
         self._lock = threading.Lock()
@@ -166,17 +167,17 @@ class PendingSteps:
         for call in step.calls():
             if call.call_id is not None:
                 key = (run_key, call.call_id)
-                if key in self._counted:
+                if key in self.counted:
                     continue
-                self._counted[key] = None
-                if len(self._counted) > self._max_counted:
-                    drop_oldest(self._counted)
+                self.counted[key] = None
+                if len(self.counted) > self._max_counted:
+                    drop_oldest(self.counted)
             out.append(call)
         return step, out
 
     def was_counted(self, run_key: str, call_id: str) -> bool:
         """Whether the run's call with this id was counted from its request already (its tool span came late)."""
-        return (run_key, call_id) in self._counted
+        return (run_key, call_id) in self.counted
 
     def forget(self, run_key: str) -> None:
         with self._lock:

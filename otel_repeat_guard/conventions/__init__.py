@@ -108,6 +108,25 @@ class SpanRouter:
                 mask |= values.get(value, 0)
         return mask
 
+    def marks_before(self, kind: type[Convention]) -> tuple[frozenset[str], tuple[tuple[str, str], ...]] | None:
+        """The tool marks of the conventions configured before the first ``kind`` one, as (span names,
+        attribute marks): a span ``kind`` marks that carries none of them is asked of ``kind`` first. None
+        when there is no ``kind`` convention, or one before it declares no marks (it is asked always)."""
+        names: set[str] = set()
+        attribute_marks: list[tuple[str, str]] = []
+        for convention in self.conventions:
+            if isinstance(convention, kind):
+                return frozenset(names), tuple(attribute_marks)
+            marks = getattr(convention, "tool_marks", None)
+            if marks is None:
+                return None
+            for mark in marks:
+                if mark.key is None:
+                    names.add(mark.value)
+                else:
+                    attribute_marks.append((mark.key, mark.value))
+        return None
+
     def tool_reader(self, mask: int) -> ToolCallReader | None:
         """One reader asking, in their configured order, the conventions whose tool bits are in ``mask``."""
         mask &= self.tool_bits

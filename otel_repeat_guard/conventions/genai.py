@@ -25,6 +25,12 @@ from otel_repeat_guard.conventions.base import (
 from otel_repeat_guard.conventions.requests import gen_ai_requests
 
 _ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy telemetry schema
+OPERATION = "gen_ai.operation.name"
+EXECUTE_TOOL = "execute_tool"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
+AGENT_ID = "gen_ai.agent.id"
+AGENT_NAME = "gen_ai.agent.name"
 _INVOKE_AGENT = "invoke_agent"
 
 
@@ -51,24 +57,24 @@ class GenAIConvention(BuiltInConvention):
     """
 
     __slots__ = ()
-    tool_marks = (Mark("gen_ai.operation.name", "execute_tool"),)
+    tool_marks = (Mark(OPERATION, EXECUTE_TOOL),)
     model_marks = tuple(Mark("gen_ai.operation.name", op) for op in ("chat", "text_completion", "generate_content"))
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        if attributes.get("gen_ai.operation.name") != "execute_tool":
+        if attributes.get(OPERATION) != EXECUTE_TOOL:
             return None
-        tool = attributes.get("gen_ai.tool.name")
+        tool = attributes.get(TOOL_NAME)
         if not isinstance(tool, str) or not tool:
             tool = tool_name(name, attributes)
             if tool is None:
                 return None
-        arguments = attributes.get("gen_ai.tool.call.arguments", MISSING)
+        arguments = attributes.get(TOOL_ARGUMENTS, MISSING)
         if arguments is MISSING:
             arguments = attributes.get(_ADK_ARGUMENTS, MISSING)
             if arguments is MISSING:
                 arguments = _arguments_from_events(events)
         call_id = call_id_of(attributes)
-        if "gen_ai.agent.id" in attributes or "gen_ai.agent.name" in attributes:
+        if AGENT_ID in attributes or AGENT_NAME in attributes:
             return (tool, arguments, *gen_ai_agent(attributes), False, call_id)
         return (tool, arguments, None, None, False, call_id)  # the common case, without two more calls
 

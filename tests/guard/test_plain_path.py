@@ -1,0 +1,109 @@
+"""The plain-span path (a GenAI tool span read in place) against the general path through the conventions.
+
+Two guards see the same spans, one with the in-place reading switched off; every span's events and every
+reminder must be the same. The spans mix what the in-place reading handles with everything it hands on:
+explicit agents, call ids, long and non-JSON arguments, missing arguments, failures, OpenLLMetry marks,
+pydantic-ai's span name, tools under a nested span, and model calls that ask for tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.trace import Status, StatusCode, set_span_in_context
+
+from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS
+
+LONG = '{"q": "' + "x" * RAW_KEY_MIN_CHARS + '"}'
+ARGUMENTS = ['{"q": 1}', '{ "q" : 1 }', '{"q": 2}', LONG, "not json", None]
+VARIANTS = ("plain", "agent_id", "call_id", "traceloop", "pydantic_name", "failed", "nested", "untracked")
+
+step = st.one_of(
+    st.tuples(
+        st.just("tool"),
+        st.sampled_from(["grep", "read", "shell"]),
+        st.sampled_from(ARGUMENTS),
+        st.sampled_from(VARIANTS),
+    ),
+    st.tuples(st.just("model"), st.booleans(), st.just(None), st.just("")),
+    st.tuples(st.just("new_run"), st.just(""), st.just(None), st.just("")),
+)
+
+
+class _Counting(IdGenerator):
+    """Ids 1, 2, 3...: both guards' spans get the same ids, so their events and reminders compare equal."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def generate_span_id(self) -> int:
+        self._next += 1
+        return self._next
+
+    def generate_trace_id(self) -> int:
+        self._next += 1
+        return self._next
+
+
+def _run(steps: list[tuple[str, Any, Any, str]], plain: bool) -> tuple[list[Any], list[Reminder]]:
+    reminders: list[Reminder] = []
+    guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=(2, 3), exclude=("shell",)), reminders.append)
+    assert guard._plain_genai  # the default guard reads plain spans in place
+    guard._plain_genai = plain
+    provider = TracerProvider(id_generator=_Counting())
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(guard)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("plain-path")
+    agent = tracer.start_span("invoke_agent coder", attributes={"gen_ai.operation.name": "invoke_agent"})
+    for i, (kind, first, arguments, variant) in enumerate(steps):
+        context = set_span_in_context(agent)
+        if kind == "new_run":
+            agent.end()
+            agent = tracer.start_span("invoke_agent coder", attributes={"gen_ai.operation.name": "invoke_agent"})
+        elif kind == "model":
+            attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10}
+            if first:
+                attributes["gen_ai.response.finish_reasons"] = ("tool_calls",)
+            tracer.start_span("chat", context=context, attributes=attributes).end()
+        else:
+            if variant == "nested":
+                context = set_span_in_context(tracer.start_span("step", context=context))
+            name = "running tool" if variant == "pydantic_name" else f"execute_tool {first}"
+            span = tracer.start_span(name, context=context)
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", "shell" if variant == "untracked" else first)
+            if arguments is not None:
+                span.set_attribute("gen_ai.tool.call.arguments", arguments)
+            if variant == "agent_id":
+                span.set_attribute("gen_ai.agent.id", "explicit")
+            elif variant == "call_id":
+                span.set_attribute("gen_ai.tool.call.id", f"call_{i}")
+            elif variant == "traceloop":
+                span.set_attribute("traceloop.span.kind", "tool")
+            elif variant == "failed":
+                span.set_status(Status(StatusCode.ERROR, "denied"))
+            span.end()
+    agent.end()
+    seen = [(s.name, [(e.name, dict(e.attributes or {})) for e in s.events]) for s in exporter.get_finished_spans()]
+    return seen, reminders
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(step, max_size=30))
+def test_the_plain_path_decides_exactly_as_the_conventions_do(steps: list[tuple[str, Any, Any, str]]) -> None:
+    assert _run(steps, plain=True) == _run(steps, plain=False)
+
+
+def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:
+    steps = [("tool", "grep", '{"q": 1}', "plain")] * 3
+    seen, reminders = _run(steps, plain=True)
+    assert [r.run_length for r in reminders] == [2, 3]
+    assert [len(events) for name, events in seen if name.startswith("execute_tool")] == [0, 2, 2]
