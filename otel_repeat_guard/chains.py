@@ -98,7 +98,8 @@ class ChainTracker:
                         chain.keyed_raw = key + raw
                     return chain.run
                 ended_tool, ended_run = chain.tool, chain.run
-                chain.restart(tool, key, raw)
+                chain.tool, chain.key, chain.run = tool, key, 1  # chain.restart, inlined: most calls come here
+                chain.keyed_raw = None if key is None or raw is None else key + raw
         if ended_run > 1 and self._on_run_ended is not None:
             self._on_run_ended(ended_tool, ended_run)
         if evicted is not None:

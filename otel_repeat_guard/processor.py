@@ -59,7 +59,7 @@ from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.requested import PendingSteps, Step, drop_oldest, may_request
 from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver, evict_oldest
-from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events
+from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -245,12 +245,12 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            name, attributes, _ = contents_of(span)
+            span_id, name, attributes = start_of(span)
             if self._follow_remote:
                 self._remote_start(span, parent_context, attributes)
             runs = self._runs  # the live-span bookkeeping of runs.py, written here without a call (every span)
             live = runs.live
-            live[span.context.span_id] = span
+            live[span_id] = span
             if len(live) > runs.max_live_spans:
                 evict_oldest(live)
             if attributes:  # most instrumentations set none at start

@@ -44,6 +44,16 @@ def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[An
     return span._name, attributes, events  # noqa: SLF001
 
 
+def start_of(span: Span) -> tuple[int, str, Mapping[str, Any]]:
+    """A starting span's id, name and attributes (as :func:`contents_of` reads them): what the guard
+    reads of every span that starts, without the ``context`` property's call."""
+    held = span._attributes  # noqa: SLF001 - see the module docstring
+    attributes = getattr(held, "_dict", None)
+    if type(attributes) is not dict:
+        attributes = _NO_ATTRIBUTES if held is None else held
+    return span._context.span_id, span._name, attributes  # type: ignore[union-attr]  # noqa: SLF001
+
+
 def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
     """The span's attributes without the read-only proxy (see :func:`contents_of`)."""
     return contents_of(span)[1]

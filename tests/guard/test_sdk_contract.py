@@ -6,7 +6,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_repeat_guard.span_events import append_to_ending_span, attributes_of, contents_of
+from otel_repeat_guard.span_events import append_to_ending_span, attributes_of, contents_of, start_of
 
 
 class _Recorder(SpanProcessor):
@@ -81,6 +81,7 @@ def test_the_cheap_readers_see_exactly_what_the_public_accessors_do() -> None:
     assert dict(attributes_of(span)) == dict(span.attributes or {})
     assert list(contents_of(span)[2]) == list(span.events)
     assert contents_of(span)[:2] == ("s", attributes_of(span))
+    assert start_of(span) == (span.context.span_id, "s", attributes_of(span))
     span.end()
     assert dict(attributes_of(span)) == {"a": 1, "b": "x"}
     copy = ReadableSpan(name="c", attributes=None, events=())  # hand-built spans take the fallback
