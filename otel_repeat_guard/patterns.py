@@ -63,26 +63,27 @@ class ToolFilter:
     Not a ``dict`` subclass with ``__missing__``: mypyc's compiled form of that crashed.
     """
 
-    __slots__ = ("_answers", "_exclude", "_include")
+    __slots__ = ("_exclude", "_include", "answers")
 
     CACHE_LIMIT: Final = 4096
 
     def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
-        self._answers: dict[str, bool] = {}
+        self.answers: dict[str, bool] = {}
+        """The answers so far, by tool name: a hot path may look a known tool up without a call."""
         self._include = compile_patterns(include)
         self._exclude = compile_patterns(exclude)
 
     def __getitem__(self, tool_name: str) -> bool:
-        answer = self._answers.get(tool_name)
+        answer = self.answers.get(tool_name)
         return self._decide(tool_name) if answer is None else answer
 
     def _decide(self, tool_name: str) -> bool:
         tracked = (self._include is None or self._include.fullmatch(tool_name) is not None) and (
             self._exclude is None or self._exclude.fullmatch(tool_name) is None
         )
-        if len(self._answers) >= self.CACHE_LIMIT:
-            self._answers.clear()
-        self._answers[tool_name] = tracked
+        if len(self.answers) >= self.CACHE_LIMIT:
+            self.answers.clear()
+        self.answers[tool_name] = tracked
         return tracked
 
     def __call__(self, tool_name: str) -> bool:
@@ -90,4 +91,4 @@ class ToolFilter:
 
     def __len__(self) -> int:
         """How many answers are kept."""
-        return len(self._answers)
+        return len(self.answers)

@@ -357,7 +357,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 return _GENERAL
         parent = span.parent
         run = None if parent is None else self._runs.owned.get(parent.span_id)
-        if run is None or not self._tracked[tool]:
+        if run is None or not (self._tracked.answers.get(tool) or self._tracked[tool]):
             return _GENERAL
         ends = steps.tool_ends
         ends[run.key] = span.end_time or 0
@@ -552,7 +552,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         context = span.context
         if context is None:
             return None
-        run = self._model_runs.pop(context.span_id, None)
+        model_runs = self._model_runs  # empty where model spans get their attributes late: no lookup
+        run = model_runs.pop(context.span_id, None) if model_runs else None
         late = run is None
         parent = span.parent
         if late and parent is not None and parent.span_id not in self._runs.marked:  # marked once per run span
@@ -561,7 +562,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if not keep and not (late and self._steps.steps):
             return None  # a text answer, nothing pending: nothing to keep, nothing to count
         if run is None:
-            run = self._runs.resolve(span.parent)
+            run = self._runs.resolve(parent)
             if run is None:
                 return None
         started = span.start_time or 0
