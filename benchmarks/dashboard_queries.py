@@ -17,6 +17,7 @@ cold ``AppTest`` run, caches cleared) < 3 s.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sqlite3
@@ -136,6 +137,7 @@ def fill(db: Path, calls: int, seed: int = 7) -> None:
             rows.clear()
             models.clear()
     _insert(conn, rows, models)
+    _detections(conn, rng)
     conn.execute(  # what the exporter keeps for the filter lists
         "INSERT OR IGNORE INTO dimensions SELECT 'service', service_name FROM tool_calls GROUP BY service_name"
         " UNION ALL SELECT 'agent', agent_name FROM tool_calls GROUP BY agent_name"
@@ -146,6 +148,33 @@ def fill(db: Path, calls: int, seed: int = 7) -> None:
     conn.execute("COMMIT")
     conn.execute("ANALYZE")
     conn.close()
+
+
+def _detections(conn: sqlite3.Connection, rng: random.Random) -> None:
+    """The ``detections`` rows: a repeat row per repeated call (as the schema upgrade backfills them), and
+    cycles (period 2, 3 copies) and no-progress runs on about 1% of the other tracked calls each."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(
+        "INSERT INTO detections (call_id, kind, end_ns, run_length, reminder_tier, reminder_threshold)"
+        " SELECT id, 'repeat', end_ns, run_length, reminder_tier, reminder_threshold FROM tool_calls"
+        " WHERE run_length >= 2"
+    )
+    singles = conn.execute("SELECT id, end_ns, tool_name FROM tool_calls WHERE run_length = 1").fetchall()
+    found: list[tuple[object, ...]] = []
+    for call_id, end_ns, tool in singles:
+        draw = rng.random()
+        if draw < 0.01:
+            tools = json.dumps([rng.choice(TOOLS), tool])
+            found.append((call_id, "cycle", end_ns, 6, 2, 3, tools, None, "gentle", 3))
+        elif draw < 0.02:
+            found.append(
+                (call_id, "no_progress", end_ns, 3, None, None, None, f"{rng.getrandbits(128):032x}", None, None)
+            )
+    conn.executemany(f"INSERT INTO detections VALUES ({', '.join('?' * 10)})", found)
+    conn.executemany(
+        "INSERT OR IGNORE INTO dimensions VALUES ('loop_kind', ?)", [("repeat",), ("cycle",), ("no_progress",)]
+    )
+    conn.execute("COMMIT")
 
 
 def _insert(conn: sqlite3.Connection, rows: Sequence[tuple[object, ...]], models: Sequence[tuple[object, ...]]) -> None:
@@ -178,6 +207,7 @@ def bench_queries(db: Path) -> list[tuple[str, float]]:
             ("all time, no filters", Filters()),
             ("last 24 hours", Filters(start_ns=int(bounds["last_ns"]) - 86400 * 1_000_000_000)),
             ("one service + one tool", Filters(services=("ops-bot",), tools=("tool_07",))),
+            ("cycles only, all time", Filters(kind="cycle")),
         ):
             print(f"{title}:")
             timed("time_bounds", partial(queries.time_bounds, conn), results)
@@ -203,6 +233,28 @@ def bench_queries(db: Path) -> list[tuple[str, float]]:
             timed("chain(longest run)", partial(queries.chain, conn, key, end_id, length), results)
             focus = queries.loop_start_ns(conn, key, end_id, length)
             timed("run_timeline(longest run)", partial(queries.run_timeline, conn, key, focus_ns=focus), results)
+            loops = timed(
+                "hotspot_loops(tool_07, cycles)",
+                partial(queries.hotspot_loops, conn, filters, "tool_07", ("cycle", "no_progress")),
+                results,
+            )
+            if not loops.empty:
+                agent = str(loops.iloc[0]["agent_key"])
+                cycles = timed("agent_cycles", partial(queries.agent_cycles, conn, agent), results)
+                if not cycles.empty:
+                    last = cycles.iloc[-1]
+                    timed(
+                        "cycle_calls",
+                        partial(
+                            queries.cycle_calls,
+                            conn,
+                            agent,
+                            int(last["end_id"]),
+                            int(last["period"]),
+                            int(last["repetitions"]),
+                        ),
+                        results,
+                    )
     finally:
         conn.close()
     return results
