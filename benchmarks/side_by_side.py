@@ -57,7 +57,7 @@ def table(runs: dict[str, dict[str, Any]]) -> str:
     ]
     for case in cases:
         rows = [by_build[build].get(case) for build in runs]
-        goal = next(row["goal"] for row in rows if row is not None)
+        goal = " / ".join(dict.fromkeys(row["goal"] for row in rows if row is not None))  # a goal per build, if so
         measured = " | ".join("(not run)" if row is None else row["measured"] for row in rows)
         lines.append(f"| {case} | {measured} | {goal} | " + " | ".join(_met(row) for row in rows) + " |")
     return "\n".join(lines)
