@@ -59,7 +59,7 @@ from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.requested import PendingSteps, Step, drop_oldest, may_request
 from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver, evict_oldest
-from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, contents_of, copy_with_events, start_of
+from otel_repeat_guard.span_events import EventSpec, append_to_ending_span, copy_with_events, ending_of, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -317,9 +317,9 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     # -- extract, decide, record -----------------------------------------------------
 
     def _decide(self, span: ReadableSpan) -> Decision | None:
-        name, attributes, events = contents_of(span)
+        name, attributes, events, parent, ended = ending_of(span)
         if self._plain_genai and attributes.get(OPERATION) == EXECUTE_TOOL and name not in self._names_before_genai:
-            decided = self._plain_tool_call(span, attributes, events)
+            decided = self._plain_tool_call(span, attributes, events, parent, ended)
             if decided is not _GENERAL:
                 return decided  # type: ignore[no-any-return]
         mask = self._route(name, attributes)
@@ -333,7 +333,14 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             return self._model_call_ends(span, mask, name, attributes, events)
         return None
 
-    def _plain_tool_call(self, span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> Any:
+    def _plain_tool_call(
+        self,
+        span: ReadableSpan,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        parent: SpanContext | None,
+        ended: int | None,
+    ) -> Any:
         """The common tool span read in place, exactly as the conventions and _tool_call_ends would read it, in
         one call instead of eight: a GenAI tool span with its tool's name and short arguments text, no agent of
         its own, straight under the span of its run, nothing pending. Anything else answers _GENERAL."""
@@ -355,12 +362,11 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         for mark, marked in self._marks_before_genai:  # OpenLLMetry's traceloop.span.kind, by default
             if attributes.get(mark) == marked:
                 return _GENERAL
-        parent = span.parent
         run = None if parent is None else self._runs.owned.get(parent.span_id)
         if run is None or not (self._tracked.answers.get(tool) or self._tracked[tool]):
             return _GENERAL
         ends = steps.tool_ends
-        ends[run.key] = span.end_time or 0
+        ends[run.key] = ended or 0
         if len(ends) > steps.max_runs:
             drop_oldest(ends)
         key = arguments_key(arguments)

@@ -21,6 +21,7 @@ from typing import Any
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits
 from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AttributeValue
 
 EventSpec = tuple[str, Mapping[str, AttributeValue]]
@@ -35,13 +36,20 @@ def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[An
     convention), the events the span's own list (``span.events`` copies it into a new tuple
     on every read); hand-built spans and copies fall back to whatever they hold.
     """
+    name, attributes, events, _, _ = ending_of(span)
+    return name, attributes, events
+
+
+def ending_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any], SpanContext | None, int | None]:
+    """:func:`contents_of`, plus the span's parent context and end time: what the guard reads of every span
+    that ends, in one call (without the ``parent`` and ``end_time`` properties' two more)."""
     held, events = span._attributes, span._events  # noqa: SLF001 - see the module docstring
     attributes = getattr(held, "_dict", None)
     if type(attributes) is not dict:
         attributes = _NO_ATTRIBUTES if held is None else held
     if type(events) is not BoundedList and type(events) is not tuple:
         events = span.events
-    return span._name, attributes, events  # noqa: SLF001
+    return span._name, attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Mapping[str, Any]]:

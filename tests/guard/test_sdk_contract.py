@@ -5,8 +5,9 @@ from __future__ import annotations
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import set_span_in_context
 
-from otel_repeat_guard.span_events import append_to_ending_span, attributes_of, contents_of, start_of
+from otel_repeat_guard.span_events import append_to_ending_span, attributes_of, contents_of, ending_of, start_of
 
 
 class _Recorder(SpanProcessor):
@@ -84,6 +85,11 @@ def test_the_cheap_readers_see_exactly_what_the_public_accessors_do() -> None:
     assert start_of(span) == (span.context.span_id, "s", attributes_of(span))
     span.end()
     assert dict(attributes_of(span)) == {"a": 1, "b": "x"}
+    assert ending_of(span)[3:] == (span.parent, span.end_time)
+    child = provider.get_tracer("t").start_span("child", context=set_span_in_context(span))
+    child.end()
+    assert ending_of(child)[3:] == (child.parent, child.end_time)
+    assert ending_of(child)[3] is not None
     copy = ReadableSpan(name="c", attributes=None, events=())  # hand-built spans take the fallback
     assert attributes_of(copy) == {}
     assert list(contents_of(copy)[2]) == []
