@@ -65,44 +65,48 @@ class GuardMetrics:
         self._pending_runs: dict[tuple[str, int], int] = {}
         self._tool_attrs: dict[str, dict[str, str]] = {}
         self._unguarded: dict[tuple[str, str], int] = {}
-        meter.create_observable_counter(
-            REPEATED_CALLS,
-            callbacks=[self._observe_repeats],
-            unit="{call}",
-            description="Tool calls identical to the agent's previous tracked call.",
+        counters = (  # name, what its callback reports, unit, description
+            (
+                REPEATED_CALLS,
+                self._observe_repeats,
+                "{call}",
+                "Tool calls identical to the agent's previous tracked call.",
+            ),
+            (
+                REMINDERS,
+                self._observe_reminders,
+                "{reminder}",
+                "Reminders handed to the harness, by tier and threshold.",
+            ),
+            (
+                REMINDER_OUTCOMES,
+                self._observe_outcomes,
+                "{reminder}",
+                "Reminders by what the run did next: broken (a different call), ignored (the loop went on) or "
+                "ended (the run ended first).",
+            ),
+            (
+                WASTED_TIME,
+                self._observe_wasted_time,
+                "s",
+                "Time spent in repeated tool calls (the second and later of a run of identical calls).",
+            ),
+            (
+                WASTED_TOKENS,
+                self._observe_wasted_tokens,
+                "{token}",
+                "Tokens of the model calls that issued a repeated call or a call of a detected loop, by "
+                "gen_ai.token.type (input, output); each model call counted once.",
+            ),
+            (
+                UNGUARDED_CALLS,
+                self._observe_unguarded,
+                "{call}",
+                "Tool calls the guard recognised but could not compare, by reason (no_arguments, no_agent).",
+            ),
         )
-        meter.create_observable_counter(
-            REMINDERS,
-            callbacks=[self._observe_reminders],
-            unit="{reminder}",
-            description="Reminders handed to the harness, by tier and threshold.",
-        )
-        meter.create_observable_counter(
-            REMINDER_OUTCOMES,
-            callbacks=[self._observe_outcomes],
-            unit="{reminder}",
-            description="Reminders by what the run did next: broken (a different call), ignored (the loop "
-            "went on) or ended (the run ended first).",
-        )
-        meter.create_observable_counter(
-            WASTED_TIME,
-            callbacks=[self._observe_wasted_time],
-            unit="s",
-            description="Time spent in repeated tool calls (the second and later of a run of identical calls).",
-        )
-        meter.create_observable_counter(
-            WASTED_TOKENS,
-            callbacks=[self._observe_wasted_tokens],
-            unit="{token}",
-            description="Tokens of the model calls that issued a repeated call or a call of a detected loop, "
-            "by gen_ai.token.type (input, output); each model call counted once.",
-        )
-        meter.create_observable_counter(
-            UNGUARDED_CALLS,
-            callbacks=[self._observe_unguarded],
-            unit="{call}",
-            description="Tool calls the guard recognised but could not compare, by reason (no_arguments, no_agent).",
-        )
+        for name, callback, unit, description in counters:
+            meter.create_observable_counter(name, callbacks=[callback], unit=unit, description=description)
         self._run_length = meter.create_histogram(
             RUN_LENGTH,
             unit="{call}",
