@@ -48,6 +48,7 @@ from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgres
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
+    PARALLEL_DUPLICATE_EVENT,
     REDACTION_FAILED,
     REMINDER_EVENT,
     REPEAT_EVENT,
@@ -410,7 +411,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             self._audit(CallAudit(_scope(span), tool, source, run.how, None))
         counted = self._count(run, tool, arguments, span, attributes, events, error)
         if counted is not None and step is not None:
-            self._wasted(step, tool)
+            self._wasted(step, tool, counted)
         return counted
 
     def _run_of(self, span: ReadableSpan, agent_id: str | None, agent_name: str | None) -> Run | None:
@@ -614,15 +615,15 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 run, call.tool_name, call.arguments, None, {}, (), False, call.call_id, step.span_context
             )
             if counted is not None:
-                self._wasted(step, call.tool_name)
+                self._wasted(step, call.tool_name, counted)
                 events += counted[0]
                 reminders += counted[1]
         return events, reminders
 
-    def _wasted(self, step: Step, tool: str) -> None:
+    def _wasted(self, step: Step, tool: str, counted: Decision) -> None:
         """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted,
-        each model call's once."""
-        if not step.wasted:
+        each model call's once. (Not for a parallel duplicate: the same model call asked for the original.)"""
+        if not step.wasted and counted[0][0][0] != PARALLEL_DUPLICATE_EVENT:
             step.wasted = True
             self._metrics.wasted_tokens(tool, *token_usage(step.attributes))
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.trace import set_span_in_context
 
 from otel_repeat_guard import GuardConfig
 
@@ -192,3 +193,28 @@ def test_wasted_tokens_come_only_from_model_calls_that_asked_for_tools_and_recor
     points = _points(reader)
     assert "repeat_tool_guard.wasted_tokens" not in points
     assert [p.attributes["gen_ai.tool.name"] for p in points["repeat_tool_guard.wasted_time"]] == ["grep"]
+
+
+def test_a_parallel_duplicate_wastes_no_tokens() -> None:
+    reader = InMemoryMetricReader()
+    h = make_harness(GuardConfig(collapse_parallel=True), meter_provider=MeterProvider(metric_readers=[reader]))
+    asked = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.response.finish_reasons": ("tool_calls",),
+        "gen_ai.usage.input_tokens": 50,
+    }
+    with h.agent_run("coder") as agent:
+        h.tracer.start_span("chat", attributes=asked).end()
+        step = h.tracer.start_span("step", context=set_span_in_context(agent))
+        context = set_span_in_context(step)
+        spans = [h.tracer.start_span("execute_tool grep", context=context) for _ in range(2)]  # overlapping
+        for span in spans:
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", "grep")
+            span.set_attribute("gen_ai.tool.call.arguments", '{"q": 1}')
+        for span in spans:
+            span.end()
+        step.end()
+    names = [[e.name for e in s.events] for s in h.tool_spans()]
+    assert names == [[], ["repeat_tool_guard.parallel_duplicate"]]
+    assert "repeat_tool_guard.wasted_tokens" not in _points(reader)
