@@ -393,7 +393,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         ends[run.key] = span.end_time or 0
         if len(ends) > steps.max_runs:
             drop_oldest(ends)
-        step = steps.answered(run.key) if steps.steps else None
+        step = self._answered_step(span, run) if steps.steps else None
         if not tracked:
             return None
         source = "tool_span"
@@ -413,6 +413,17 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if counted is not None and step is not None:
             self._wasted(step, tool, counted)
         return counted
+
+    def _answered_step(self, span: ReadableSpan, run: Run) -> Step | None:
+        """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned).
+        A tool span keyed by its own agent id answers the step of the run its parent stands for, where
+        that run's model calls keep their steps, when its own key has none."""
+        step = self._steps.answered(run.key)
+        if step is None and run.how == "agent_id":
+            enclosing = self._run_of(span, None, None)
+            if enclosing is not None:
+                step = self._steps.answered(enclosing.key)
+        return step
 
     def _run_of(self, span: ReadableSpan, agent_id: str | None, agent_name: str | None) -> Run | None:
         """The tool span's run: its explicit agent id, else (nearly always) the span straight above it

@@ -66,3 +66,37 @@ def test_the_guards_metric_and_the_store_count_the_same_outcomes(tmp_path: Path,
         }
         assert guard == per_tier
     assert set(by_outcome) == {"broken", "ignored", "ended"}  # the scenario shows every decided outcome
+
+
+def _guard_wasted_tokens(reader: InMemoryMetricReader) -> dict[str, int]:
+    """tool -> input + output tokens, from the guard's ``repeat_tool_guard.wasted_tokens``."""
+    data = reader.get_metrics_data()
+    found: dict[str, int] = {}
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name != guard_metrics.WASTED_TOKENS:
+                    continue
+                for point in metric.data.data_points:  # type: ignore[union-attr]
+                    tool = str((point.attributes or {})["gen_ai.tool.name"])
+                    found[tool] = found.get(tool, 0) + int(point.value)  # type: ignore[union-attr]
+    return found
+
+
+@pytest.mark.parametrize("agents", [4, 9])
+def test_the_guards_metric_and_the_store_count_the_same_wasted_tokens(tmp_path: Path, agents: int) -> None:
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    db = tmp_path / "store.db"
+    run_scenario(scenario(agents), db, meter_provider=meter_provider)
+    guard = _guard_wasted_tokens(reader)
+    meter_provider.shutdown()
+
+    conn, _ = open_for_reading(db)
+    try:
+        stored = queries.wasted_tokens(conn, Filters())
+    finally:
+        conn.close()
+    summed = stored.assign(tokens=stored["input_tokens"] + stored["output_tokens"]).groupby("tool")["tokens"].sum()
+    assert guard == {str(tool): int(n) for tool, n in summed.items()}
+    assert sum(guard.values()) > 0  # the demo's loops waste tokens
