@@ -170,6 +170,8 @@ def test_grafana_dashboard_queries_the_guards_metric_names() -> None:
         "repeat_tool_guard_run_length_bucket",
         "repeat_tool_guard_reminder_outcomes_total",
         "repeat_tool_guard_unguarded_calls_total",
+        "repeat_tool_guard_wasted_time_seconds_total",
+        "repeat_tool_guard_wasted_tokens_total",
     }
 
 
