@@ -47,14 +47,16 @@ def _in(column: str, values: Sequence[str]) -> str:
     return f"{column} IN ({', '.join('?' * len(values))})"
 
 
-def _where(filters: Filters, *extra: str) -> tuple[str, list[Param]]:
+def _where(filters: Filters, *extra: str, ended: str = "end_ns") -> tuple[str, list[Param]]:
+    """The filters as a WHERE clause (with ``extra`` conditions first); ``ended`` is the column of the calls'
+    end time (qualified where another joined table has one too)."""
     clauses: list[str] = list(extra)
     params: list[Param] = []
     if filters.start_ns is not None:
-        clauses.append("end_ns >= ?")
+        clauses.append(f"{ended} >= ?")
         params.append(filters.start_ns)
     if filters.end_ns is not None:
-        clauses.append("end_ns <= ?")
+        clauses.append(f"{ended} <= ?")
         params.append(filters.end_ns)
     for column, values in (("service_name", filters.services), (AGENT, filters.agents), ("tool_name", filters.tools)):
         if values:
@@ -426,8 +428,7 @@ def hotspot_loops(
     """The longest loops of ``kinds`` (not repeats: see :func:`hotspot_runs`) ending at a call of ``tool``: one
     row per loop at its last detection (``end_id``), with its ``kind``, ``run_length`` (calls so far), and for a
     cycle its ``period``, ``repetitions`` and ``cycle_tools`` (JSON)."""
-    where, params = _where(filters, _in("d.kind", kinds) if kinds else "0", "c.tool_name = ?")
-    where = where.replace("end_ns", "c.end_ns")  # the filters' time is the call's (d has an end_ns too)
+    where, params = _where(filters, _in("d.kind", kinds) if kinds else "0", "c.tool_name = ?", ended="c.end_ns")
     frame = _read(conn, _LOOPS.format(where=where), [*kinds, tool, *params, int(limit)])
     frame["ended"] = pd.to_datetime(frame["end_ns"], unit="ns", utc=True)
     return frame
