@@ -331,7 +331,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         if call is not None:
             return self._tool_call_ends(span, call, attributes, events)
         if mask & self._model_bits:
-            return self._model_call_ends(span, mask, name, attributes, events)
+            return self._model_call_ends(span, mask, name, attributes, events, parent)
         return None
 
     def _plain_tool_call(
@@ -558,7 +558,13 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         return run, *self._count_unanswered(run)
 
     def _model_call_ends(
-        self, span: ReadableSpan, mask: int, name: str, attributes: Any, events: Sequence[Any]
+        self,
+        span: ReadableSpan,
+        mask: int,
+        name: str,
+        attributes: Any,
+        events: Sequence[Any],
+        parent: SpanContext | None,
     ) -> Decision | None:
         """Keep what the model requested, unread, as its run's last step.
 
@@ -567,18 +573,19 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         started (Haystack's synchronous components, Semantic Kernel's ``chat``) is handled as
         starting now: the run's unanswered calls are counted, their events on it.
         """
-        context = span.context
-        if context is None:
-            return None
-        model_runs = self._model_runs  # empty where model spans get their attributes late: no lookup
-        run = model_runs.pop(context.span_id, None) if model_runs else None
+        run = None
+        if self._model_runs:  # empty where model spans get their attributes late: no lookup, no context read
+            context = span.context
+            run = None if context is None else self._model_runs.pop(context.span_id, None)
         late = run is None
-        parent = span.parent
         if late and parent is not None and parent.span_id not in self._runs.marked:  # marked once per run span
             self._runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
         if not keep and not (late and self._steps.steps):
             return None  # a text answer, nothing pending: nothing to keep, nothing to count
+        context = span.context
+        if context is None:
+            return None
         if run is None:
             run = self._runs.resolve(parent)
             if run is None:
