@@ -60,6 +60,16 @@ class Harness:
                 span.set_status(Status(StatusCode.ERROR, "denied"))
         return self.exporter.get_finished_spans()[-1]
 
+    def overlapping_calls(self, tool: str, arguments: str, count: int, context: Any = None) -> None:
+        """``count`` identical tool spans open at once (the model asked for them in one step), ended in order."""
+        spans = [self.tracer.start_span(f"execute_tool {tool}", context=context) for _ in range(count)]
+        for span in spans:
+            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            span.set_attribute("gen_ai.tool.name", tool)
+            span.set_attribute("gen_ai.tool.call.arguments", arguments)
+        for span in spans:
+            span.end()
+
     def tool_spans(self) -> list[ReadableSpan]:
         return [s for s in self.exporter.get_finished_spans() if s.name.startswith("execute_tool")]
 

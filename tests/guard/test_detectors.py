@@ -234,13 +234,7 @@ def test_identical_calls_of_one_step_count_once() -> None:
     h = make_harness(GuardConfig(collapse_parallel=True, thresholds=(2,)))
     tracer = h.tracer
     with h.agent_run("a"), tracer.start_as_current_span("step"):
-        spans = [tracer.start_span("execute_tool grep") for _ in range(3)]  # the model asked three times at once
-        for span in spans:
-            span.set_attribute("gen_ai.operation.name", "execute_tool")
-            span.set_attribute("gen_ai.tool.name", "grep")
-            span.set_attribute("gen_ai.tool.call.arguments", '{"q": 1}')
-        for span in spans:
-            span.end()
+        h.overlapping_calls("grep", '{"q": 1}', 3)  # the model asked three times at once
     assert h.run_lengths() == [1, 1, 1]
     assert [i for i, _ in _events(h, "repeat_tool_guard.parallel_duplicate")] == [2, 3]
     assert h.reminders == []

@@ -207,13 +207,7 @@ def test_a_parallel_duplicate_wastes_no_tokens() -> None:
         h.tracer.start_span("chat", attributes=asked).end()
         step = h.tracer.start_span("step", context=set_span_in_context(agent))
         context = set_span_in_context(step)
-        spans = [h.tracer.start_span("execute_tool grep", context=context) for _ in range(2)]  # overlapping
-        for span in spans:
-            span.set_attribute("gen_ai.operation.name", "execute_tool")
-            span.set_attribute("gen_ai.tool.name", "grep")
-            span.set_attribute("gen_ai.tool.call.arguments", '{"q": 1}')
-        for span in spans:
-            span.end()
+        h.overlapping_calls("grep", '{"q": 1}', 2, context)
         step.end()
     names = [[e.name for e in s.events] for s in h.tool_spans()]
     assert names == [[], ["repeat_tool_guard.parallel_duplicate"]]
