@@ -4,6 +4,8 @@ The path of one span: ``on_start`` tracks it (``runs``) and, for a model call, m
 and counts the calls its previous step requested that no tool span answered; ``_on_ending``
 reads a tool span through the conventions (extract), resolves its run and asks the chain
 (decide), and puts the answer on the span, the metrics and the harness's callback (record).
+The common GenAI tool span takes the same three steps in one method (``_plain_tool_call``);
+a property test holds it to the general path's answers.
 """
 
 from __future__ import annotations
