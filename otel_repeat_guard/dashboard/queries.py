@@ -238,7 +238,7 @@ def headline(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
             {_tier_sum(filters, "detailed")} AS detailed_reminders,
             COUNT(DISTINCT CASE WHEN repeated_calls > 0 THEN agent END) AS agents_with_loops,
             COALESCE(MAX(longest_run), 0) AS longest_run,
-            COALESCE(SUM(repeated_ns), 0) / 1e9 AS repeated_seconds
+            TOTAL(repeated_ns) / 1e9 AS repeated_seconds
         FROM parts
     """
     frame = _read(conn, sql, params)
@@ -257,7 +257,7 @@ def _grouped(conn: sqlite3.Connection, filters: Filters, key: str, label: str) -
             SUM(repeated_calls) AS repeated_calls,
             {_tier_sum(filters, "gentle")} + {_tier_sum(filters, "detailed")} AS reminders,
             MAX(longest_run) AS longest_run,
-            COALESCE(SUM(repeated_ns), 0) / 1e9 AS wasted_seconds,
+            TOTAL(repeated_ns) / 1e9 AS wasted_seconds,
             SUM(calls) AS calls
         FROM parts
         GROUP BY {key}

@@ -24,6 +24,7 @@ from otel_repeat_guard.store.records import (
     ToolCallRow,
     agent_run_row,
     model_call_row,
+    storable_int,
     tool_call_row,
 )
 from otel_repeat_guard.store.schema import (
@@ -211,7 +212,7 @@ class _Rollup:
         figures[2] += tier == "gentle"
         figures[3] += tier == "detailed"
         figures[4] = max(figures[4], run_length or 0)
-        figures[5] += duration_ns if repeated else 0
+        figures[5] = storable_int(figures[5] + duration_ns) if repeated else figures[5]  # a wrong-unit end: clamped
 
     def labels(self) -> set[str]:
         """The agent labels of these figures."""

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -59,8 +59,21 @@ def span_spec(draw: st.DrawFn) -> dict[str, Any]:
     return spec
 
 
+def _late(tool: str) -> dict[str, Any]:
+    """A good call whose span ends past SQLite's 64-bit integers (a harness's wrong unit)."""
+    return {"good": False, "tool": tool, "end": 2**63 + 5, "arguments": '{"q": 1}', "agent_id": None}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(span_spec(), min_size=1, max_size=12))
+@example([_late("grep")] * 3)  # repeats whose clamped durations once overflowed the roll-up's sum: a span dropped
+@example(  # ... and the headline's SUM of them ("integer overflow")
+    [
+        _late("grep"),
+        _late("grep"),
+        {"good": True, "tool": "read", "end": None, "arguments": '{"q": 1}', "agent_id": None},
+    ]
+)
 def test_poison_never_raises_and_never_costs_a_good_span(specs: list[dict[str, Any]]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         db = Path(folder) / "store.db"
