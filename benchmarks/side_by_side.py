@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.builds import BUILDS, ENV, ROOT
+from benchmarks.builds import BUILDS, ENV, ROOT, exit_code
 
 
 def _run(build: str, arguments: list[str]) -> dict[str, Any]:
@@ -121,11 +121,9 @@ def main() -> int:
             f"Machine: {machine}\n\nRun: `python -m benchmarks.side_by_side{flags}` ({elapsed:.0f} s)\n\n{text}\n",
             encoding="utf-8",
         )
-    missed = [f"{row['case']} ({build})" for build, run in runs.items() for row in run["rows"] if row["met"] is False]
-    if missed:
-        print("goals missed beyond the noise band: " + "; ".join(missed))
-        return 1
-    return 0
+    return exit_code(
+        [f"{row['case']} ({build})" for build, run in runs.items() for row in run["rows"] if row["met"] is False]
+    )
 
 
 if __name__ == "__main__":

@@ -575,7 +575,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         started (Haystack's synchronous components, Semantic Kernel's ``chat``) is handled as
         starting now: the run's unanswered calls are counted, their events on it.
         """
-        run = None
+        run = context = None
         if self._model_runs:  # empty where model spans get their attributes late: no lookup, no context read
             context = span.context
             run = None if context is None else self._model_runs.pop(context.span_id, None)
@@ -585,7 +585,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         keep = may_request(attributes, events)
         if not keep and not (late and self._steps.steps):
             return None  # a text answer, nothing pending: nothing to keep, nothing to count
-        context = span.context
+        context = context or span.context
         if context is None:
             return None
         if run is None:

@@ -178,6 +178,24 @@ def _span_ids(span: ReadableSpan) -> str:
     return f"{format_trace_id(context.trace_id)}/{format_span_id(context.span_id)}"
 
 
+def _call_columns(row: CallRow, key: str, name: str | None, known: bool, pending: bool) -> tuple[object, ...]:
+    """The columns ``tool_calls`` and ``model_calls`` both start with, in order: when, where, and the agent
+    (as :meth:`SQLiteSpanExporter._agent_of` completed it)."""
+    return (
+        row.start_ns,
+        row.end_ns,
+        row.duration_ns,
+        row.service_name,
+        row.trace_id,
+        row.span_id,
+        row.parent_span_id,
+        key,
+        name,
+        known,
+        pending,
+    )
+
+
 def _label(name: str | None, key: str) -> str:
     """The agent label the dashboard shows: ``COALESCE(agent_name, agent_key)``."""
     return name if name is not None else key
@@ -553,17 +571,7 @@ class SQLiteSpanExporter(SpanExporter):
         cursor = conn.execute(
             _INSERT_MODEL_CALL,
             (
-                model.start_ns,
-                model.end_ns,
-                model.duration_ns,
-                model.service_name,
-                model.trace_id,
-                model.span_id,
-                model.parent_span_id,
-                key,
-                name,
-                known,
-                pending,
+                *_call_columns(model, key, name, known, pending),
                 model.model,
                 model.provider,
                 model.input_tokens,
@@ -644,17 +652,7 @@ class SQLiteSpanExporter(SpanExporter):
         cursor = conn.execute(
             _INSERT_CALL,
             (
-                call.start_ns,
-                call.end_ns,
-                call.duration_ns,
-                call.service_name,
-                call.trace_id,
-                call.span_id,
-                call.parent_span_id,
-                key,
-                name,
-                known,
-                pending,
+                *_call_columns(call, key, name, known, pending),
                 call.tool_name,
                 call.tracked,
                 call.arguments_digest,
