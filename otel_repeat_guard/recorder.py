@@ -7,15 +7,17 @@ live in :mod:`otel_repeat_guard.reminders`; the names of the guard's span events
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.canonical import canonical_arguments, canonical_or_none
+from otel_repeat_guard.canonical import arguments_key, canonical_arguments, canonical_or_none
 from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.conventions.base import MISSING, RequestedCall
 from otel_repeat_guard.detectors import Detection
+from otel_repeat_guard.facts import CALL_EVENT
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.reminders import (
     Reminder,
@@ -41,8 +43,14 @@ PARALLEL_DUPLICATE_EVENT = "repeat_tool_guard.parallel_duplicate"
 REDACTION_FAILED = "[arguments withheld: redaction failed]"
 """What a reminder quotes when the ``redact=`` callable raised."""
 
-Decision = tuple[list[EventSpec], list[Reminder]]
-"""What a span gets: the events for it, and reminders for the harness."""
+
+class Decision(NamedTuple):
+    """What the guard decided about one span: the events for it, the reminders for the harness, and the
+    facts (:mod:`otel_repeat_guard.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again."""
+
+    events: list[EventSpec]
+    reminders: list[Reminder]
+    facts: dict[str, Any] | None = None
 
 
 def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:
@@ -91,7 +99,7 @@ class Recorder:
         self._metrics.repeated_call(tool, duration_ns)
         tier = self._tiers.get(length)
         if tier is None:
-            return events, []
+            return Decision(events, [])
         preview = self._preview(canonical_arguments(arguments))  # only now: the key spared it on every call
         text = stop_text(tool, length) if tier == "stop" else reminder_text(tier, tool, length, preview)
         return self._remind(events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id)
@@ -125,7 +133,7 @@ class Recorder:
         if call_id is not None:
             event["gen_ai.tool.call.id"] = call_id
         if tier is None:
-            return events, []
+            return Decision(events, [])
         shown = canonical_or_none(arguments) or b""  # unknown arguments: nothing to quote
         preview = self._preview(shown.decode("utf-8", "surrogatepass"))
         if found.kind == "cycle":
@@ -195,7 +203,7 @@ class Recorder:
             kind=kind,
             period=period,
         )
-        return events, [reminder]
+        return Decision(events, [reminder])
 
     def _preview(self, text: str) -> str:
         if self._redact is not None:
@@ -214,3 +222,25 @@ def redacted(redact: Callable[[str], str], text: str) -> str:
     except Exception:
         logger.exception("repeat guard's redact= callable failed; the reminder quotes %s instead", REDACTION_FAILED)
         return REDACTION_FAILED
+
+
+def call_event(
+    run: Run, call: RequestedCall, counted: Decision | None, facts: Mapping[str, AttributeValue]
+) -> EventSpec:
+    """The ``repeat_tool_guard.call`` event of a call counted from a model's request (it has no tool span):
+    everything the store keeps of a tool call, as the guard decided it."""
+    attributes: dict[str, AttributeValue] = {"gen_ai.tool.name": call.tool_name, **run.facts, **facts}
+    if call.call_id is not None:
+        attributes["gen_ai.tool.call.id"] = call.call_id
+    key = None if call.arguments is MISSING else arguments_key(call.arguments)
+    if key is not None:
+        attributes["repeat_tool_guard.arguments_digest"] = key.hex()
+    length = 1
+    for name, event in counted.events if counted is not None else ():
+        if name == REPEAT_EVENT:
+            length = int(event.get("repeat_tool_guard.run_length", 1))  # type: ignore[arg-type]
+        elif name == REMINDER_EVENT and event.get("repeat_tool_guard.kind") == "repeat":
+            attributes["repeat_tool_guard.tier"] = event["repeat_tool_guard.tier"]
+            attributes["repeat_tool_guard.threshold"] = event["repeat_tool_guard.threshold"]
+    attributes["repeat_tool_guard.run_length"] = length
+    return CALL_EVENT, attributes

@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext, SpanKind
 
 from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
+from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.span_events import attributes_of
 
 _MAX_ANCESTRY = 64
@@ -59,6 +60,11 @@ class Run(NamedTuple):
     how: str = "agent_span"
     """How it was resolved: ``agent_id`` (on the tool span), ``agent_span``, ``enclosing_span``, ``local_root``,
     or ``baggage`` (named by the baggage of a remote parent)."""
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        """What every span of the run carries (:func:`otel_repeat_guard.facts.run_facts`): a new dict."""
+        return run_facts(self.key, self.name)
 
 
 class RunResolver:

@@ -83,6 +83,30 @@ def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int |
     return Event(name, BoundedAttributes(max_count, attributes, max_value_len=max_length, immutable=True), timestamp)
 
 
+def record_on_ending_span(
+    span: Span, events: Iterable[EventSpec], facts: Mapping[str, AttributeValue] | None = None
+) -> None:
+    """Put the guard's events and facts on a span inside ``SpanProcessor._on_ending``.
+
+    The facts are attributes (:mod:`otel_repeat_guard.facts`): written into the span's own attribute
+    dict, which ``end()`` has frozen for ``set_attribute`` but which is what ``on_end`` hands every
+    processor and exporter. The span's attribute limit holds: a span already at its limit keeps its
+    own attributes and counts the fact dropped, as ``BoundedAttributes`` counts what it drops.
+    """
+    if facts:
+        held = span._attributes  # noqa: SLF001 - see the module docstring
+        target = getattr(held, "_dict", None)
+        if type(target) is dict:
+            limit = held.maxlen  # type: ignore[union-attr]
+            for key, value in facts.items():
+                if limit is None or key in target or len(target) < limit:
+                    target[key] = value
+                else:
+                    held.dropped += 1  # type: ignore[union-attr]
+    if events:
+        append_to_ending_span(span, events)
+
+
 def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
     """Append events to a span inside ``SpanProcessor._on_ending`` (SDK >= 1.40).
 
@@ -100,23 +124,33 @@ def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
         queue.append(_event(name, attributes, timestamp, limits))
 
 
-def copy_with_events(span: ReadableSpan, events: Sequence[EventSpec], limits: SpanLimits) -> ReadableSpan:
-    """A copy of an ended span with ``events`` appended, for the wrapping mode."""
+def copy_with_events(
+    span: ReadableSpan,
+    events: Sequence[EventSpec],
+    limits: SpanLimits,
+    facts: Mapping[str, AttributeValue] | None = None,
+) -> ReadableSpan:
+    """A copy of an ended span with ``events`` appended and ``facts`` among its attributes, for the wrapping mode."""
     merged = BoundedList.from_seq(limits.max_events, span.events)
     merged.dropped += span.dropped_events
-    for name, attributes in events:
-        merged.append(_event(name, attributes, span.end_time, limits))
-    return replace_events(span, merged)
+    for name, event_attributes in events:
+        merged.append(_event(name, event_attributes, span.end_time, limits))
+    if not facts:
+        return replace_events(span, merged)
+    attributes = BoundedAttributes(limits.max_span_attributes, {**(span.attributes or {}), **facts}, immutable=True)
+    return replace_events(span, merged, attributes)
 
 
-def replace_events(span: ReadableSpan, events: Sequence[Event]) -> ReadableSpan:
-    """A copy of an ended span that differs only in its events."""
+def replace_events(
+    span: ReadableSpan, events: Sequence[Event], attributes: Mapping[str, AttributeValue] | None = None
+) -> ReadableSpan:
+    """A copy of an ended span that differs only in its events (and, if given, its attributes)."""
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=span.attributes,
+        attributes=span.attributes if attributes is None else attributes,
         events=events,
         links=span.links,
         kind=span.kind,

@@ -276,7 +276,7 @@ def _build(
     meter_provider = MeterProvider(metric_readers=readers, resource=resource)
     inbox = default_inbox() if on_reminder is None else None
     guard = RepeatGuardSpanProcessor(
-        config, inbox.put if inbox is not None else on_reminder, meter_provider=meter_provider
+        config, inbox.put if inbox is not None else on_reminder, meter_provider=meter_provider, record_facts=True
     )
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export

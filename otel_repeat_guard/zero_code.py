@@ -64,7 +64,7 @@ def install(provider: object | None = None, config: GuardConfig | None = None) -
     config = GuardConfig.from_env() if config is None else config
     if config.shared_store:  # runs that span processes: reminders raised in a worker reach this process's inbox
         use_default_inbox(reminder_inbox(config))
-    guard = RepeatGuardSpanProcessor(config, default_inbox().put)
+    guard = RepeatGuardSpanProcessor(config, default_inbox().put, record_facts=True)
     add(guard)
     set_installed_guard(guard)
     logger.info("repeat guard installed on %s (thresholds %s)", type(provider).__name__, guard.config.thresholds)

@@ -278,7 +278,7 @@ def run_scenario(
     scale = 0.0 if seconds <= 0 or critical == 0 else min(1.0, seconds * 1000 / critical * 0.9)
     providers: list[TracerProvider] = []
     tracers: dict[str, trace.Tracer] = {}
-    guard = RepeatGuardSpanProcessor(config, on_reminder, meter_provider=meter_provider)
+    guard = RepeatGuardSpanProcessor(config, on_reminder, meter_provider=meter_provider, record_facts=True)
     guards: dict[str, RepeatGuardSpanProcessor] = {}
     for service in dict.fromkeys(script.service for script in scripts):
         provider = TracerProvider(resource=Resource.create({"service.name": service}))

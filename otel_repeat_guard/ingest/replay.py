@@ -70,7 +70,12 @@ class Replayer:
     ) -> None:
         self._collect = _Collect()
         self._guard = RepeatGuardSpanProcessor(
-            config, None, meter_provider=NoOpMeterProvider(), conventions=conventions, downstream=[self._collect]
+            config,
+            None,
+            meter_provider=NoOpMeterProvider(),
+            conventions=conventions,
+            downstream=[self._collect],
+            record_facts=True,
         )
         self._traces: dict[int, list[ReadableSpan]] = {}
         self._touched: dict[int, float] = {}

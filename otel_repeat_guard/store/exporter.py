@@ -24,6 +24,7 @@ from otel_repeat_guard.store.records import (
     ToolCallRow,
     agent_run_row,
     model_call_row,
+    requested_call_rows,
     storable_int,
     tool_call_row,
 )
@@ -153,6 +154,7 @@ _ISSUER_BY_AGENT = f"""
 SELECT {_MODEL_FIGURES} FROM model_calls
 WHERE agent_key = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
 """
+_ISSUER_BY_ID = f"SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND span_id = ?"
 _PENDING_MODELS_UNDER = f"""
 SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
 """
@@ -399,6 +401,7 @@ class SQLiteSpanExporter(SpanExporter):
                 if call is not None:
                     batch.calls.append(call)
                     continue
+                batch.calls.extend(requested_call_rows(span, self._tracked))
                 model = model_call_row(
                     span, self._router, store_outputs=self._store_arguments, preview_chars=self._preview_chars
                 )
@@ -472,7 +475,7 @@ class SQLiteSpanExporter(SpanExporter):
                     duplicates += 1
                     continue
                 label, agent = inserted
-                if call.in_loop:
+                if call.charges_issuer or (call.in_loop and not call.decided):
                     self._link_issuer(conn, call, models)
                 rollup.add(
                     call.end_ns,
@@ -546,9 +549,11 @@ class SQLiteSpanExporter(SpanExporter):
         """Mark the model call that issued ``call`` (a repeated call, or one in a detected cycle or no-progress
         run: :attr:`ToolCallRow.in_loop`) as wasted, under the first such call's tool."""
         issuer = None
-        if call.parent_span_id is not None:
+        if call.decided:  # the guard named the model call it charged
+            issuer = conn.execute(_ISSUER_BY_ID, (call.trace_id, call.issuer_span_id)).fetchone()
+        elif call.parent_span_id is not None:
             issuer = conn.execute(_ISSUER_BY_PARENT, (call.trace_id, call.parent_span_id, call.end_ns)).fetchone()
-        if issuer is None and call.agent_known:
+        if issuer is None and call.agent_known and not call.decided:
             issuer = conn.execute(_ISSUER_BY_AGENT, (call.agent_key, call.end_ns)).fetchone()
         if issuer is None or issuer[12] is not None:  # none found, or it issued an earlier repeat already
             return

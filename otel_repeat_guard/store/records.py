@@ -42,6 +42,7 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
+from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -122,6 +123,12 @@ class ToolCallRow(CallRow):
     reminder_threshold: int | None
     unguarded_reason: str | None = None
     detections: tuple[DetectionRow, ...] = ()
+    issuer_span_id: str | None = None
+    """The model call that asked for this call, as the guard decided it (:data:`otel_repeat_guard.facts.ISSUER`)."""
+    charges_issuer: bool = False
+    """The guard charged the issuer's tokens as wasted on this call (each model call on one call)."""
+    decided: bool = False
+    """The guard's facts were on the span: the run, issuer and charge are its, not the store's guesses."""
 
     @property
     def in_loop(self) -> bool:
@@ -344,8 +351,11 @@ def tool_call_row(
             if store_arguments:
                 preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), preview_chars)
 
+    decided_run = _str_or_none(attributes.get(RUN))  # the guard's own answer, when it recorded its facts
     event_agent = _str_or_none(repeat.get("repeat_tool_guard.agent_id"))
-    agent_key = agent_id or event_agent
+    agent_key = decided_run or agent_id or event_agent
+    if decided_run is not None:
+        agent_name = _str_or_none(attributes.get(RUN_NAME)) or agent_name
     known = agent_key is not None
     if agent_key is None:
         agent_key = provisional_agent_key(trace_id, parent_span_id)
@@ -378,8 +388,60 @@ def tool_call_row(
             unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
             or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
             detections=guard.rows(storable_int(run_length) if run_length is not None else None),
+            issuer_span_id=_str_or_none(attributes.get(ISSUER)),
+            charges_issuer=attributes.get(WASTED) is True,
+            decided=decided_run is not None,
         )
     )
+
+
+def requested_call_rows(span: ReadableSpan, tracked: ToolFilter) -> list[ToolCallRow]:
+    """The rows of the calls the guard counted from a model's request (they have no tool span): one per
+    ``repeat_tool_guard.call`` event, whatever span carries it, keyed ``<span id>/<index>`` in that span."""
+    context = span.context
+    events = contents_of(span)[2]
+    if context is None or not len(events):
+        return []
+    rows: list[ToolCallRow] = []
+    at = span.start_time or 0
+    for index, event in enumerate(events):
+        attributes = event.attributes or {}
+        tool, run = _str_or_none(attributes.get("gen_ai.tool.name")), _str_or_none(attributes.get(RUN))
+        if event.name != CALL_EVENT or tool is None or run is None:
+            continue
+        length = _int_or_none(attributes.get("repeat_tool_guard.run_length"))
+        tier = _str_or_none(attributes.get("repeat_tool_guard.tier"))
+        threshold = _int_or_none(attributes.get("repeat_tool_guard.threshold"))
+        rows.append(
+            storable(
+                ToolCallRow(
+                    start_ns=event.timestamp or at,
+                    end_ns=event.timestamp or at,
+                    service_name=_service_name(span),
+                    trace_id=format_trace_id(context.trace_id),
+                    span_id=f"{format_span_id(context.span_id)}/{index}",
+                    parent_span_id=format_span_id(context.span_id),
+                    agent_key=run,
+                    agent_name=_str_or_none(attributes.get(RUN_NAME)),
+                    agent_known=True,
+                    tool_name=tool,
+                    tracked=tracked[tool],
+                    arguments_digest=_str_or_none(attributes.get("repeat_tool_guard.arguments_digest")),
+                    arguments_preview=None,
+                    error=False,
+                    run_length=length,
+                    reminder_tier=tier,
+                    reminder_threshold=threshold,
+                    detections=(DetectionRow(REPEAT, length, reminder_tier=tier, reminder_threshold=threshold),)
+                    if length is not None and length >= 2
+                    else (),
+                    issuer_span_id=_str_or_none(attributes.get(ISSUER)),
+                    charges_issuer=attributes.get(WASTED) is True,
+                    decided=True,
+                )
+            )
+        )
+    return rows
 
 
 def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> AgentRunRow | None:
@@ -414,8 +476,8 @@ def model_call_row(
     info = read_model_call(attributes)
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
-    agent_id = _str_or_none(attributes.get("gen_ai.agent.id"))
-    agent_name = _str_or_none(attributes.get("gen_ai.agent.name"))
+    agent_id = _str_or_none(attributes.get(RUN)) or _str_or_none(attributes.get("gen_ai.agent.id"))
+    agent_name = _str_or_none(attributes.get(RUN_NAME)) or _str_or_none(attributes.get("gen_ai.agent.name"))
     start = span.start_time or 0
     end = span.end_time or start
     preview = None

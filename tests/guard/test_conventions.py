@@ -413,7 +413,7 @@ def test_rejecting_a_non_tool_span_never_reads_its_events() -> None:
 
 
 def test_the_default_conventions_are_the_processors_default() -> None:
-    assert RepeatGuardSpanProcessor()._conventions == DEFAULT_CONVENTIONS
+    assert RepeatGuardSpanProcessor()._guard._conventions == DEFAULT_CONVENTIONS
 
 
 def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:

@@ -52,11 +52,10 @@ class _Counting(IdGenerator):
         return self._next
 
 
-def _run(steps: list[tuple[str, Any, Any, str]], plain: bool) -> tuple[list[Any], list[Reminder]]:
+def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = False) -> tuple[list[Any], list[Reminder]]:
     reminders: list[Reminder] = []
-    guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=(2, 3), exclude=("shell",)), reminders.append)
-    assert guard._plain_genai  # the default guard reads plain spans in place
-    guard._plain_genai = plain
+    config = GuardConfig(thresholds=(2, 3), exclude=("shell",))
+    guard = RepeatGuardSpanProcessor(config, reminders.append, fast_path=plain, record_facts=facts)
     provider = TracerProvider(id_generator=_Counting())
     exporter = InMemorySpanExporter()
     provider.add_span_processor(guard)
@@ -92,7 +91,10 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool) -> tuple[list[Any]
                 span.set_status(Status(StatusCode.ERROR, "denied"))
             span.end()
     agent.end()
-    seen = [(s.name, [(e.name, dict(e.attributes or {})) for e in s.events]) for s in exporter.get_finished_spans()]
+    seen = [
+        (s.name, [(e.name, dict(e.attributes or {})) for e in s.events], dict(s.attributes or {}))
+        for s in exporter.get_finished_spans()
+    ]
     return seen, reminders
 
 
@@ -102,8 +104,19 @@ def test_the_plain_path_decides_exactly_as_the_conventions_do(steps: list[tuple[
     assert _run(steps, plain=True) == _run(steps, plain=False)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(step, max_size=30))
+def test_the_plain_path_records_the_same_facts_as_the_conventions(steps: list[tuple[str, Any, Any, str]]) -> None:
+    assert _run(steps, plain=True, facts=True) == _run(steps, plain=False, facts=True)
+
+
+def test_the_default_guard_reads_plain_spans_in_place() -> None:
+    assert RepeatGuardSpanProcessor()._guard.plain_genai
+    assert not RepeatGuardSpanProcessor(fast_path=False)._guard.plain_genai
+
+
 def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:
     steps = [("tool", "grep", '{"q": 1}', "plain")] * 3
     seen, reminders = _run(steps, plain=True)
     assert [r.run_length for r in reminders] == [2, 3]
-    assert [len(events) for name, events in seen if name.startswith("execute_tool")] == [0, 2, 2]
+    assert [len(events) for name, events, _ in seen if name.startswith("execute_tool")] == [0, 2, 2]

@@ -1,0 +1,509 @@
+"""The guard's decisions: one entry per span kind, each returning a :class:`Decision`.
+
+The processor (:mod:`otel_repeat_guard.processor`) holds the SDK's hooks and hands every span
+here. A span that ends is read once (:meth:`Guard.ended`): a tool span becomes a call of its run
+(:meth:`Guard.tool_call`), a model span the run's last step (:meth:`Guard.model_ended`), and a
+span that stood for a run counts what its last step requested without tool spans
+(:meth:`Guard.run_ended`). Each decision carries the **facts** every other part shows (the run,
+the model call that issued a call, whether it charged that call's tokens as wasted) as span
+attributes (see :mod:`otel_repeat_guard.recorder`), so the store, the metrics and ``doctor`` use the
+guard's answer and never derive it again.
+
+The common GenAI tool span is read in one method (:meth:`Guard._plain_tool_call`), its reference
+being :meth:`Guard.tool_call`: ``fast_path=False`` on the processor switches it off, and a property
+test holds the two equal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import SpanContext, StatusCode, format_span_id
+
+from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
+from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
+from otel_repeat_guard.conventions.genai import (
+    AGENT_ID,
+    AGENT_NAME,
+    EXECUTE_TOOL,
+    OPERATION,
+    TOOL_ARGUMENTS,
+    TOOL_NAME,
+    GenAIConvention,
+)
+from otel_repeat_guard.conventions.usage import token_usage
+from otel_repeat_guard.detectors import Call
+from otel_repeat_guard.facts import ISSUER, WASTED
+from otel_repeat_guard.guard_parts import detectors_for, merge, outcome_and_key, scope_of
+from otel_repeat_guard.metrics import GuardMetrics
+from otel_repeat_guard.patterns import ToolFilter
+from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
+from otel_repeat_guard.redis_store import RedisChainStore
+from otel_repeat_guard.requested import PendingSteps, Step, drop_oldest, may_request
+from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver, evict_oldest
+from otel_repeat_guard.span_events import EventSpec, ending_of
+
+logger = logging.getLogger("otel_repeat_guard")
+
+_GENERAL: Any = object()
+"""What the plain-span reading answers for a span it leaves to the general path."""
+UNKNOWN_TOOL = "(unknown)"
+"""The tool name of a call the model asked for when its request's content was not recorded."""
+
+
+class Guard:
+    """Decides, once per span, what it means: its run, the call, its issuer, what it wasted, and what to say."""
+
+    def __init__(
+        self,
+        config: GuardConfig,
+        *,
+        meter_provider: MeterProvider | None,
+        max_agents: int,
+        max_live_spans: int,
+        conventions: Sequence[Convention],
+        redact: Callable[[str], str] | None,
+        audit: Callable[[CallAudit], None] | None,
+        fast_path: bool = True,
+        record_facts: bool = False,
+    ) -> None:
+        self.config = config
+        self._facts = record_facts  # facts on spans, and an event per call counted from a request
+        self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
+        self._conventions = tuple(conventions)
+        self._router = router = SpanRouter(self._conventions)
+        self.route = router.route
+        self.model_bits = router.model_bits
+        self._tool_bits = router.tool_bits
+        self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
+        self._tracked = ToolFilter(config.include, config.exclude)
+        self.metrics = GuardMetrics(meter_provider)
+        self._recorder = Recorder(config, self.metrics, redact)
+        detectors = detectors_for(config)
+        self._detecting = detectors is not None
+        self._detecting_outcomes = bool(config.no_progress_thresholds)
+        self._collapse_parallel = config.collapse_parallel
+        self.chains: ChainTracker
+        if config.shared_store:  # the same interface, its state in Redis (this process's: the fallback)
+            self.chains = RedisChainStore.from_config(
+                config,
+                max_agents,
+                self.metrics.run_ended,
+                detectors=detectors,
+                on_reminder_outcome=self.metrics.reminder_outcome,
+                meter_provider=meter_provider,
+            )
+        else:
+            self.chains = ChainTracker(
+                max_agents,
+                self.metrics.run_ended,
+                detectors=detectors,
+                on_reminder_outcome=self.metrics.reminder_outcome,
+            )
+        self.runs = RunResolver(
+            self._conventions,
+            max_live_spans,
+            self._run_over,
+            is_model_call=lambda name, attributes: bool(self.route(name, attributes) & self.model_bits),
+        )
+        self.steps = PendingSteps(max_agents)
+        self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
+        self._warn = WarnOnce(logger)
+        # A GenAI tool span is read in place (see _plain_tool_call) when GenAI is the first convention asked
+        # about it (it carries no mark of one before) and nothing opt-in needs more of it than the repeat chain.
+        before = router.marks_before(GenAIConvention)
+        plain = before is not None and not (self._detecting or self._collapse_parallel or audit is not None)
+        self.plain_genai = fast_path and plain
+        self._names_before_genai, self._marks_before_genai = before or (frozenset(), ())
+
+    # -- the harness's questions ---------------------------------------------------------
+
+    def chain_keys(self, agent_id: str) -> tuple[str, ...]:
+        """A chain key, or a ``gen_ai.agent.id`` with the keys of its open runs."""
+        return (agent_id, *self.runs.runs_of_agent(agent_id))
+
+    def forget(self, agent_id: str) -> None:
+        for key in self.chain_keys(agent_id):
+            self.chains.forget(key)
+            self.steps.forget(key)
+
+    def model_call_due(self, current: Any) -> tuple[str | None, Decision | None]:
+        """A model request is about to go out from the open span ``current``: its run's key, and the calls
+        its last step requested that no tool span answered, counted now (see the processor's method)."""
+        run = self.runs.resolve(current.get_span_context())  # as for a tool span started here
+        if run is None:
+            return None, None
+        return run.key, (self._count_unanswered(run) if self.steps.steps else None)
+
+    # -- a span starts -------------------------------------------------------------------
+
+    def started(self, span: Span, name: str, attributes: Mapping[str, Any]) -> Decision | None:
+        """A span started with attributes: an agent run resets its agent's chain; a model call marks its run
+        and counts what the run's last step requested without tool spans (its events go on this span)."""
+        agent_id = self.runs.agent_id_at_start(name, attributes)
+        if agent_id is not None:
+            self.chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
+        if not self.route(name, attributes) & self.model_bits:
+            return None
+        parent = span.parent
+        self.runs.mark_model_call(parent)
+        run = self.runs.resolve(parent)
+        if run is None:
+            return None
+        model_runs = self._model_runs
+        model_runs[span.context.span_id] = run
+        if len(model_runs) > self.runs.max_live_spans:
+            evict_oldest(model_runs)
+        return self._count_unanswered(run) if self.steps.steps else None
+
+    # -- a span ends ---------------------------------------------------------------------
+
+    def ended(self, span: ReadableSpan) -> Decision | None:
+        """Read an ending span once and decide what it is; None for nearly every span."""
+        name, attributes, events, parent, ended = ending_of(span)
+        if self.plain_genai and attributes.get(OPERATION) == EXECUTE_TOOL and name not in self._names_before_genai:
+            decided = self._plain_tool_call(span, attributes, events, parent, ended)
+            if decided is not _GENERAL:
+                return decided  # type: ignore[no-any-return]
+        mask = self.route(name, attributes)
+        if not mask:  # nearly every span stops here
+            return self.run_ended(span) if self.steps.steps else None
+        reader = self._tool_readers[mask & self._tool_bits]
+        call = None if reader is None else reader(name, attributes, events)
+        if call is not None:
+            return self.tool_call(span, call, attributes, events)
+        if mask & self.model_bits:
+            return self.model_ended(span, mask, name, attributes, events, parent)
+        return None
+
+    def _plain_tool_call(
+        self,
+        span: ReadableSpan,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        parent: SpanContext | None,
+        ended: int | None,
+    ) -> Any:
+        """The common tool span read in place, exactly as the conventions and :meth:`tool_call` would read it:
+        a GenAI tool span with its tool's name and short arguments text, no agent of its own, straight under
+        the span of its run, nothing pending. Anything else answers _GENERAL."""
+        tool = attributes.get(TOOL_NAME)
+        arguments = attributes.get(TOOL_ARGUMENTS)
+        steps, chains = self.steps, self.chains
+        if (
+            tool.__class__ is not str
+            or not tool
+            or arguments.__class__ is not str
+            or len(arguments) >= RAW_KEY_MIN_CHARS
+            or AGENT_ID in attributes
+            or AGENT_NAME in attributes
+            or steps.steps  # a model step to answer, or
+            or steps.counted  # calls counted from requests (their call ids): the general path
+            or chains.pending
+        ):
+            return _GENERAL
+        for mark, marked in self._marks_before_genai:  # OpenLLMetry's traceloop.span.kind, by default
+            if attributes.get(mark) == marked:
+                return _GENERAL
+        run = None if parent is None else self.runs.owned.get(parent.span_id)
+        if run is None or not (self._tracked.answers.get(tool) or self._tracked[tool]):
+            return _GENERAL
+        ends = steps.tool_ends
+        ends[run.key] = ended or 0
+        if len(ends) > steps.max_runs:
+            drop_oldest(ends)
+        key = arguments_key(arguments)
+        length = chains.observe(run.key, tool, key)
+        if length < 2:
+            return Decision([], [], run.facts) if self._facts else None
+        return self._repeated(run, tool, arguments, key, length, span, attributes, events, run.facts)
+
+    def tool_call(
+        self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> Decision | None:
+        """A tool span ended: count the call in its run, and say which model call issued it."""
+        tool, arguments, agent_id, agent_name, error, call_id = call
+        run = self._run_of(span, agent_id, agent_name)
+        tracked = self._tracked[tool]
+        if run is None:
+            if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
+                self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
+            return None
+        if call_id is not None and self.steps.was_counted(run.key, call_id):
+            return self._quiet(run.facts)  # counted from its request already, before this late tool span ended
+        steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
+        ends = steps.tool_ends
+        ends[run.key] = span.end_time or 0
+        if len(ends) > steps.max_runs:
+            drop_oldest(ends)
+        step = self._answered_step(span, run) if steps.steps else None
+        facts = None
+        if self._facts:
+            facts = run.facts
+            if step is not None:
+                facts[ISSUER] = format_span_id(step.span_context.span_id)
+        if not tracked:
+            return self._quiet(facts)
+        source = "tool_span"
+        if arguments is MISSING:
+            requested = None if step is None else step.by_id(call_id) if call_id else step.by_name(tool)
+            if requested is None or requested.arguments is MISSING:
+                decision = self._unguarded(NO_ARGUMENTS, tool, span, "none", run, facts=facts)
+                counted = self._count(run, tool, MISSING, span, attributes, events, error)  # it still breaks runs
+                merge(decision, counted)
+                return decision
+            arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
+        if self._audit is not None:
+            self._audit(CallAudit(scope_of(span), tool, source, run.how, None))
+        counted = self._count(run, tool, arguments, span, attributes, events, error, facts=facts)
+        if counted is None:
+            return self._quiet(facts)
+        if step is not None:
+            self._wasted(step, tool, counted, facts)
+        return counted
+
+    def _run_of(self, span: ReadableSpan, agent_id: str | None, agent_name: str | None) -> Run | None:
+        """The tool span's run: its explicit agent id, else (nearly always) the span straight above it that
+        stands for a run (one lookup), else what the resolver finds among its ancestors."""
+        parent = span.parent
+        if agent_id:
+            if agent_name is None:  # named as the run span of the same agent above it names it
+                enclosing = self._run_of(span, None, None) if parent is not None else None
+                if enclosing is not None and enclosing.agent_id == agent_id:
+                    agent_name = enclosing.name
+            return Run(agent_id, agent_name or agent_id, how="agent_id")
+        run = self.runs.owned.get(parent.span_id) if parent is not None else None
+        return run if run is not None else self.runs.resolve(parent)
+
+    def _answered_step(self, span: ReadableSpan, run: Run) -> Step | None:
+        """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned). A tool
+        span keyed by its own agent id answers the step of the run its parent stands for, where that run's
+        model calls keep their steps, when its own key has none."""
+        step = self.steps.answered(run.key)
+        if step is None and run.how == "agent_id":
+            enclosing = self._run_of(span, None, None)
+            if enclosing is not None:
+                step = self.steps.answered(enclosing.key)
+        return step
+
+    def _count(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        error: bool,
+        call_id: str | None = None,
+        context: SpanContext | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> Decision | None:
+        """Count one tracked call in its run (every detector), and word what it extends; None when it extends
+        nothing. ``span`` is the call's own tool span, None for a call with no tool span (its events go on
+        the span ``context`` names: the requesting model span's)."""
+        chains = self.chains
+        raw = None  # unknown or not JSON-like arguments have no key: never identical to others
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
+            key = chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
+        else:
+            key = None if arguments is MISSING else arguments_key(arguments)
+        call = outcome = None
+        if self._collapse_parallel or chains.pending or self._detecting:
+            call, outcome = self._opt_in(run, tool, key, span, attributes, events, error)
+            if call is None and key is not None:  # the extra copy of a call made twice in one step: one call for all
+                return Decision([self._recorder.parallel_duplicate(tool, key)], [], facts)
+        length = chains.observe(run.key, tool, key, raw)
+        if length < 2 and call is None:
+            return None  # nearly every call: no repeat, no detector to ask
+        return self._repeated(
+            run, tool, arguments, key, length, span, attributes, events, facts, error, call, outcome, call_id, context
+        )
+
+    def _repeated(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        key: bytes | None,
+        length: int,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        facts: dict[str, Any] | None,
+        error: bool = False,
+        call: Call | None = None,
+        outcome: Any = None,
+        call_id: str | None = None,
+        context: SpanContext | None = None,
+    ) -> Decision | None:
+        """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
+        decision = Decision([], [], facts)
+        if span is not None:
+            context = span.context
+        if length >= 2 and key is not None:
+            if span is not None and not error:
+                error = span.status.status_code is StatusCode.ERROR or failed(attributes, events)
+            took = span.end_time - span.start_time if span is not None and span.end_time and span.start_time else 0
+            merge(decision, self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took))
+        if call is not None and self._detecting:
+            for found in self.chains.detect(run.key, call):
+                merge(decision, self._recorder.detection(run, tool, arguments, found, outcome, context, call_id))
+        for reminder in decision.reminders:
+            self.chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
+        return decision if decision.events else None
+
+    def _opt_in(
+        self,
+        run: Run,
+        tool: str,
+        key: bytes | None,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        error: bool,
+    ) -> tuple[Call | None, Any]:
+        """What the opt-in work needs before the call is counted: the call as detectors see it (None for
+        a parallel duplicate, which is not counted), its outcome, and the outcome of reminders waiting for it."""
+        chains = self.chains
+        outcome = outcome_key = None
+        if self._detecting_outcomes and span is not None:
+            outcome, outcome_key = outcome_and_key(span, attributes, events, error)
+        call = Call(tool, key, outcome_key)
+        if self._collapse_parallel and span is not None and key is not None:
+            parent = span.parent.span_id if span.parent is not None else None
+            if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
+                return None, outcome
+        if chains.pending:
+            chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
+        return call, outcome
+
+    # -- model calls, and the calls they requested -------------------------------------
+
+    def model_ended(
+        self,
+        span: ReadableSpan,
+        mask: int,
+        name: str,
+        attributes: Any,
+        events: Sequence[Any],
+        parent: SpanContext | None,
+    ) -> Decision | None:
+        """A model span ended: its run (a fact on the span), and what it requested, kept unread as the run's
+        last step.
+
+        A model call nested in this one (the client's span under a framework's) already left its step,
+        with the content: that step stays. A span marked as a model call only after it started (Haystack's
+        synchronous components, Semantic Kernel's ``chat``) is handled as starting now: the run's unanswered
+        calls are counted, their events on it.
+        """
+        context = span.context
+        if context is None:
+            return None
+        started_run = self._model_runs.pop(context.span_id, None) if self._model_runs else None
+        late = started_run is None
+        if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
+            self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
+        run = started_run or self.runs.resolve(parent)
+        if run is None:
+            return None
+        decision = Decision([], [], run.facts if self._facts else None)
+        started = span.start_time or 0
+        keep = may_request(attributes, events)
+        if not keep and not (late and self.steps.steps):
+            return decision  # a text answer, nothing pending: nothing to keep, nothing to count
+        if self.steps.latest_end(run.key) >= started:
+            return decision  # the run's last step came from a model call inside this one
+        if late and self.steps.steps:
+            merge(decision, self._count_unanswered(run))
+        read = self._router.request_reader(mask) if keep else None
+        if read is not None:
+            self.steps.add(
+                run.key, Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0), started
+            )
+        return decision
+
+    def run_ended(self, span: ReadableSpan) -> Decision | None:
+        """A span that stood for a run ends: count what its last step requested without tool spans."""
+        context = span.context
+        run = None if context is None else self.runs.owner(context.span_id)
+        if run is None or run.how in ("enclosing_span", BAGGAGE):  # an enclosing span may end before its tools run
+            return None
+        decision = self._count_unanswered(run)
+        return decision if decision.events else None
+
+    def _count_unanswered(self, run: Run) -> Decision:
+        """The calls the run's last step requested that no tool span answered, counted as the run's calls: each
+        gets a ``repeat_tool_guard.call`` event (the store's row for it), repeats their own events too."""
+        decision = Decision([], [])
+        step, calls = self.steps.unanswered(run.key)
+        if step is None:
+            return decision
+        if not calls and step.asked_for_tools():  # content capture off: the model asked, but for what is unknown
+            self._unguarded(NO_ARGUMENTS, UNKNOWN_TOOL, None, "none", run, step.scope)
+        issuer = format_span_id(step.span_context.span_id)
+        for call in calls:
+            if not self._tracked[call.tool_name]:
+                continue
+            if call.arguments is MISSING:
+                merge(decision, self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope))
+            elif self._audit is not None:
+                self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
+            facts: dict[str, Any] = {ISSUER: issuer}
+            counted = self._count(
+                run, call.tool_name, call.arguments, None, {}, (), False, call.call_id, step.span_context, facts
+            )
+            if counted is not None:
+                self._wasted(step, call.tool_name, counted, facts)
+                merge(decision, counted)
+            if self._facts:
+                decision.events.append(call_event(run, call, counted, facts))
+        return decision
+
+    def _quiet(self, facts: dict[str, Any] | None) -> Decision | None:
+        """A call that extends nothing: only its facts, when they are recorded."""
+        return Decision([], [], facts) if self._facts else None
+
+    def _wasted(self, step: Step, tool: str, counted: Decision, facts: dict[str, Any] | None) -> None:
+        """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted,
+        each model call's once (``WASTED`` on the call that charged it). Not for a parallel duplicate:
+        the same model call asked for the original."""
+        if not step.wasted and counted.events[0][0] != PARALLEL_DUPLICATE_EVENT:
+            step.wasted = True
+            if facts is not None:
+                facts[WASTED] = True
+            self.metrics.wasted_tokens(tool, *token_usage(step.attributes))
+
+    def _run_over(self, run: Run) -> None:
+        self.chains.forget(run.key)
+        self.steps.forget(run.key)
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def _unguarded(
+        self,
+        reason: str,
+        tool: str,
+        span: ReadableSpan | None,
+        source: str,
+        run: Run | None = None,
+        scope: str | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> Decision:
+        """A recognised tool call the guard cannot compare: count it, say why on its span, and say once per
+        scope what fixes it."""
+        self.metrics.unguarded(reason, tool)
+        scope = scope_of(span) if scope is None else scope
+        if self._audit is not None:
+            self._audit(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
+        self._warn(reason, scope, tool)
+        event: EventSpec = (UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})
+        return Decision([event], [], facts)
