@@ -22,8 +22,8 @@ from opentelemetry.trace import Span, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.baggage import RunBaggagePropagator
 from otel_repeat_guard.inbox import RedisReminderInbox
+from otel_repeat_guard.propagation import RunBaggagePropagator
 from otel_repeat_guard.redis_store import STORE_FAILURES
 
 WORKER = Path(__file__).with_name("worker.py")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
@@ -18,14 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.baggage import (
-    RUN_BAGGAGE_KEY,
-    RunBaggagePropagator,
-    propagate_run,
-    run_context,
-    run_in,
-    with_run,
-)
+from otel_repeat_guard.baggage import RUN_BAGGAGE_KEY, run_in, with_run
+from otel_repeat_guard.propagation import RunBaggagePropagator, propagate_run, run_context
 
 W3C = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
@@ -89,6 +84,13 @@ def test_the_propagator_adds_the_current_run_and_keeps_every_other_entry() -> No
     assert baggage.get_baggage("tenant", extracted) == "acme"
     assert trace.get_current_span(extracted).get_span_context().span_id == span.get_span_context().span_id
     assert RunBaggagePropagator().fields == {"baggage"}
+
+
+def test_the_entry_point_that_otel_propagators_names_is_the_propagator() -> None:
+    """``OTEL_PROPAGATORS=...,repeat_tool_guard``: the SDK loads the entry point of that name and calls it."""
+    (entry,) = entry_points(group="opentelemetry_propagator", name="repeat_tool_guard")
+    assert entry.load() is RunBaggagePropagator
+    assert entry.load()().fields == {"baggage"}
 
 
 def test_the_installed_guard_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
