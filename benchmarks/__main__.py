@@ -1,7 +1,8 @@
-"""Run every benchmark case and print the table: ``python -m benchmarks [--quick] [--markdown FILE]``.
+"""Run every benchmark case and print the table: ``python -m benchmarks [--quick] [--only matrix] [--markdown FILE]``.
 
 ``--build pure`` or ``--build compiled`` picks the build of otel_repeat_guard (see ``benchmarks.builds``);
-``python -m benchmarks.side_by_side`` runs both and prints one table.
+``python -m benchmarks.side_by_side`` runs both and prints one table. ``--only matrix`` runs the control
+(for the noise band) and the span-shape matrix (``benchmarks.matrix``) alone.
 """
 
 from __future__ import annotations
@@ -35,14 +36,21 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path, help="also write the table, with the machine, to this file")
     parser.add_argument("--build", choices=builds.BUILDS, help="the build of otel_repeat_guard to measure")
     parser.add_argument("--json", type=Path, help="also write the rows and the build to this file")
+    parser.add_argument("--million", action="store_true", help="also the per-run state at 1,000,000 agents (slow)")
+    parser.add_argument(
+        "--only", choices=("all", "matrix"), default="all", help="every case, or the control and matrix"
+    )
     args = parser.parse_args()
     builds.select(args.build)
     build = builds.verify(args.build)
     print(f"otel_repeat_guard build: {build}", flush=True)
-    from benchmarks import cases  # after select: the cases import the guard
+    from benchmarks import cases, matrix  # after select: the cases import the guard
     from benchmarks.cases import Settings
 
-    settings = Settings(rounds=3, segment=500, memory_agents=5_000, max_scale=10_000) if args.quick else Settings()
+    quick = Settings(
+        rounds=3, segment=500, memory_agents=5_000, max_scale=10_000, million_agents=20_000, million_window=4_000
+    )
+    settings = quick if args.quick else Settings()
 
     started = time.perf_counter()
     rows: list[Row] = []
@@ -59,6 +67,14 @@ def main() -> int:
         lambda: cases.scaling(settings),
         lambda: [cases.store_write(settings)],
     ]
+    if args.only == "matrix":
+        steps = []
+    steps += [
+        lambda: matrix.tool_shapes(settings, band),
+        lambda: matrix.non_tool(settings, band),
+    ]
+    if args.million:  # about two minutes per build; 20,000 agents with --quick
+        steps.append(lambda: [matrix.state_at_a_million(settings)])
     for step in steps:
         step_started = time.perf_counter()
         for row in step():
@@ -73,11 +89,18 @@ def main() -> int:
     if args.markdown:
         machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, {cases.python_info()}"
         args.markdown.write_text(
-            f"Machine: {machine}\n\nRun: `python -m benchmarks --build {build}` ({elapsed:.0f} s)\n\n{table}\n",
+            f"Machine: {machine}\n\nRun: `python -m benchmarks --build {build}{' --only matrix' * (args.only == 'matrix')}`"
+            f" ({elapsed:.0f} s)\n\n{table}\n",
             encoding="utf-8",
         )
     if args.json:
-        document = {"build": build, "python": cases.python_info(), "seconds": elapsed, "rows": [vars(r) for r in rows]}
+        document = {
+            "build": build,
+            "python": cases.python_info(),
+            "seconds": elapsed,
+            "band": band,
+            "rows": [vars(r) for r in rows],
+        }
         args.json.write_text(json.dumps(document, indent=1), encoding="utf-8")
     return builds.exit_code([row.case for row in rows if row.met is False])
 

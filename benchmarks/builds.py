@@ -71,8 +71,9 @@ def verify(build: str | None) -> str:
 
 
 def exit_code(missed: list[str]) -> int:
-    """1, after naming them, when some goals were missed beyond the noise band; else 0."""
+    """1, after naming them, when some goals were missed (beyond the noise band; in the span-shape
+    matrix, at the median); else 0."""
     if missed:
-        print("goals missed beyond the noise band: " + "; ".join(missed))
+        print("goals missed (beyond the noise band; span-shape matrix: at the median): " + "; ".join(missed))
         return 1
     return 0

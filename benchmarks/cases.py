@@ -35,6 +35,7 @@ class Row:
     measured: str
     goal: str = "report"
     met: bool | None = None  # None: no goal
+    section: str = "main"  # "matrix": the span-shape matrix (benchmarks.matrix), printed as its own table
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class Settings:
     segment: int = 2_000  # tool spans per timed segment
     memory_agents: int = 100_000
     max_scale: int = 1_000_000
+    million_agents: int = 1_000_000  # the matrix's memory case: tool spans, each with its own agent id
+    million_window: int = 200_000  # ... traced over the last this many
 
 
 def _guard(**kwargs: object) -> RepeatGuardSpanProcessor:

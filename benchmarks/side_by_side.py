@@ -1,11 +1,13 @@
-"""Both builds in one run, one table: ``python -m benchmarks.side_by_side [--quick] [--instructions] [--markdown FILE]``.
+"""Both builds in one run: ``python -m benchmarks.side_by_side [--quick] [--only matrix] [--instructions] [--markdown FILE]``.
 
 Runs ``python -m benchmarks --build pure`` and ``--build compiled`` one after the other (never at
 once: they would share the two cores), each in its own process with this interpreter, so run it
 from the environment with the compiled wheel (``make bench`` uses ``.venv-compiled``). Every case
 measures the same thing in both; each ratio is against a baseline timed in the same rounds of the
 same process. ``--instructions`` adds ``benchmarks.instructions`` for both (valgrind, a few minutes).
-Exits non-zero when either build misses a goal, as ``python -m benchmarks`` does.
+The span-shape matrix (``benchmarks.matrix``) gets a table of its own; ``--only matrix`` runs it (and
+the control that sets each build's noise band) alone. Exits non-zero when either build misses a goal,
+as ``python -m benchmarks`` does, after naming each miss.
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ def _met(row: dict[str, Any] | None) -> str:
     return "yes" if row["met"] else "**NO**"
 
 
-def table(runs: dict[str, dict[str, Any]]) -> str:
-    """One line per case: each build's measurement and whether it met the case's goal."""
-    by_build = {build: {row["case"]: row for row in run["rows"]} for build, run in runs.items()}
+def table(runs: dict[str, dict[str, Any]], section: str = "main") -> str:
+    """One line per case of ``section``: each build's measurement and whether it met the case's goal."""
+    by_build = {
+        build: {row["case"]: row for row in run["rows"] if row.get("section", "main") == section}
+        for build, run in runs.items()
+    }
     cases = list(dict.fromkeys(case for rows in by_build.values() for case in rows))
     lines = [
         "| case | "
@@ -101,14 +106,23 @@ def main() -> int:
     parser.add_argument("--instructions", action="store_true", help="also count instructions (valgrind)")
     parser.add_argument("--markdown", type=Path, help="also write the tables, with the machine, to this file")
     parser.add_argument("--builds", nargs="+", choices=BUILDS, default=list(BUILDS), help="in this order")
+    parser.add_argument("--only", choices=("all", "matrix"), default="all", help="every case, or the matrix")
+    parser.add_argument("--million", action="store_true", help="also the per-run state at 1,000,000 agents (slow)")
     args = parser.parse_args()
 
     started = time.perf_counter()
-    runs = {build: _run(build, ["--quick"] if args.quick else []) for build in args.builds}
+    arguments = ["--quick"] * args.quick + ["--million"] * args.million + ["--only", args.only]
+    runs = {build: _run(build, arguments) for build in args.builds}
     counts = {build: _instructions(build) for build in args.builds} if args.instructions else {}
     elapsed = time.perf_counter() - started
 
-    text = table(runs)
+    bands = " / ".join(f"{build} ±{run['band']:.3f}" for build, run in runs.items() if "band" in run)
+    text = table(runs) if args.only == "all" else ""
+    text += (
+        "\n\n" * bool(text)
+        + f"Span-shape matrix (each build's noise band, from its control: {bands}):\n\n"
+        + table(runs, "matrix")
+    )
     if counts:
         text += "\n\nInstructions per span (`python -m benchmarks.instructions`):\n\n" + instruction_table(counts)
     print("\n" + text)
@@ -116,7 +130,12 @@ def main() -> int:
     if args.markdown:
         python = next(iter(runs.values()))["python"]
         machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}, {python}"
-        flags = " --quick" * args.quick + " --instructions" * args.instructions
+        flags = (
+            " --quick" * args.quick
+            + f" --only {args.only}" * (args.only != "all")
+            + " --million" * args.million
+            + " --instructions" * args.instructions
+        )
         args.markdown.write_text(
             f"Machine: {machine}\n\nRun: `python -m benchmarks.side_by_side{flags}` ({elapsed:.0f} s)\n\n{text}\n",
             encoding="utf-8",
