@@ -38,6 +38,7 @@ from otel_repeat_guard.conventions.genai import (
     TOOL_NAME,
     GenAIConvention,
 )
+from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
 from otel_repeat_guard.facts import ISSUER, WASTED
@@ -154,7 +155,7 @@ class Guard:
             return None
         parent = span.parent
         self.runs.mark_model_call(parent)
-        run = self.runs.resolve(parent)
+        run = self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
         model_runs = self._model_runs
@@ -412,7 +413,7 @@ class Guard:
         late = started_run is None
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
-        run = started_run or self.runs.resolve(parent)
+        run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
         decision = Decision([], [], run.facts if self._facts else None)

@@ -200,14 +200,17 @@ class RunResolver:
 
     # -- resolving ---------------------------------------------------------------------
 
-    def resolve(self, parent: SpanContext | None) -> Run | None:
-        """The run that a span with this parent belongs to (see the module docstring)."""
+    def resolve(self, parent: SpanContext | None, step: str | None = None) -> Run | None:
+        """The run that a span with this parent belongs to (see the module docstring). ``step`` names the
+        per-step spans to climb past (a LangGraph node, which its model call names): they are never the run."""
         if parent is None or not parent.is_valid:
             return None
         owned, live, marked = self.owned, self.live, self.marked
         span_id = parent.span_id
         enclosing: tuple[int, Span] | None = None
         root: tuple[int, Span] | None = None
+        if step is not None:
+            span_id = self._above_step(span_id, step)
         for _ in range(_MAX_ANCESTRY):
             known = owned.get(span_id)
             if known is not None and (enclosing is None or known.how in _OUTRANK_ENCLOSING):
@@ -231,6 +234,19 @@ class RunResolver:
         if root is not None:
             return self._own(root[0], None, root[1].name, "local_root")
         return None
+
+    def _above_step(self, span_id: int, step: str) -> int:
+        """The parent of the nearest live ancestor named ``step`` (the node a model call ran in, with the spans
+        inside it), else ``span_id`` itself."""
+        live, at = self.live, span_id
+        for _ in range(_MAX_ANCESTRY):
+            ancestor = live.get(at)
+            if ancestor is None or ancestor.parent is None:
+                return span_id
+            if ancestor.name == step:
+                return ancestor.parent.span_id
+            at = ancestor.parent.span_id
+        return span_id
 
     def _own(self, span_id: int, run: AgentRun | None, span_name: str, how: str = "agent_span") -> Run:
         agent_id = None if run is None else run.agent_id

@@ -89,3 +89,20 @@ class OpenInferenceConvention(BuiltInConvention):
         if attributes.get(_KIND) != "AGENT":
             return None
         return AgentRun(agent_name=str_or_none(attributes.get("agent.name")) or str_or_none(name))
+
+
+_NODE_MARK: Final = '"langgraph_node"'
+
+
+def langgraph_node(attributes: Mapping[str, Any]) -> str | None:
+    """The LangGraph node a model call ran in, from OpenInference's ``metadata``: its node span is one step of
+    the graph's run, never the run itself (every node span gets its attributes only at its end, so the model
+    call that ran in it is what says so). None for any other span: one lookup and a substring test."""
+    metadata = attributes.get("metadata")
+    if metadata.__class__ is not str or _NODE_MARK not in metadata:
+        return None
+    try:
+        node = json.loads(metadata).get("langgraph_node")
+    except (ValueError, AttributeError):
+        return None
+    return node if isinstance(node, str) and node else None

@@ -94,3 +94,22 @@ def test_no_live_parent_means_no_run() -> None:
     with use_span(orphan):
         assert _resolve_here(feed, tracer) is None
     assert feed.resolver.resolve(None) is None
+
+
+def test_a_langgraph_node_is_a_step_of_the_graphs_run_not_a_run() -> None:
+    """OpenInference sets a LangGraph node's attributes only at its end; its model call names the node."""
+    feed, tracer = _setup()
+    with tracer.start_as_current_span("LangGraph") as graph, tracer.start_as_current_span("agent"):
+        with tracer.start_as_current_span("RunnableSequence"), tracer.start_as_current_span("chat") as chat:
+            nearest = feed.resolver.resolve(chat.parent)
+            run = feed.resolver.resolve(chat.parent, step="agent")
+    assert run is not None and (run.name, run.span_id) == ("LangGraph", graph.get_span_context().span_id)
+    assert nearest is not None and nearest.name == "RunnableSequence"  # without the node's name
+
+
+def test_the_node_a_model_call_ran_in_is_read_from_openinference_metadata() -> None:
+    from otel_repeat_guard.conventions.openinference import langgraph_node
+
+    assert langgraph_node({"metadata": '{"langgraph_step": 3, "langgraph_node": "model"}'}) == "model"
+    for attributes in ({}, {"metadata": "{}"}, {"metadata": '"langgraph_node"'}, {"metadata": 5}):
+        assert langgraph_node(attributes) is None
