@@ -99,10 +99,14 @@ def test_no_live_parent_means_no_run() -> None:
 def test_a_langgraph_node_is_a_step_of_the_graphs_run_not_a_run() -> None:
     """OpenInference sets a LangGraph node's attributes only at its end; its model call names the node."""
     feed, tracer = _setup()
-    with tracer.start_as_current_span("LangGraph") as graph, tracer.start_as_current_span("agent"):
-        with tracer.start_as_current_span("RunnableSequence"), tracer.start_as_current_span("chat") as chat:
-            nearest = feed.resolver.resolve(chat.parent)
-            run = feed.resolver.resolve(chat.parent, step="agent")
+    with (
+        tracer.start_as_current_span("LangGraph") as graph,
+        tracer.start_as_current_span("agent"),
+        tracer.start_as_current_span("RunnableSequence"),
+        tracer.start_as_current_span("chat") as chat,
+    ):
+        nearest = feed.resolver.resolve(chat.parent)
+        run = feed.resolver.resolve(chat.parent, step="agent")
     assert run is not None and (run.name, run.span_id) == ("LangGraph", graph.get_span_context().span_id)
     assert nearest is not None and nearest.name == "RunnableSequence"  # without the node's name
 
