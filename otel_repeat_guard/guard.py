@@ -9,7 +9,7 @@ the model call that issued a call, whether it charged that call's tokens as wast
 attributes (see :mod:`otel_repeat_guard.recorder`), so the store, the metrics and ``doctor`` use the
 guard's answer and never derive it again.
 
-The common GenAI tool span is read in one method (:meth:`Guard._plain_tool_call`), its reference
+The common GenAI tool span is read by one plan (:class:`otel_repeat_guard.fastpath.PlainToolSpans`), its reference
 being :meth:`Guard.tool_call`: ``fast_path=False`` on the processor switches it off, and a property
 test holds the two equal.
 """
@@ -30,19 +30,16 @@ from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
 from otel_repeat_guard.conventions.genai import (
-    AGENT_ID,
-    AGENT_NAME,
     EXECUTE_TOOL,
     OPERATION,
-    TOOL_ARGUMENTS,
-    TOOL_NAME,
     GenAIConvention,
 )
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
 from otel_repeat_guard.facts import ISSUER, WASTED
-from otel_repeat_guard.guard_parts import detectors_for, merge, outcome_and_key, scope_of
+from otel_repeat_guard.fastpath import GENERAL, PlainToolSpans
+from otel_repeat_guard.guard_parts import detectors_for, merge, outcome_and_key, positive_int, scope_of
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
@@ -53,8 +50,6 @@ from otel_repeat_guard.span_events import EventSpec, ending_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
-_GENERAL: Any = object()
-"""What the plain-span reading answers for a span it leaves to the general path."""
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
@@ -67,16 +62,25 @@ class Guard:
         config: GuardConfig,
         *,
         meter_provider: MeterProvider | None,
-        max_agents: int,
-        max_live_spans: int,
+        max_agents: object,
+        max_live_spans: object,
         conventions: Sequence[Convention],
         redact: Callable[[str], str] | None,
         audit: Callable[[CallAudit], None] | None,
         fast_path: bool = True,
         record_facts: bool = False,
     ) -> None:
+        if not isinstance(config, GuardConfig):
+            raise ValueError(f"config must be a GuardConfig, got {config!r}")
+        for option, value in (("redact", redact), ("audit", audit)):
+            if value is not None and not callable(value):
+                raise ValueError(f"{option} must be callable or None, got {value!r}")
+        max_agents, max_live_spans = (
+            positive_int("max_agents", max_agents),
+            positive_int("max_live_spans", max_live_spans),
+        )
         self.config = config
-        self._facts = record_facts  # facts on spans, and an event per call counted from a request
+        self.facts = record_facts  # facts on spans, and an event per call counted from a request
         self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
         self._conventions = tuple(conventions)
         self._router = router = SpanRouter(self._conventions)
@@ -84,7 +88,7 @@ class Guard:
         self.model_bits = router.model_bits
         self._tool_bits = router.tool_bits
         self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
-        self._tracked = ToolFilter(config.include, config.exclude)
+        self.tracked = ToolFilter(config.include, config.exclude)
         self.metrics = GuardMetrics(meter_provider)
         self._recorder = Recorder(config, self.metrics, redact)
         detectors = detectors_for(config)
@@ -117,23 +121,39 @@ class Guard:
         self.steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
-        # A GenAI tool span is read in place (see _plain_tool_call) when GenAI is the first convention asked
+        # A GenAI tool span is read in place (see fastpath.py) when GenAI is the first convention asked
         # about it (it carries no mark of one before) and nothing opt-in needs more of it than the repeat chain.
         before = router.marks_before(GenAIConvention)
         plain = before is not None and not (self._detecting or self._collapse_parallel or audit is not None)
-        self.plain_genai = fast_path and plain
-        self._names_before_genai, self._marks_before_genai = before or (frozenset(), ())
+        self.names_before_genai, marks_before = before or (frozenset(), ())
+        self._plain = None
+        if fast_path and plain:
+            self._plain = PlainToolSpans(
+                self.steps, self.chains, self.runs, self.tracked, marks_before, self.facts, self.repeated
+            )
 
     # -- the harness's questions ---------------------------------------------------------
 
-    def chain_keys(self, agent_id: str) -> tuple[str, ...]:
-        """A chain key, or a ``gen_ai.agent.id`` with the keys of its open runs."""
-        return (agent_id, *self.runs.runs_of_agent(agent_id))
+    def harness(self, what: str, agent_id: str) -> None:
+        """``reset`` or ``forget`` a chain key, or a ``gen_ai.agent.id`` with the keys of its open runs. Never raises."""
+        try:
+            for key in (agent_id, *self.runs.runs_of_agent(agent_id)):
+                if what == "reset":
+                    self.chains.reset(key)
+                else:
+                    self.chains.forget(key)
+                    self.steps.forget(key)
+        except Exception:
+            logger.exception("repeat guard failed in %s(%r)", what, agent_id)
 
-    def forget(self, agent_id: str) -> None:
-        for key in self.chain_keys(agent_id):
-            self.chains.forget(key)
-            self.steps.forget(key)
+    def current_run(self, current: Any) -> str | None:
+        """The chain key of the run of the open span ``current``, as for a tool span started under it. Never raises."""
+        try:
+            run = self.runs.resolve(current.get_span_context())
+        except Exception:
+            logger.exception("repeat guard failed to resolve the current agent run")
+            return None
+        return None if run is None else run.key
 
     def model_call_due(self, current: Any) -> tuple[str | None, Decision | None]:
         """A model request is about to go out from the open span ``current``: its run's key, and the calls
@@ -169,9 +189,13 @@ class Guard:
     def ended(self, span: ReadableSpan) -> Decision | None:
         """Read an ending span once and decide what it is; None for nearly every span."""
         name, attributes, events, parent, ended = ending_of(span)
-        if self.plain_genai and attributes.get(OPERATION) == EXECUTE_TOOL and name not in self._names_before_genai:
-            decided = self._plain_tool_call(span, attributes, events, parent, ended)
-            if decided is not _GENERAL:
+        if (
+            self._plain is not None
+            and attributes.get(OPERATION) == EXECUTE_TOOL
+            and name not in self.names_before_genai
+        ):
+            decided = self._plain.read(span, attributes, events, parent, ended)
+            if decided is not GENERAL:
                 return decided  # type: ignore[no-any-return]
         mask = self.route(name, attributes)
         if not mask:  # nearly every span stops here
@@ -184,55 +208,13 @@ class Guard:
             return self.model_ended(span, mask, name, attributes, events, parent)
         return None
 
-    def _plain_tool_call(
-        self,
-        span: ReadableSpan,
-        attributes: Mapping[str, Any],
-        events: Sequence[EventLike],
-        parent: SpanContext | None,
-        ended: int | None,
-    ) -> Any:
-        """The common tool span read in place, exactly as the conventions and :meth:`tool_call` would read it:
-        a GenAI tool span with its tool's name and short arguments text, no agent of its own, straight under
-        the span of its run, nothing pending. Anything else answers _GENERAL."""
-        tool = attributes.get(TOOL_NAME)
-        arguments = attributes.get(TOOL_ARGUMENTS)
-        steps, chains = self.steps, self.chains
-        if (
-            tool.__class__ is not str
-            or not tool
-            or arguments.__class__ is not str
-            or len(arguments) >= RAW_KEY_MIN_CHARS
-            or AGENT_ID in attributes
-            or AGENT_NAME in attributes
-            or steps.steps  # a model step to answer, or
-            or steps.counted  # calls counted from requests (their call ids): the general path
-            or chains.pending
-        ):
-            return _GENERAL
-        for mark, marked in self._marks_before_genai:  # OpenLLMetry's traceloop.span.kind, by default
-            if attributes.get(mark) == marked:
-                return _GENERAL
-        run = None if parent is None else self.runs.owned.get(parent.span_id)
-        if run is None or not (self._tracked.answers.get(tool) or self._tracked[tool]):
-            return _GENERAL
-        ends = steps.tool_ends
-        ends[run.key] = ended or 0
-        if len(ends) > steps.max_runs:
-            drop_oldest(ends)
-        key = arguments_key(arguments)
-        length = chains.observe(run.key, tool, key)
-        if length < 2:
-            return Decision([], [], run.facts) if self._facts else None
-        return self._repeated(run, tool, arguments, key, length, span, attributes, events, run.facts)
-
     def tool_call(
         self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
     ) -> Decision | None:
         """A tool span ended: count the call in its run, and say which model call issued it."""
         tool, arguments, agent_id, agent_name, error, call_id = call
         run = self._run_of(span, agent_id, agent_name)
-        tracked = self._tracked[tool]
+        tracked = self.tracked[tool]
         if run is None:
             if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
                 self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
@@ -246,7 +228,7 @@ class Guard:
             drop_oldest(ends)
         step = self._answered_step(span, run) if steps.steps else None
         facts = None
-        if self._facts:
+        if self.facts:
             facts = run.facts
             if step is not None:
                 facts[ISSUER] = format_span_id(step.span_context.span_id)
@@ -325,11 +307,11 @@ class Guard:
         length = chains.observe(run.key, tool, key, raw)
         if length < 2 and call is None:
             return None  # nearly every call: no repeat, no detector to ask
-        return self._repeated(
+        return self.repeated(
             run, tool, arguments, key, length, span, attributes, events, facts, error, call, outcome, call_id, context
         )
 
-    def _repeated(
+    def repeated(
         self,
         run: Run,
         tool: str,
@@ -416,7 +398,7 @@ class Guard:
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        decision = Decision([], [], run.facts if self._facts else None)
+        decision = Decision([], [], run.facts if self.facts else None)
         started = span.start_time or 0
         keep = may_request(attributes, events)
         if not keep and not (late and self.steps.steps):
@@ -452,26 +434,26 @@ class Guard:
             self._unguarded(NO_ARGUMENTS, UNKNOWN_TOOL, None, "none", run, step.scope)
         issuer = format_span_id(step.span_context.span_id)
         for call in calls:
-            if not self._tracked[call.tool_name]:
+            if not self.tracked[call.tool_name]:
                 continue
             if call.arguments is MISSING:
                 merge(decision, self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope))
             elif self._audit is not None:
                 self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
-            facts: dict[str, Any] = {ISSUER: issuer}
+            facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
             counted = self._count(
                 run, call.tool_name, call.arguments, None, {}, (), False, call.call_id, step.span_context, facts
             )
             if counted is not None:
                 self._wasted(step, call.tool_name, counted, facts)
                 merge(decision, counted)
-            if self._facts:
+            if facts is not None:
                 decision.events.append(call_event(run, call, counted, facts))
         return decision
 
     def _quiet(self, facts: dict[str, Any] | None) -> Decision | None:
         """A call that extends nothing: only its facts, when they are recorded."""
-        return Decision([], [], facts) if self._facts else None
+        return Decision([], [], facts) if self.facts else None
 
     def _wasted(self, step: Step, tool: str, counted: Decision, facts: dict[str, Any] | None) -> None:
         """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted,

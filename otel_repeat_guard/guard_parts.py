@@ -18,6 +18,13 @@ from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetec
 from otel_repeat_guard.recorder import Decision
 
 
+def positive_int(name: str, value: object) -> int:
+    """``value``, an option that must be an integer >= 1 (ValueError naming it otherwise)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
 def merge(into: Decision, more: Decision | None) -> None:
     """Add ``more``'s events and reminders to ``into`` (whose facts stand); None adds nothing."""
     if more is None:

@@ -1,11 +1,8 @@
-"""The span processor: the SDK's hooks, and nothing the guard decides.
+"""The span processor: the SDK's hooks, and nothing the guard decides (:mod:`otel_repeat_guard.guard` does).
 
-``on_start`` keeps the live-span map (every span: inline, without a call) and hands spans that start
-with attributes to the guard; ``_on_ending`` asks the guard what an ending span means
-(:meth:`otel_repeat_guard.guard.Guard.ended`) and records the answer: its events and facts on the
-span (:mod:`otel_repeat_guard.span_events`), its reminders to the harness. ``on_end`` forgets the span.
-With ``downstream`` processors the guard wraps them instead (logfire's shape) and hands each a copy of
-the span with the guard's events and facts.
+``on_start`` keeps the live-span map inline; ``_on_ending`` asks the guard what an ending span means and
+records the answer: its events and facts on the span, its reminders to the harness. With ``downstream``
+processors it wraps them instead (logfire's shape) and hands each a copy of the span with both.
 """
 
 from __future__ import annotations
@@ -31,35 +28,19 @@ from otel_repeat_guard.span_events import EventSpec, copy_with_events, record_on
 logger = logging.getLogger("otel_repeat_guard")
 
 ReminderCallback = Callable[[Reminder], None]
-__all__ = [
-    "REDACTION_FAILED",
-    "REMINDER_EVENT",
-    "REPEAT_EVENT",
-    "UNGUARDED_EVENT",
-    "Decision",
-    "ReminderCallback",
-    "RepeatGuardSpanProcessor",
-]
-
-
-def _positive_int(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
+__all__ = ["REDACTION_FAILED", "REMINDER_EVENT", "REPEAT_EVENT", "UNGUARDED_EVENT", "Decision", "ReminderCallback"]
+__all__ += ["RepeatGuardSpanProcessor"]
 
 
 class RepeatGuardSpanProcessor(SpanProcessor):
-    """Watches tool-call spans and reminds agents that repeat the same call.
+    """Watches tool-call spans and reminds agents that repeat the same call; advisory only, it never blocks,
+    delays or rewrites a call.
 
-    Advisory only: it never blocks, delays or rewrites a call. Register it on the ``TracerProvider``
-    like any processor; reminders go to ``on_reminder`` on the thread that ends the tool span, and
-    repetition events go on the tool span itself. With ``downstream`` it instead wraps those processors
-    and hands them a copy of each span with the events added. ``redact`` rewrites the canonical arguments
-    text before a reminder quotes it (in its text, its preview and the reminder span event); detection
-    always compares the real arguments. ``fast_path=False`` reads every span through the general path,
-    the fast path's reference (they decide alike; a property test holds them to it). ``record_facts=True``
-    (as ``configure()`` sets with a store) puts what the guard decided on the spans (the run, the issuing
-    model call, what was wasted: :mod:`otel_repeat_guard.facts`), which the store reads instead of deciding again.
+    Reminders go to ``on_reminder`` on the thread that ends the tool span, events on the tool span; with
+    ``downstream`` it wraps those processors and hands them a copy of each span with the events added.
+    ``redact`` rewrites the arguments text a reminder quotes (detection compares the real ones).
+    ``fast_path=False`` reads every span the general way (the fast path's reference). ``record_facts=True``
+    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.facts`).
     """
 
     def __init__(
@@ -77,17 +58,13 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         fast_path: bool = True,
         record_facts: bool = False,
     ) -> None:
-        config = GuardConfig() if config is None else config
-        if not isinstance(config, GuardConfig):
-            raise ValueError(f"config must be a GuardConfig, got {config!r}")
-        for option, value in (("on_reminder", on_reminder), ("redact", redact), ("audit", audit)):
-            if value is not None and not callable(value):
-                raise ValueError(f"{option} must be callable or None, got {value!r}")
-        self._guard = guard = Guard(
-            config,
+        if on_reminder is not None and not callable(on_reminder):
+            raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
+        self._guard = guard = Guard(  # checks the other options
+            GuardConfig() if config is None else config,
             meter_provider=meter_provider,
-            max_agents=_positive_int("max_agents", max_agents),
-            max_live_spans=_positive_int("max_live_spans", max_live_spans),
+            max_agents=max_agents,
+            max_live_spans=max_live_spans,
             conventions=conventions,
             redact=redact,
             audit=audit,
@@ -95,35 +72,24 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             record_facts=bool(record_facts),
         )
         self._runs, self._chains = guard.runs, guard.chains  # the state the hooks keep inline (and tests read)
-        self._on_reminder = on_reminder
-        self._downstream = tuple(downstream)
+        self._on_reminder, self._downstream = on_reminder, tuple(downstream)
         self._wrapping = bool(self._downstream)
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._limits = SpanLimits()
-        self._record_facts = bool(record_facts)
-        self._follow_remote = config.follows_remote_runs  # a span under a remote parent: the baggage's run
+        self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
 
     @property
     def config(self) -> GuardConfig:
         return self._guard.config
 
-    # -- harness API ---------------------------------------------------------------
-
     def reset(self, agent_id: str) -> None:
         """A user prompt was submitted: start the agent's chain afresh. ``agent_id`` is a chain key
         (``Reminder.agent_id``), or a ``gen_ai.agent.id``: then every open run of that agent starts afresh too."""
-        try:
-            for key in self._guard.chain_keys(agent_id):
-                self._chains.reset(key)
-        except Exception:
-            logger.exception("repeat guard failed in reset(%r)", agent_id)
+        self._guard.harness("reset", agent_id)
 
     def forget(self, agent_id: str) -> None:
         """The agent is disposed: drop its state (a chain key, or a ``gen_ai.agent.id`` and its open runs)."""
-        try:
-            self._guard.forget(agent_id)
-        except Exception:
-            logger.exception("repeat guard failed in forget(%r)", agent_id)
+        self._guard.harness("forget", agent_id)
 
     def run_length(self, agent_id: str) -> int:
         """The agent's current consecutive count, 0 if none."""
@@ -133,12 +99,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         """The chain key of the agent run that the current span (of ``context``) belongs to, resolved exactly
         as for a tool span started right here (``inbox.drain(guard.current_agent_id())``); None when there is
         no current span of this process."""
-        try:
-            run = self._runs.resolve(trace.get_current_span(context).get_span_context())
-        except Exception:
-            logger.exception("repeat guard failed to resolve the current agent run")
-            return None
-        return None if run is None else run.key
+        return self._guard.current_run(trace.get_current_span(context))
 
     def model_call_due(self, context: Context | None = None) -> str | None:
         """A model request is about to go out from the current span (of ``context``): count now what the
@@ -171,22 +132,18 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             live[span_id] = span
             if len(live) > runs.max_live_spans:
                 evict_oldest(live)
-            if attributes:  # most instrumentations set none at start
-                decision = self._guard.started(span, name, attributes)
-                if decision is not None:
-                    self._started_with(span_id, span, decision)
+            decision = self._guard.started(span, name, attributes) if attributes else None  # most have none yet
+            if decision is not None:
+                if decision.events and self._wrapping:
+                    self._wrapped_events[span_id] = decision.events  # added to the copy handed on at its end
+                else:
+                    for event, event_attributes in decision.events:
+                        span.add_event(event, event_attributes)  # the span is open: the public API works
+                self._deliver(decision.reminders)
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
             processor.on_start(span, parent_context=parent_context)
-
-    def _started_with(self, span_id: int, span: Span, decision: Decision) -> None:
-        if decision.events and self._wrapping:
-            self._wrapped_events[span_id] = decision.events  # added to the copy handed on at its end
-        else:
-            for name, attributes in decision.events:
-                span.add_event(name, attributes)  # the span is open: the public API works
-        self._deliver(decision.reminders)
 
     def _decide(self, span: ReadableSpan) -> Decision | None:
         return self._guard.ended(span)
@@ -199,7 +156,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         try:
             decision = self._decide(span)
             if decision is not None:
-                record_on_ending_span(span, decision.events, decision.facts if self._record_facts else None)
+                record_on_ending_span(span, decision.events, decision.facts)
                 self._deliver(decision.reminders)
         except Exception:
             logger.exception("repeat guard failed at the end of span %r; the span is unaffected", span.name)
@@ -213,7 +170,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 earlier = self._wrapped_events.pop(context.span_id, None) if self._wrapped_events and context else None
                 if decision is not None or earlier:
                     events, reminders, facts = decision or ([], [], None)
-                    facts = facts if self._record_facts else None
                     forwarded = copy_with_events(span, (earlier or []) + events, self._limits, facts)
                     self._deliver(reminders)
             if context is not None:  # stop tracking it; if it stood for a run, the run's chain ends

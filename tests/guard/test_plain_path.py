@@ -111,8 +111,8 @@ def test_the_plain_path_records_the_same_facts_as_the_conventions(steps: list[tu
 
 
 def test_the_default_guard_reads_plain_spans_in_place() -> None:
-    assert RepeatGuardSpanProcessor()._guard.plain_genai
-    assert not RepeatGuardSpanProcessor(fast_path=False)._guard.plain_genai
+    assert RepeatGuardSpanProcessor()._guard._plain is not None
+    assert RepeatGuardSpanProcessor(fast_path=False)._guard._plain is None
 
 
 def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:

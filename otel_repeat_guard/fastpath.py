@@ -1,0 +1,93 @@
+"""The common GenAI tool span, read in place: one function instead of the conventions' reader and
+:meth:`otel_repeat_guard.guard.Guard.tool_call`, its reference, which it must decide exactly as.
+
+It takes a GenAI tool span with its tool's name and short arguments text, no agent of its own, straight
+under the span of its run, nothing pending, nothing opt-in; anything else answers ``GENERAL`` and goes the
+general way. ``fast_path=False`` on the processor switches it off: a property test
+(tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
+
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
+from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.conventions import EventLike
+from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME, TOOL_ARGUMENTS, TOOL_NAME
+from otel_repeat_guard.patterns import ToolFilter
+from otel_repeat_guard.recorder import Decision
+from otel_repeat_guard.requested import PendingSteps, drop_oldest
+from otel_repeat_guard.runs import RunResolver
+
+GENERAL: Any = object()
+"""What the plain-span reading answers for a span it leaves to the general path."""
+
+
+class PlainToolSpans:
+    """The plain-span read plan, built once per guard over the guard's own state (which it only reads and
+    counts in, as ``Guard.tool_call`` does)."""
+
+    __slots__ = ("chains", "facts", "marks_before", "repeated", "runs", "steps", "tracked")
+
+    def __init__(
+        self,
+        steps: PendingSteps,
+        chains: ChainTracker,
+        runs: RunResolver,
+        tracked: ToolFilter,
+        marks_before: tuple[tuple[str, str], ...],
+        facts: bool,
+        repeated: Callable[..., Decision | None],
+    ) -> None:
+        self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
+        self.marks_before = marks_before  # OpenLLMetry's traceloop.span.kind, by default: another vocabulary's
+        self.facts = facts
+        self.repeated = repeated  # Guard.repeated: a repeat is worded as the general path words it
+
+    def read(
+        self,
+        span: ReadableSpan,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        parent: SpanContext | None,
+        ended: int | None,
+    ) -> Any:
+        """The common tool span read in place, exactly as the conventions and ``Guard.tool_call`` would read it:
+        a GenAI tool span with its tool's name and short arguments text, no agent of its own, straight under
+        the span of its run, nothing pending. Anything else answers GENERAL."""
+        tool = attributes.get(TOOL_NAME)
+        arguments = attributes.get(TOOL_ARGUMENTS)
+        steps, chains = self.steps, self.chains
+        if (
+            tool.__class__ is not str
+            or not tool
+            or arguments.__class__ is not str
+            or len(arguments) >= RAW_KEY_MIN_CHARS
+            or AGENT_ID in attributes
+            or AGENT_NAME in attributes
+            or steps.steps  # a model step to answer, or
+            or steps.counted  # calls counted from requests (their call ids): the general path
+            or chains.pending
+        ):
+            return GENERAL
+        for mark, marked in self.marks_before:  # OpenLLMetry's traceloop.span.kind, by default
+            if attributes.get(mark) == marked:
+                return GENERAL
+        run = None if parent is None else self.runs.owned.get(parent.span_id)
+        if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
+            return GENERAL
+        ends = steps.tool_ends
+        ends[run.key] = ended or 0
+        if len(ends) > steps.max_runs:
+            drop_oldest(ends)
+        key = arguments_key(arguments)
+        length = chains.observe(run.key, tool, key)
+        if length < 2:
+            return Decision([], [], run.facts) if self.facts else None
+        facts = run.facts if self.facts else None
+        return self.repeated(run, tool, arguments, key, length, span, attributes, events, facts)
