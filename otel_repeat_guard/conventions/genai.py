@@ -32,6 +32,9 @@ TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 AGENT_ID = "gen_ai.agent.id"
 AGENT_NAME = "gen_ai.agent.name"
 _INVOKE_AGENT = "invoke_agent"
+INVOCATIONS = (_INVOKE_AGENT, "invoke_workflow", "handle_conversation_turn")
+"""The operations of ``gen_ai.invocation.internal`` spans (in-process agent, workflow and conversation-turn
+runs), each a run of the calls under it; ``invoke_agent`` alone is the older conventions' name."""
 
 
 def _arguments_from_events(events: Sequence[EventLike]) -> Any:
@@ -51,9 +54,10 @@ class GenAIConvention(BuiltInConvention):
 
     Arguments: ``gen_ai.tool.call.arguments``, else google-adk's legacy
     ``gcp.vertex.agent.tool_call_args``, else strands-agents' ``gen_ai.tool.message`` event.
-    The agent: ``gen_ai.agent.id`` on the tool span is the chain key; agent-run spans are
-    recognized by ``gen_ai.operation.name == "invoke_agent"`` or by a name starting with
-    ``invoke_agent`` (many are named so at start and get their attributes only at the end).
+    The agent: ``gen_ai.agent.id`` on the tool span is the chain key; run spans are the invocations
+    (``gen_ai.invocation.internal``): ``gen_ai.operation.name`` ``invoke_agent``, ``invoke_workflow`` or
+    ``handle_conversation_turn``, or a name starting with one (many are named so at start and get their
+    attributes only at the end).
     """
 
     __slots__ = ()
@@ -85,9 +89,12 @@ class GenAIConvention(BuiltInConvention):
         return gen_ai_requests(attributes, events)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
-        if not name.startswith(_INVOKE_AGENT) and attributes.get("gen_ai.operation.name") != _INVOKE_AGENT:
-            return None
+        operation = attributes.get(OPERATION)
+        if operation not in INVOCATIONS:
+            operation = next((op for op in INVOCATIONS if name.startswith(op)), None)
+            if operation is None:
+                return None
         agent_name = str_or_none(attributes.get("gen_ai.agent.name"))
-        if agent_name is None and name.startswith(_INVOKE_AGENT + " "):
-            agent_name = name[len(_INVOKE_AGENT) + 1 :].strip() or None
+        if agent_name is None and name.startswith(f"{operation} "):
+            agent_name = name[len(operation) + 1 :].strip() or None
         return AgentRun(agent_id=str_or_none(attributes.get("gen_ai.agent.id")), agent_name=agent_name)

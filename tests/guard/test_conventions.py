@@ -13,6 +13,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_repeat_guard import AgentRun, AttributeConvention, GuardConfig, RepeatGuardSpanProcessor
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, MISSING, ToolCall, find_agent_run, find_tool_call
+from otel_repeat_guard.conventions.genai import GenAIConvention
 
 from .conftest import Harness, make_harness
 
@@ -454,3 +455,13 @@ def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
     custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
     assert tool_call_reader(custom)("t:grep", {}, ()) == ToolCall("grep")
     assert agent_id_prefilter(custom) is None
+
+
+def test_every_genai_invocation_operation_is_a_run_and_the_older_name_still_is() -> None:
+    genai = GenAIConvention()
+    for operation in ("invoke_agent", "invoke_workflow", "handle_conversation_turn"):
+        run = genai.agent_run("x", {"gen_ai.operation.name": operation, "gen_ai.agent.name": "coder"})
+        assert run == AgentRun(agent_id=None, agent_name="coder")
+        assert genai.agent_run(f"{operation} planner", {}) == AgentRun(agent_id=None, agent_name="planner")
+    assert genai.agent_run("chat gpt-4o", {"gen_ai.operation.name": "chat"}) is None
+    assert genai.agent_run("invoke_workflowish", {}) == AgentRun(agent_id=None, agent_name=None)
