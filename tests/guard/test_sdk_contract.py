@@ -7,7 +7,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import set_span_in_context
 
-from otel_repeat_guard.span_events import append_to_ending_span, attributes_of, contents_of, ending_of, start_of
+from otel_repeat_guard.span_events import (
+    append_to_ending_span,
+    attributes_of,
+    contents_of,
+    ending_of,
+    record_on_ending_span,
+    start_of,
+)
 
 
 class _Recorder(SpanProcessor):
@@ -95,3 +102,36 @@ def test_the_cheap_readers_see_exactly_what_the_public_accessors_do() -> None:
     assert list(contents_of(copy)[2]) == []
     other = ReadableSpan(name="c", attributes={"z": 1})
     assert attributes_of(other) == {"z": 1}
+
+
+class _FactsAtEnding(SpanProcessor):
+    """Puts two facts on the span through the guard's path."""
+
+    def _on_ending(self, span: Span) -> None:
+        record_on_ending_span(span, [], {"repeat_tool_guard.run": "r#1", "own": "kept"})
+
+
+def test_facts_recorded_at_ending_reach_every_processor_and_exporter() -> None:
+    earlier = _Recorder()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(earlier)
+    provider.add_span_processor(_FactsAtEnding())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("tool") as span:
+        span.set_attribute("own", "set by the instrumentation")
+    (exported,) = exporter.get_finished_spans()
+    assert dict(exported.attributes or {}) == {"own": "kept", "repeat_tool_guard.run": "r#1"}
+    assert dict(earlier.ended[0].attributes or {}) == dict(exported.attributes or {})
+
+
+def test_recorded_facts_respect_the_span_attribute_limit() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=1))
+    provider.add_span_processor(_FactsAtEnding())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("t").start_as_current_span("tool") as span:
+        span.set_attribute("own", "first")
+    (exported,) = exporter.get_finished_spans()
+    assert dict(exported.attributes or {}) == {"own": "kept"}  # a key it holds is updated; a new one is dropped
+    assert exported.dropped_attributes == 1
