@@ -11,6 +11,7 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 import orjson
 from opentelemetry.sdk.trace import TracerProvider
@@ -20,6 +21,8 @@ from benchmarks.reference import ReferenceGuard
 from benchmarks.sketch import MinimalSketch
 from benchmarks.timing import Comparison, compare
 from otel_repeat_guard import REPEAT_EVENT, GuardConfig, Reminder, RepeatGuardSpanProcessor, build_mode
+
+T = TypeVar("T")
 
 TOOL_SPAN_GOAL = {"compiled": 1.30, "pure Python": 1.45}
 """A 200 B realistic tool span against a bare span's lifecycle, per build (issue 17)."""
@@ -81,6 +84,12 @@ def control(s: Settings) -> tuple[Row, float]:
     return Row("control: no-op processor vs none", _fmt(c), f"1.00 ± {band:.3f} (noise band)"), band
 
 
+def guard_vs_none(segment: Callable[[w.Pipeline, T], float], work: T, rounds: int) -> Comparison:
+    """``segment`` of ``work`` through the default guard against the same without it, in the same rounds."""
+    base, guarded = w.pipeline(), w.pipeline(_guard())
+    return compare(partial(segment, base, work), partial(segment, guarded, work), rounds, _flush(base, guarded))
+
+
 def _flush(*pipelines: w.Pipeline) -> Callable[[], None]:
     def flush() -> None:
         for p in pipelines:
@@ -96,13 +105,7 @@ def tool_overhead(s: Settings, band: float) -> list[Row]:
             count = s.segment if size <= 5_000 else max(50, s.segment // 20)
             calls = w.tool_arguments(size, count, share)
             _assert_detects(calls, _guard)
-            base, guarded = w.pipeline(), w.pipeline(_guard())
-            c = compare(
-                partial(w.tool_segment, base, calls),
-                partial(w.tool_segment, guarded, calls),
-                s.rounds,
-                _flush(base, guarded),
-            )
+            c = guard_vs_none(w.tool_segment, calls, s.rounds)
             name = f"tool span {size:>6} B, {workload}"
             if size == 200 and workload == "realistic":
                 build = build_mode()

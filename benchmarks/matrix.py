@@ -25,7 +25,7 @@ from opentelemetry.trace import set_span_in_context
 
 from benchmarks import shapes
 from benchmarks import workloads as w
-from benchmarks.cases import TOOL_SPAN_GOAL, Row, Settings, _check, _flush, _fmt, _guard
+from benchmarks.cases import TOOL_SPAN_GOAL, Row, Settings, _check, _flush, _fmt, _guard, guard_vs_none
 from benchmarks.timing import Comparison, compare
 from otel_repeat_guard import REPEAT_EVENT, RepeatGuardSpanProcessor, build_mode
 
@@ -99,13 +99,7 @@ def tool_shapes(s: Settings, band: float) -> list[Row]:
     for shape in shapes.TOOL_SHAPES:
         work = shapes.plan(shape, s.segment)
         check_shape(work)
-        base, guarded = w.pipeline(), w.pipeline(_guard())
-        c = compare(
-            partial(shapes.segment, base, work),
-            partial(shapes.segment, guarded, work),
-            s.rounds,
-            _flush(base, guarded),
-        )
+        c = guard_vs_none(shapes.segment, work, s.rounds)
         rows.append(
             Row(_PREFIX + shape.label, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix")
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opentelemetry import trace
@@ -61,98 +61,69 @@ _OI_TOOL = {"openinference.span.kind": "TOOL", "tool.name": TOOL}
 _TRACELOOP_TOOL = {"traceloop.span.kind": "tool", "traceloop.entity.name": TOOL}
 _TRACELOOP_RUN = {"traceloop.span.kind": "workflow", "traceloop.entity.name": "coder"}
 
+_STEP = ", timed with the step span"
+_GENAI = Shape(
+    "GenAI, no agent id, under its run, attributes before end",
+    f"execute_tool {TOOL}",
+    _GENAI_TOOL,
+    "gen_ai.tool.call.arguments",
+    "invoke_agent coder",
+    _GENAI_RUN,
+)
+_OWN_ID = replace(
+    _GENAI,
+    label="GenAI, own gen_ai.agent.id, under its run, attributes before end",
+    run_attributes=_GENAI_RUN_WITH_ID,
+    agent_id_key="gen_ai.agent.id",
+)
+_OPENINFERENCE = Shape(
+    "OpenInference TOOL under its AGENT span",
+    TOOL,
+    _OI_TOOL,
+    "input.value",
+    "coder",
+    {"openinference.span.kind": "AGENT", "agent.name": "coder"},
+)
+_OPENLLMETRY = Shape(
+    "OpenLLMetry tool under its workflow span",
+    f"{TOOL}.tool",
+    _TRACELOOP_TOOL,
+    "traceloop.entity.input",
+    "coder.workflow",
+    _TRACELOOP_RUN,
+    wrap='{{"args": [], "kwargs": {}}}',
+)
+
 TOOL_SHAPES: tuple[Shape, ...] = (
-    Shape(
-        "GenAI, no agent id, under its run, attributes before end",
-        f"execute_tool {TOOL}",
-        _GENAI_TOOL,
-        "gen_ai.tool.call.arguments",
-        "invoke_agent coder",
-        _GENAI_RUN,
+    _GENAI,
+    replace(_GENAI, label="GenAI, no agent id, under its run, attributes at start", at_start=True),
+    _OWN_ID,
+    replace(_OWN_ID, label="GenAI, own gen_ai.agent.id, under its run, attributes at start", at_start=True),
+    replace(  # a harness tagging bare tool spans with its agent's id
+        _OWN_ID,
+        label="GenAI, own gen_ai.agent.id, no run span, attributes before end",
+        run_span=None,
+        run_attributes={},
     ),
-    Shape(
-        "GenAI, no agent id, under its run, attributes at start",
-        f"execute_tool {TOOL}",
-        _GENAI_TOOL,
-        "gen_ai.tool.call.arguments",
-        "invoke_agent coder",
-        _GENAI_RUN,
-        at_start=True,
-    ),
-    Shape(
-        "GenAI, own gen_ai.agent.id, under its run, attributes before end",
-        f"execute_tool {TOOL}",
-        _GENAI_TOOL,
-        "gen_ai.tool.call.arguments",
-        "invoke_agent coder",
-        _GENAI_RUN_WITH_ID,
-        agent_id_key="gen_ai.agent.id",
-    ),
-    Shape(
-        "GenAI, own gen_ai.agent.id, under its run, attributes at start",
-        f"execute_tool {TOOL}",
-        _GENAI_TOOL,
-        "gen_ai.tool.call.arguments",
-        "invoke_agent coder",
-        _GENAI_RUN_WITH_ID,
-        agent_id_key="gen_ai.agent.id",
-        at_start=True,
-    ),
-    Shape(
-        "GenAI, own gen_ai.agent.id, no run span, attributes before end",
-        f"execute_tool {TOOL}",
-        _GENAI_TOOL,
-        "gen_ai.tool.call.arguments",
-        None,
-        agent_id_key="gen_ai.agent.id",  # a harness tagging bare tool spans with its agent's id
-    ),
-    Shape(
-        "GenAI, under a per-step span of its run (pydantic-ai's `running tools`), timed with the step span",
-        f"execute_tool {TOOL}",
-        _GENAI_TOOL,
-        "gen_ai.tool.call.arguments",
-        "invoke_agent coder",
-        _GENAI_RUN,
+    replace(
+        _GENAI,
+        label="GenAI, under a per-step span of its run (pydantic-ai's `running tools`)" + _STEP,
         step_span="running tools",
         step_attributes={"tools": (TOOL,)},
     ),
-    Shape(
-        "OpenInference TOOL under its AGENT span",
-        TOOL,
-        _OI_TOOL,
-        "input.value",
-        "coder",
-        {"openinference.span.kind": "AGENT", "agent.name": "coder"},
-    ),
-    Shape(
-        "OpenInference TOOL under a CHAIN step of its AGENT span (LangGraph node), timed with the step span",
-        TOOL,
-        _OI_TOOL,
-        "input.value",
-        "coder",
-        {"openinference.span.kind": "AGENT", "agent.name": "coder"},
+    _OPENINFERENCE,
+    replace(
+        _OPENINFERENCE,
+        label="OpenInference TOOL under a CHAIN step of its AGENT span (LangGraph node)" + _STEP,
         step_span="tools",
         step_attributes={"openinference.span.kind": "CHAIN"},
     ),
-    Shape(
-        "OpenLLMetry tool under its workflow span",
-        f"{TOOL}.tool",
-        _TRACELOOP_TOOL,
-        "traceloop.entity.input",
-        "coder.workflow",
-        _TRACELOOP_RUN,
-        wrap='{{"args": [], "kwargs": {}}}',
-    ),
-    Shape(
-        "OpenLLMetry tool under a task step of its workflow span, timed with the step span",
-        f"{TOOL}.tool",
-        _TRACELOOP_TOOL,
-        "traceloop.entity.input",
-        "coder.workflow",
-        _TRACELOOP_RUN,
+    _OPENLLMETRY,
+    replace(
+        _OPENLLMETRY,
+        label="OpenLLMetry tool under a task step of its workflow span" + _STEP,
         step_span="tools.task",
         step_attributes={"traceloop.span.kind": "task", "traceloop.entity.name": "tools"},
-        wrap='{{"args": [], "kwargs": {}}}',
     ),
 )
 
