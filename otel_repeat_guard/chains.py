@@ -6,8 +6,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
-from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse
+from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, RepeatDetector
+from otel_repeat_guard.detectors.repeat import key_if_same_raw
+from otel_repeat_guard.rules import put_bounded
 
 RunEnded = Callable[[str, int], None]
 """Called with (tool name, final run length) when a run of two or more calls ends."""
@@ -18,22 +21,44 @@ Pending = tuple[str, str, int]
 """A reminder waiting for the run's next call: (kind, tier, period)."""
 
 
-class _Chain:
-    __slots__ = ("key", "keyed_raw", "more", "parallel", "pending", "run", "tool")
+class _More:
+    """What few runs have: the opt-in detectors, the parallel-duplicate window, reminders awaiting an outcome."""
 
-    def __init__(self, tool: str, key: bytes | None, raw: bytes | None) -> None:
-        self.more: tuple[Detector, ...] | None = None  # the opt-in detectors, made on first use
+    __slots__ = ("detectors", "parallel", "pending")
+
+    def __init__(self) -> None:
+        self.detectors: tuple[Detector, ...] | None = None  # made on the run's first detect
         self.parallel: ParallelCollapse | None = None
         self.pending: list[Pending] | None = None
-        self.restart(tool, key, raw)
 
-    def restart(self, tool: str, key: bytes | None, raw: bytes | None) -> None:
-        """A new run of one call."""
-        self.tool = tool
-        self.key = key
-        # the last raw key that came with a key, as key + raw in one object: read atomically, without the lock
-        self.keyed_raw = None if key is None or raw is None else key + raw
-        self.run = 1
+
+class ChainStore(Protocol):
+    """What the guard asks of its per-run state, wherever it lives: :class:`ChainTracker` (this process)
+    or :class:`~otel_repeat_guard.state.redis.RedisChainStore` (Redis, wrapping a ChainTracker as its
+    fallback)."""
+
+    @property
+    def pending(self) -> int:
+        """How many runs have a reminder waiting for their next call here (0 on nearly every span)."""
+        ...
+
+    def observe(self, agent_id: str, tool: str, key: bytes | None, raw: bytes | None = None) -> int: ...
+
+    def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None: ...
+
+    def detect(self, agent_id: str, call: Call) -> list[Detection]: ...
+
+    def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool: ...
+
+    def reminded(self, agent_id: str, kind: str, tier: str, period: int = 1) -> None: ...
+
+    def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]: ...
+
+    def run_length(self, agent_id: str) -> int: ...
+
+    def reset(self, agent_id: str) -> None: ...
+
+    def forget(self, agent_id: str) -> None: ...
 
 
 class ChainTracker:
@@ -44,8 +69,10 @@ class ChainTracker:
     recently active agent is evicted. ``on_run_ended`` sees every run of length >= 2 when
     it breaks, is reset, forgotten or evicted.
 
-    The same per-run state holds the opt-in detectors (``detectors`` makes them for a run) and
-    the reminders waiting for the run's next call; reset, forget and eviction clear them all.
+    Each run's chain is a :class:`~otel_repeat_guard.detectors.RepeatDetector` (four fields). The few
+    runs that have more keep it in a second map: the opt-in detectors (``detectors`` makes them for a
+    run), the parallel-duplicate window and the reminders waiting for the run's next call; reset, forget
+    and eviction clear them all.
     """
 
     __slots__ = (
@@ -53,6 +80,7 @@ class ChainTracker:
         "_detectors",
         "_lock",
         "_max_agents",
+        "_more",
         "_on_reminder_outcome",
         "_on_run_ended",
         "pending",
@@ -66,7 +94,8 @@ class ChainTracker:
         detectors: Callable[[], tuple[Detector, ...]] | None = None,
         on_reminder_outcome: ReminderOutcome | None = None,
     ) -> None:
-        self._chains: OrderedDict[str, _Chain] = OrderedDict()
+        self._chains: OrderedDict[str, RepeatDetector] = OrderedDict()  # least recently active first
+        self._more: dict[str, _More] = {}  # only runs that have more than a chain, each also in _chains
         self._lock = threading.Lock()
         self._max_agents = max_agents
         self._on_run_ended = on_run_ended
@@ -80,31 +109,32 @@ class ChainTracker:
 
         ``raw``, optional, keys the arguments exactly as received, for :meth:`key_if_same_raw`.
         """
-        ended_tool, ended_run = tool, 0
-        evicted: _Chain | None = None
         with self._lock:
             chains = self._chains
             chain = chains.get(agent_id)
-            if chain is None:
-                chains[agent_id] = _Chain(tool, key, raw)
-                if len(chains) > self._max_agents:
-                    evicted = chains.popitem(last=False)[1]
-                    ended_tool, ended_run = evicted.tool, evicted.run
-            else:
+            if chain is not None:
                 chains.move_to_end(agent_id)
-                if key is not None and chain.key == key and chain.tool == tool:
-                    chain.run += 1
-                    if raw is not None:
-                        chain.keyed_raw = key + raw
-                    return chain.run
                 ended_tool, ended_run = chain.tool, chain.run
-                chain.tool, chain.key, chain.run = tool, key, 1  # chain.restart, inlined: most calls come here
-                chain.keyed_raw = None if key is None or raw is None else key + raw
-        if ended_run > 1 and self._on_run_ended is not None:
-            self._on_run_ended(ended_tool, ended_run)
+                run = chain.count(tool, key, raw)
+                if run > 1 or ended_run < 2:
+                    return run
+                evicted = None
+            else:
+                evicted = self._add(agent_id, RepeatDetector(tool, key, raw, 1))
+                if evicted is None:
+                    return 1
         if evicted is not None:
-            self._ended(evicted)
+            self._ended(*evicted)
+        elif self._on_run_ended is not None:
+            self._on_run_ended(ended_tool, ended_run)
         return 1
+
+    def _add(self, agent_id: str, chain: RepeatDetector) -> tuple[RepeatDetector, _More | None] | None:
+        """A new run's chain (under the lock); past ``max_agents``, the evicted run's state."""
+        evicted = put_bounded(self._chains, agent_id, chain, self._max_agents)
+        if evicted is None:
+            return None
+        return evicted[1], self._more.pop(evicted[0], None) if self._more else None
 
     def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None:
         """The arguments key of the agent's last call, if that call's raw key was ``raw``.
@@ -114,64 +144,72 @@ class ChainTracker:
         are one bytes object); :meth:`observe` decides the run.
         """
         chain = self._chains.get(agent_id)
-        keyed_raw = None if chain is None else chain.keyed_raw
-        if keyed_raw is None or keyed_raw[-len(raw) :] != raw:
-            return None
-        return keyed_raw[: -len(raw)]
+        return None if chain is None else key_if_same_raw(chain.keyed_raw, raw)
 
     # -- the opt-in detectors ----------------------------------------------------------
+
+    def _more_of(self, agent_id: str) -> _More:
+        """The run's extra state (under the lock; the run has a chain)."""
+        more = self._more.get(agent_id)
+        if more is None:
+            more = self._more[agent_id] = _More()
+        return more
 
     def detect(self, agent_id: str, call: Call) -> list[Detection]:
         """What the run's opt-in detectors say of a call :meth:`observe` has counted."""
         if self._detectors is None:
             return []
         with self._lock:
-            chain = self._chains.get(agent_id)
-            if chain is None:  # pragma: no cover - observe made it, and only eviction between the two removes it
+            if agent_id not in self._chains:  # pragma: no cover - observe made it; only an eviction between removes it
                 return []
-            if chain.more is None:
-                chain.more = self._detectors()
-            return [found for detector in chain.more if (found := detector.observe(call)) is not None]
+            more = self._more_of(agent_id)
+            if more.detectors is None:
+                more.detectors = self._detectors()
+            return [found for detector in more.detectors if (found := detector.observe(call)) is not None]
 
     def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool:
         """Whether the call copies one of the run's counted calls made in the same step (then it is not
         to be counted); otherwise it is remembered for the calls that follow."""
+        evicted = None
         with self._lock:
-            chain = self._chains.get(agent_id)
-            if chain is None:  # the run's first call: an empty chain to remember it in
-                chain = self._chains[agent_id] = _Chain(call.tool, None, None)
-                chain.run = 0
-            if chain.parallel is None:
-                chain.parallel = ParallelCollapse()
-            return chain.parallel.duplicate(call, parent, start, end)
+            if agent_id not in self._chains:  # the run's first call: an empty chain (run 0) to remember it in
+                evicted = self._add(agent_id, RepeatDetector(call.tool))
+            more = self._more_of(agent_id)
+            if more.parallel is None:
+                more.parallel = ParallelCollapse()
+            duplicate = more.parallel.duplicate(call, parent, start, end)
+        if evicted is not None:
+            self._ended(*evicted)
+        return duplicate
 
     # -- reminders and their outcome ---------------------------------------------------------
 
     def reminded(self, agent_id: str, kind: str, tier: str, period: int = 1) -> None:
         """A reminder fired at the run's last call; its outcome is the run's next call."""
         with self._lock:
-            chain = self._chains.get(agent_id)
-            if chain is None:  # pragma: no cover - the call that fired it made the chain
+            if agent_id not in self._chains:  # pragma: no cover - the call that fired it made the chain
                 return
-            if chain.pending is None:
-                chain.pending = []
+            more = self._more_of(agent_id)
+            if more.pending is None:
+                more.pending = []
                 self.pending += 1
-            chain.pending.append((kind, tier, period))
+            more.pending.append((kind, tier, period))
 
     def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
-        """Before the run's next call is counted: the (outcome, kind, tier) of each reminder waiting for it."""
+        """Before the run's next call (``call``, whose ``tool`` and ``key`` these are) is counted: the
+        (outcome, kind, tier) of each reminder waiting for it. Ignored when the detector of its kind (the
+        chain, for a repeat) says the call continues the loop."""
         with self._lock:
+            more = self._more.get(agent_id)
             chain = self._chains.get(agent_id)
-            if chain is None or chain.pending is None:
+            if more is None or more.pending is None or chain is None:
                 return []
-            waiting, chain.pending = chain.pending, None
+            waiting, more.pending = more.pending, None
             self.pending -= 1
+            detectors: tuple[Detector, ...] = (chain, *(more.detectors or ()))
             outcomes = []
             for kind, tier, period in waiting:
-                if kind == "repeat":
-                    ignored = key is not None and chain.key == key and chain.tool == tool
-                else:
-                    ignored = any(d.kind == kind and d.continues(call, period) for d in chain.more or ())
+                ignored = any(d.kind == kind and d.continues(call, period) for d in detectors)
                 outcomes.append(("ignored" if ignored else "broken", kind, tier))
         if self._on_reminder_outcome is not None:
             for outcome in outcomes:
@@ -193,20 +231,20 @@ class ChainTracker:
         """Drop the agent's state, recording its final run."""
         with self._lock:
             chain = self._chains.pop(agent_id, None)
-        if chain is None:
-            return
+            more = self._more.pop(agent_id, None) if self._more else None
+        if chain is not None:
+            self._ended(chain, more)
+
+    def _ended(self, chain: RepeatDetector, more: _More | None) -> None:
+        """The run is over: its final run length, and the reminders still waiting for a next call never got one."""
         if chain.run > 1 and self._on_run_ended is not None:
             self._on_run_ended(chain.tool, chain.run)
-        self._ended(chain)
-
-    def _ended(self, chain: _Chain) -> None:
-        """The run is over: reminders still waiting for a next call never got one."""
-        if chain.pending is None:
+        if more is None or more.pending is None:
             return
         with self._lock:
             self.pending -= 1
         if self._on_reminder_outcome is not None:
-            for kind, tier, _ in chain.pending:
+            for kind, tier, _ in more.pending:
                 self._on_reminder_outcome("ended", kind, tier)
 
     def __len__(self) -> int:

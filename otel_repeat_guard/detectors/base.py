@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class Call(NamedTuple):
@@ -33,7 +33,18 @@ class Detection(NamedTuple):
     """The shared outcome's digest (no progress)."""
 
 
-class Detector(Protocol):
+class Stateful(Protocol):
+    """Per-run state that travels: ``state()`` is plain data (lists, str, bytes, int, None: what msgpack
+    carries, digests only, never an argument payload), ``restore(state)`` puts it back into a fresh object
+    made the same way. A state that does not fit raises (ValueError, TypeError or IndexError) and leaves the
+    object as it was. The Redis chain store moves every detector's state through these two alone."""
+
+    def state(self) -> list[Any]: ...
+
+    def restore(self, state: list[Any]) -> None: ...
+
+
+class Detector(Stateful, Protocol):
     """A loop shape. ``observe`` sees each tracked call of one run, in order; ``continues`` says whether
     a call would extend the loop a reminder was about (so the reminder was ignored)."""
 

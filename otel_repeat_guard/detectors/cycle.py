@@ -70,3 +70,20 @@ class CycleDetector:
         if call.key is None or len(self._history) < period:
             return False
         return bool(self._history[-period][0] == (call.tool, call.key))
+
+    def state(self) -> list[Any]:
+        """``[[tool, key or None] per remembered call, the per-period counters]``."""
+        history = [[tool, identity[1] if type(identity) is tuple else None] for identity, tool in self._history]
+        return [history, list(self._matched)]
+
+    def restore(self, state: list[Any]) -> None:
+        history, matched = state
+        counts = [int(n) for n in matched]
+        if len(counts) != len(self._matched):  # another max_cycle_period
+            raise ValueError(f"{len(counts) - 1} periods, not {self._max_period}")
+        calls = [(str(tool), None if key is None else bytes(key)) for tool, key in history]
+        self._history.clear()
+        for tool, key in calls:
+            identity: Any = (tool, key) if key is not None else object()  # unknown: equal to nothing
+            self._history.append((identity, tool))
+        self._matched = counts

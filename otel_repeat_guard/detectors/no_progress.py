@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from otel_repeat_guard.detectors.base import Call, Detection
 
 
@@ -48,3 +50,13 @@ class NoProgressDetector:
             and call.outcome == previous.outcome
             and (call.key is None or call.key != previous.key)
         )
+
+    def state(self) -> list[Any]:
+        """``[[tool, key, outcome] of the previous call or None, the run length]``."""
+        previous = self._previous
+        return [None if previous is None else [previous.tool, previous.key, previous.outcome], self._run]
+
+    def restore(self, state: list[Any]) -> None:
+        last, run = state
+        previous = None if last is None else Call(str(last[0]), last[1], last[2])
+        self._previous, self._run = previous, int(run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from otel_repeat_guard.detectors.base import Call
 
@@ -37,3 +38,12 @@ class ParallelCollapse:
                 return True
         self._recent.append((call.tool, call.key, parent, start, end))
         return False
+
+    def state(self) -> list[Any]:
+        """``[[tool, key, parent, start, end] per remembered call]``."""
+        return [list(seen) for seen in self._recent]
+
+    def restore(self, state: list[Any]) -> None:
+        recent = [(str(tool), bytes(key), int(parent), int(start), int(end)) for tool, key, parent, start, end in state]
+        self._recent.clear()
+        self._recent.extend(recent)

@@ -69,6 +69,8 @@ def test_without_a_run_ended_callback() -> None:
     chains.observe("a", "t", b"k")
     chains.observe("b", "t", b"k")
     assert chains.run_length("a") == 0
+    chains.observe("b", "t", b"k")
+    assert chains.observe("b", "t", b"j") == 1  # a run of 2 ends, with no one to tell
 
 
 def test_the_raw_key_hint_gives_back_the_key_of_the_same_text() -> None:
@@ -126,3 +128,82 @@ def test_a_cycle_never_continues_with_unknown_arguments_or_before_it_has_a_past(
     parallel = ParallelCollapse()
     assert parallel.duplicate(Call("t", None), 7, 0, 10) is False
     assert parallel.duplicate(Call("t", b"k"), None, 0, 10) is False
+
+
+def test_every_detector_moves_its_state_through_state_and_restore() -> None:
+    from otel_repeat_guard.detectors import Call, CycleDetector, NoProgressDetector, ParallelCollapse, RepeatDetector
+
+    repeat = RepeatDetector()
+    assert repeat.observe(Call("t", b"k")) is None
+    found = repeat.observe(Call("t", b"k"))
+    assert found is not None and (found.kind, found.run_length, found.fires) == ("repeat", 2, False)
+    assert repeat.continues(Call("t", b"k")) and not repeat.continues(Call("t", None))
+    copy = RepeatDetector()
+    copy.restore(repeat.state())
+    assert copy.state() == ["t", b"k", 2] and copy.count("t", b"k") == 3
+
+    cycle, no_progress, parallel = CycleDetector((2,), 3), NoProgressDetector((2,)), ParallelCollapse()
+    for key in (b"A", None, b"B", b"A"):
+        cycle.observe(Call("t", key))
+        no_progress.observe(Call("t", key, b"same"))
+    parallel.duplicate(Call("t", b"A"), 7, 0, 10)
+    for made, original in (
+        (CycleDetector((2,), 3), cycle),
+        (NoProgressDetector((2,)), no_progress),
+        (ParallelCollapse(), parallel),
+    ):
+        made.restore(original.state())
+        assert made.state() == original.state()
+    assert CycleDetector((2,), 3).observe(Call("t", b"B")) is None
+    restored = CycleDetector((2,), 3)
+    restored.restore(cycle.state())
+    assert restored.observe(Call("t", b"B")) == cycle.observe(Call("t", b"B"))  # the same past, the same answer
+    empty = NoProgressDetector((2,))
+    empty.restore(NoProgressDetector((2,)).state())
+    assert empty.state() == [None, 0]
+
+
+def test_a_state_that_does_not_fit_raises_and_leaves_the_detector_as_it_was() -> None:
+    import pytest
+
+    from otel_repeat_guard.detectors import Call, CycleDetector, RepeatDetector
+
+    repeat = RepeatDetector("t", b"k", None, 2)
+    for bad in (["t", b"k"], [1, b"k", 2], ["t", "k", 2], ["t", b"k", "2"]):
+        with pytest.raises((TypeError, ValueError)):
+            repeat.restore(bad)
+    assert repeat.state() == ["t", b"k", 2]
+    cycle = CycleDetector((2,), 3)
+    cycle.observe(Call("t", b"A"))
+    with pytest.raises(ValueError, match="periods"):
+        cycle.restore(CycleDetector((2,), 5).state())  # another max_cycle_period
+    assert cycle.state() == [[["t", b"A"]], [0, 0, 0, 0]]
+
+
+def test_the_bounded_map_helpers() -> None:
+    from collections import OrderedDict
+
+    from otel_repeat_guard.rules import evict_oldest, put_bounded
+
+    assert evict_oldest({}) is None
+    mapping: OrderedDict[str, int] = OrderedDict(a=1, b=2)
+    mapping.move_to_end("a")
+    assert evict_oldest(mapping) == ("b", 2)
+    assert put_bounded(mapping, "c", 3, 2) is None
+    assert put_bounded(mapping, "d", 4, 2) == ("a", 1)
+    assert list(mapping) == ["c", "d"]
+
+
+def test_a_parallel_windows_first_call_makes_a_chain_within_max_agents() -> None:
+    from otel_repeat_guard.detectors import Call
+
+    chains, ended = make(max_agents=2)
+    chains.observe("a", "t", b"k")
+    chains.observe("a", "t", b"k")
+    chains.reminded("a", "repeat", "gentle")
+    chains.observe("b", "t", b"k")
+    assert chains.parallel_duplicate("c", Call("t", b"k"), 1, 0, 10) is False  # evicts a, the least recent
+    assert len(chains) == 2 and chains.run_length("a") == 0 and chains.run_length("c") == 0
+    assert ended == [("t", 2)] and chains.pending == 0
+    assert chains.parallel_duplicate("c", Call("t", b"k"), 1, 5, 15) is True
+    assert chains.observe("c", "t", b"k") == 1
