@@ -23,7 +23,7 @@ from functools import partial
 from benchmarks import workloads as w
 from benchmarks.timing import compare
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.redis_store import connect
+from otel_repeat_guard.state.connection import connect
 
 EVERY_DETECTOR = {"cycle_thresholds": (3,), "no_progress_thresholds": (3,), "collapse_parallel": True}
 

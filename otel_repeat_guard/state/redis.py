@@ -1,0 +1,404 @@
+"""Chains and reminders shared by processes, in Redis: for agent runs whose tool calls run in workers.
+
+Selected by ``GuardConfig(chain_store="redis://...")`` (``OTEL_REPEAT_GUARD_STORE``); needs the
+``redis`` package (``pip install 'otel-repeat-guard[redis]'``). See ``docs/distributed.md``.
+
+- :class:`RedisChainStore` keeps each run's state in one hash, ``repeat_tool_guard:run:<run key>``.
+  The exact-repeat chain (tool, arguments digest, run length) is updated by one server-side Lua
+  script per call: compare, increment or restart, and return the run length, atomically, so
+  concurrent workers never double-count or lose a call. The reminders waiting for the run's next
+  call are taken by the same script. The opt-in detectors' state (cycle, no progress, parallel
+  duplicates) is each detector's own ``state()`` (the ``Stateful`` protocol), serialized into the same hash
+  and updated by compare-and-set on a version field: a new detector needs nothing here.
+  Every write renews the key's idle expiry; ``reset`` and ``forget`` delete it, from any process.
+- The connection and its failures (timeouts, the failure counter, the outage log) are
+  :mod:`otel_repeat_guard.state.connection`'s, shared with
+  :class:`~otel_repeat_guard.inbox.RedisReminderInbox` (in ``inbox``) is a ``ReminderInbox`` whose boxes are
+  Redis lists, so the agent process drains what its workers' guards raised; a drain is one script
+  (read and delete), so each reminder is delivered once.
+
+Neither ever blocks the agent or raises into it: each call to Redis has a short timeout
+(``store_timeout_ms``, 50 ms by default); a failed call falls back to this process's own state for
+that call (a :class:`~otel_repeat_guard.chains.ChainTracker` it wraps), is counted on ``repeat_tool_guard.store_failures`` and logged once
+per outage; for a second after a failure calls go straight to the fallback, then Redis is tried
+again, and state continues where Redis has it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+from opentelemetry.metrics import MeterProvider
+
+from otel_repeat_guard.chains import ChainTracker, ReminderOutcome, RunEnded
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
+from otel_repeat_guard.detectors.repeat import key_if_same_raw
+from otel_repeat_guard.rules import put_bounded
+from otel_repeat_guard.state.connection import (
+    RUN_PREFIX,
+    Quiet,
+    StoreHealth,
+    connect,
+    store_health,
+    text_of,
+)
+
+logger = logging.getLogger("otel_repeat_guard")
+
+CAS_ATTEMPTS = 8
+"""Compare-and-set rounds for the detectors' state before the call falls back (a busy run's workers collide)."""
+_ENTRY, _FIELD = "\x1e", "\x1f"  # separators of the waiting reminders' list: (kind, tier, period) entries
+
+_OBSERVE = """
+-- rules.same_call, line for line: the same tool and the same digest, known ('' is None here)
+local function same_call(tool, key, last_tool, last_key)
+  return key ~= '' and key == last_key and tool == last_tool
+end
+local key = KEYS[1]
+local old = redis.call('HMGET', key, 't', 'k', 'n', 'p')
+local run, ended_tool, ended_run = 1, '', 0
+if same_call(ARGV[1], ARGV[2], old[1], old[2]) then
+  run = redis.call('HINCRBY', key, 'n', 1)
+else
+  if old[3] then ended_tool, ended_run = old[1] or '', tonumber(old[3]) end
+  redis.call('HSET', key, 't', ARGV[1], 'k', ARGV[2], 'n', 1)
+end
+local waiting = ''
+if old[4] then waiting = old[4]; redis.call('HDEL', key, 'p') end
+redis.call('PEXPIRE', key, ARGV[3])
+return {run, ended_tool, ended_run, waiting}
+"""
+"""The exact-repeat chain, atomically: compare the call with the run's last (:func:`~otel_repeat_guard.rules.same_call`,
+which tests/distributed/test_rules.py holds the function here to), increment or restart, take the
+repeat reminders that waited for this call. Returns (run length, ended tool, ended run length, waiting)."""
+
+_REMINDED = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], (redis.call('HGET', KEYS[1], ARGV[1]) or '') .. ARGV[2])
+if ARGV[1] == 'w' then redis.call('HINCRBY', KEYS[1], 'v', 1) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+"""A reminder fired: it waits for the run's next call (field ``p`` for repeats, ``w`` for the detectors')."""
+
+_FORGET = """
+local old = redis.call('HMGET', KEYS[1], 't', 'n', 'p', 'w')
+redis.call('DEL', KEYS[1])
+return {old[1] or '', tonumber(old[2] or '0'), old[3] or '', old[4] or ''}
+"""
+
+_COMPARE_AND_SET = """
+local version = redis.call('HGET', KEYS[1], 'v') or ''
+if version ~= ARGV[1] then return 0 end
+for i = 3, #ARGV, 2 do
+  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[i]) else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+redis.call('HINCRBY', KEYS[1], 'v', 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+"""The detectors' state: written only if no other process wrote it since it was read (version ``v``)."""
+
+
+def _waiting(raw: Any) -> list[tuple[str, str, int]]:
+    """The reminders in a waiting list: (kind, tier, period) entries."""
+    found = []
+    for entry in text_of(raw).split(_ENTRY):
+        parts = entry.split(_FIELD)
+        if len(parts) == 3 and parts[2].isdigit():
+            found.append((parts[0], parts[1], int(parts[2])))
+    return found
+
+
+# -- the opt-in detectors' state, serialized --------------------------------------------------
+
+
+def dump_state(detectors: Sequence[Detector] = (), parallel: Stateful | None = None) -> bytes:
+    """The detectors' state (``[kind, *state()]`` each) and the parallel-duplicate window as msgpack: digests
+    only, no argument payload."""
+    states = [[detector.kind, *detector.state()] for detector in detectors]
+    return msgspec.msgpack.encode([states, None if parallel is None else parallel.state()])
+
+
+def load_state(blob: bytes | None, detectors: Sequence[Detector] = (), parallel: Stateful | None = None) -> None:
+    """Restore what :func:`dump_state` wrote into fresh detectors; a state that does not fit (another version,
+    another configuration) is left out, and that detector starts afresh."""
+    if not blob:
+        return
+    try:
+        states, recent = msgspec.msgpack.decode(blob)
+    except Exception:
+        logger.debug("repeat guard: unreadable detector state in the chain store; starting afresh", exc_info=True)
+        return
+    restores = [
+        (detector.restore, state[1:])
+        for detector, state in zip(detectors, states, strict=False)
+        if state and state[0] == detector.kind
+    ]
+    if parallel is not None and recent:
+        restores.append((parallel.restore, recent))
+    for restore, state in restores:
+        try:
+            restore(state)
+        except Exception:
+            logger.debug("repeat guard: a detector state that does not fit; that detector starts afresh", exc_info=True)
+
+
+# -- the chain store -----------------------------------------------------------------------------
+
+
+class RedisChainStore:
+    """The guard's per-run state in Redis (see the module docstring). It wraps this process's own state, a
+    :class:`~otel_repeat_guard.chains.ChainTracker` made with the same arguments, as the fallback for a call
+    that cannot reach Redis; it has the same methods (:class:`~otel_repeat_guard.chains.ChainStore`)."""
+
+    __slots__ = (
+        "_cas",
+        "_client",
+        "_detectors",
+        "_expiry_ms",
+        "_forget_script",
+        "_health",
+        "_local",
+        "_max_raw",
+        "_observe",
+        "_on_reminder_outcome",
+        "_on_run_ended",
+        "_raw_keys",
+        "_reminded",
+    )
+
+    def __init__(
+        self,
+        url: str,
+        max_agents: int,
+        on_run_ended: RunEnded | None = None,
+        *,
+        detectors: Callable[[], tuple[Detector, ...]] | None = None,
+        on_reminder_outcome: ReminderOutcome | None = None,
+        timeout_ms: int = 50,
+        expiry_seconds: int = 86_400,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        self._local = ChainTracker(
+            max_agents, on_run_ended, detectors=detectors, on_reminder_outcome=on_reminder_outcome
+        )
+        self._on_run_ended = on_run_ended
+        self._detectors = detectors
+        self._on_reminder_outcome = on_reminder_outcome
+        self._client = connect(url, timeout_ms)
+        self._health = store_health(url, meter_provider)
+        self._expiry_ms = expiry_seconds * 1000
+        self._observe = self._client.register_script(_OBSERVE)
+        self._reminded = self._client.register_script(_REMINDED)
+        self._forget_script = self._client.register_script(_FORGET)
+        self._cas = self._client.register_script(_COMPARE_AND_SET)
+        self._raw_keys: OrderedDict[str, bytes] = OrderedDict()  # agent -> its last call's key + raw key
+        self._max_raw = max_agents
+
+    @classmethod
+    def from_config(
+        cls,
+        config: GuardConfig,
+        max_agents: int,
+        on_run_ended: RunEnded | None = None,
+        *,
+        detectors: Callable[[], tuple[Detector, ...]] | None = None,
+        on_reminder_outcome: ReminderOutcome | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> RedisChainStore:
+        return cls(
+            config.chain_store,
+            max_agents,
+            on_run_ended,
+            detectors=detectors,
+            on_reminder_outcome=on_reminder_outcome,
+            timeout_ms=config.store_timeout_ms,
+            expiry_seconds=config.store_expiry_seconds,
+            meter_provider=meter_provider,
+        )
+
+    @property
+    def health(self) -> StoreHealth:
+        return self._health
+
+    @property
+    def pending(self) -> int:
+        """Runs with a reminder waiting here, in the fallback (Redis's wait in Redis, settled by its scripts)."""
+        return self._local.pending
+
+    def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
+        """The outcomes of reminders the fallback holds (see :attr:`pending`)."""
+        return self._local.settle(agent_id, tool, key, call)
+
+    def reset(self, agent_id: str) -> None:
+        """End the run, for every process."""
+        self.forget(agent_id)
+
+    def __len__(self) -> int:
+        return len(self._local)
+
+    @staticmethod
+    def _call(script: Any, run_key: str, *args: Any) -> Any:
+        """Run a script on the run's key; raises on failure (the caller falls back)."""
+        with Quiet():
+            return script(keys=[RUN_PREFIX + run_key], args=args)
+
+    # -- the exact-repeat chain ---------------------------------------------------------------
+
+    def observe(self, agent_id: str, tool: str, key: bytes | None, raw: bytes | None = None) -> int:
+        health = self._health
+        if not health.usable("observe"):
+            return self._local.observe(agent_id, tool, key, raw)
+        try:
+            run, ended_tool, ended_run, waiting = self._call(self._observe, agent_id, tool, key or b"", self._expiry_ms)
+        except Exception as error:
+            health.failed("observe", error)
+            return self._local.observe(agent_id, tool, key, raw)
+        health.succeeded()
+        if len(self._local):  # Redis is back: a run counted here during the outage ends, not to be mixed with it later
+            self._local.forget(agent_id)
+        run = int(run)
+        if key is not None and raw is not None:
+            self._remember_raw(agent_id, key + raw)
+        if int(ended_run) > 1 and self._on_run_ended is not None:
+            self._on_run_ended(text_of(ended_tool), int(ended_run))
+        if waiting and self._on_reminder_outcome is not None:
+            for kind, tier, _ in _waiting(waiting):  # a repeat reminder was ignored if this call went on with it
+                self._on_reminder_outcome("ignored" if run > 1 else "broken", kind, tier)
+        return run
+
+    def _remember_raw(self, agent_id: str, keyed_raw: bytes) -> None:
+        put_bounded(self._raw_keys, agent_id, keyed_raw, self._max_raw)
+
+    def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None:
+        """As the memory store's, from this process's memory of the run's last call: a text received byte for byte
+        as before has the same key, whichever process saw it first."""
+        found = key_if_same_raw(self._raw_keys.get(agent_id), raw)
+        return self._local.key_if_same_raw(agent_id, raw) if found is None else found
+
+    def run_length(self, agent_id: str) -> int:
+        if self._health.usable("run_length"):
+            try:
+                with Quiet():
+                    found = self._client.hget(RUN_PREFIX + agent_id, "n")
+            except Exception as error:
+                self._health.failed("run_length", error)
+            else:
+                self._health.succeeded()
+                return 0 if found is None else int(found)
+        return self._local.run_length(agent_id)
+
+    # -- reminders -------------------------------------------------------------------------------
+
+    def reminded(self, agent_id: str, kind: str, tier: str, period: int = 1) -> None:
+        entry = f"{kind}{_FIELD}{tier}{_FIELD}{period}{_ENTRY}"
+        if self._health.usable("reminded"):
+            try:
+                stored = self._call(self._reminded, agent_id, "p" if kind == "repeat" else "w", entry, self._expiry_ms)
+            except Exception as error:
+                self._health.failed("reminded", error)
+            else:
+                self._health.succeeded()
+                if int(stored):
+                    return
+        self._local.reminded(agent_id, kind, tier, period)  # the call was counted here: so is its reminder
+
+    # -- the opt-in detectors --------------------------------------------------------------------
+
+    def detect(self, agent_id: str, call: Call) -> list[Detection]:
+        make = self._detectors
+        if make is None:
+            return []
+        found: list[Detection] = []
+
+        def step(state: bytes | None, waiting: Any) -> tuple[list[tuple[str, bytes]], list[tuple[str, str, str]]]:
+            detectors = make()
+            load_state(state, detectors)
+            outcomes = []
+            for kind, tier, period in _waiting(waiting or b""):
+                ignored = any(d.kind == kind and d.continues(call, period) for d in detectors)
+                outcomes.append(("ignored" if ignored else "broken", kind, tier))
+            found[:] = [seen for detector in detectors if (seen := detector.observe(call)) is not None]
+            return [("d", dump_state(detectors)), ("w", b"")], outcomes
+
+        if not self._update("detect", agent_id, ("d", "w"), step):
+            return self._local.detect(agent_id, call)
+        return found
+
+    def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool:
+        if call.key is None or parent is None:
+            return False  # never parallel with anything: nothing to read or write
+        duplicate = False
+
+        def step(state: bytes | None, _: Any) -> tuple[list[tuple[str, bytes]], list[tuple[str, str, str]]]:
+            nonlocal duplicate
+            window = ParallelCollapse()
+            load_state(state, parallel=window)
+            duplicate = window.duplicate(call, parent, start, end)
+            return ([] if duplicate else [("c", dump_state(parallel=window))]), []
+
+        if not self._update("parallel", agent_id, ("c", "w"), step):
+            return self._local.parallel_duplicate(agent_id, call, parent, start, end)
+        return duplicate
+
+    def _update(
+        self,
+        operation: str,
+        agent_id: str,
+        fields: tuple[str, str],
+        step: Callable[[bytes | None, Any], tuple[list[tuple[str, bytes]], list[tuple[str, str, str]]]],
+    ) -> bool:
+        """Read ``fields`` and the version, compute, write back if nobody wrote in between; retry on a conflict.
+        False when the store cannot be used (the caller falls back)."""
+        health = self._health
+        if not health.usable(operation):
+            return False
+        name = RUN_PREFIX + agent_id
+        try:
+            for _ in range(CAS_ATTEMPTS):
+                with Quiet():
+                    version, state, waiting = self._client.hmget(name, "v", *fields)
+                writes, outcomes = step(state, waiting)
+                if not writes:
+                    health.succeeded()
+                    return True
+                args: list[Any] = [version or b"", self._expiry_ms]
+                for field, value in writes:
+                    args += [field, value]
+                with Quiet():
+                    written = self._cas(keys=[name], args=args)
+                if int(written):
+                    health.succeeded()
+                    if self._on_reminder_outcome is not None:
+                        for outcome in outcomes:
+                            self._on_reminder_outcome(*outcome)
+                    return True
+            raise TimeoutError(f"{CAS_ATTEMPTS} conflicting writes in a row")
+        except Exception as error:
+            health.failed(operation, error)
+            return False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def forget(self, agent_id: str) -> None:
+        """Drop the run's state in Redis (for every process) and here, recording its final run once."""
+        if self._health.usable("forget"):
+            try:
+                tool, run, waiting, waiting_detectors = self._call(self._forget_script, agent_id)
+            except Exception as error:
+                self._health.failed("forget", error)
+            else:
+                self._health.succeeded()
+                if int(run) > 1 and self._on_run_ended is not None:
+                    self._on_run_ended(text_of(tool), int(run))
+                if self._on_reminder_outcome is not None:
+                    for kind, tier, _ in _waiting(waiting) + _waiting(waiting_detectors):
+                        self._on_reminder_outcome("ended", kind, tier)
+        self._raw_keys.pop(agent_id, None)
+        self._local.forget(agent_id)
