@@ -1,0 +1,61 @@
+"""Conversations and sessions: the runs that share a ``gen_ai.conversation.id`` (or ``session.id``)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+
+from otel_repeat_guard.dashboard.queries.filters import Filters, model_where, read
+
+RECENT_MODEL_CALLS = 5_000
+"""How many of the latest model calls in the range the conversation list looks at."""
+
+
+def conversations(conn: sqlite3.Connection, filters: Filters, limit: int = 25) -> pd.DataFrame:
+    """The most recent conversations or sessions in the range (among its latest model calls): ``conversation``,
+    ``runs``, ``model_calls``, ``tokens``, ``last_ns``, then per conversation ``repeated_calls`` and ``reminders``
+    of its runs."""
+    clauses, params = model_where(filters)
+    clauses = (clauses + " AND " if clauses else "WHERE ") + "m.conversation_id IS NOT NULL"
+    sql = f"""
+        WITH recent AS (
+            SELECT m.conversation_id FROM model_calls AS m INDEXED BY model_calls_end {clauses}
+            ORDER BY m.end_ns DESC LIMIT ?
+        ),
+        listed AS (
+            SELECT conversation_id FROM recent GROUP BY conversation_id LIMIT ?
+        ),
+        runs AS (
+            SELECT m.conversation_id, m.agent_key, COUNT(*) AS model_calls, COALESCE(SUM(m.total_tokens), 0) AS tokens,
+                   MAX(m.end_ns) AS last_ns
+            FROM model_calls AS m WHERE m.conversation_id IN (SELECT conversation_id FROM listed)
+            GROUP BY 1, 2
+        )
+        SELECT r.conversation_id AS conversation, COUNT(*) AS runs, SUM(r.model_calls) AS model_calls,
+               SUM(r.tokens) AS tokens, MAX(r.last_ns) AS last_ns,
+               SUM((SELECT COUNT(*) FROM tool_calls AS c WHERE c.agent_key = r.agent_key AND c.run_length >= 2))
+                   AS repeated_calls,
+               SUM((SELECT COUNT(*) FROM tool_calls AS c
+                    WHERE c.agent_key = r.agent_key AND c.reminder_tier IS NOT NULL)) AS reminders
+        FROM runs AS r GROUP BY 1 ORDER BY last_ns DESC, conversation
+    """
+    frame = read(conn, sql, [*params, RECENT_MODEL_CALLS, int(limit)])
+    frame["last"] = pd.to_datetime(frame["last_ns"], unit="ns", utc=True)
+    return frame
+
+
+def conversation_runs(conn: sqlite3.Connection, conversation: str) -> pd.DataFrame:
+    """The agent runs of one conversation or session, first first: ``agent_key``, ``agent``, ``first_ns``,
+    ``model_calls``, ``tokens``, ``repeated_calls``."""
+    sql = """
+        SELECT m.agent_key, COALESCE(MAX(m.agent_name), m.agent_key) AS agent, MIN(m.start_ns) AS first_ns,
+               COUNT(*) AS model_calls, COALESCE(SUM(m.total_tokens), 0) AS tokens,
+               (SELECT COUNT(*) FROM tool_calls AS c WHERE c.agent_key = m.agent_key AND c.run_length >= 2)
+                   AS repeated_calls
+        FROM model_calls AS m WHERE m.conversation_id = ?
+        GROUP BY m.agent_key ORDER BY first_ns, m.agent_key
+    """
+    frame = read(conn, sql, [conversation])
+    frame["started"] = pd.to_datetime(frame["first_ns"], unit="ns", utc=True)
+    return frame
