@@ -4,9 +4,9 @@ an outcome. The guard's whole state, bounded and thread-safe."""
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Protocol
 
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, RepeatDetector
 from otel_repeat_guard.detectors.repeat import key_if_same_raw
@@ -32,36 +32,59 @@ class _More:
         self.pending: list[Pending] | None = None
 
 
-class ChainStore(Protocol):
+class ChainStore(ABC):
     """What the guard asks of its per-run state, wherever it lives: :class:`ChainTracker` (this process)
     or :class:`~otel_repeat_guard.state.redis.RedisChainStore` (Redis, wrapping a ChainTracker as its
-    fallback)."""
+    fallback). The interface only: neither inherits the other's state or code (a base class, not a
+    protocol, so that compiled callers call through a vtable)."""
 
-    @property
-    def pending(self) -> int:
-        """How many runs have a reminder waiting for their next call here (0 on nearly every span)."""
-        ...
+    __slots__ = ("pending",)
 
-    def observe(self, agent_id: str, tool: str, key: bytes | None, raw: bytes | None = None) -> int: ...
+    pending: int
+    """Truthy when a reminder may be waiting for a run's next call: then :meth:`settle` is to be asked."""
 
-    def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None: ...
+    @abstractmethod
+    def observe(self, agent_id: str, tool: str, key: bytes | None, raw: bytes | None = None) -> int:
+        """Record one tracked call and return the length of the run it belongs to."""
 
-    def detect(self, agent_id: str, call: Call) -> list[Detection]: ...
+    @abstractmethod
+    def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None:
+        """The arguments key of the run's last call, if that call's raw key was ``raw``."""
 
-    def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool: ...
+    @abstractmethod
+    def detect(self, agent_id: str, call: Call) -> list[Detection]:
+        """What the run's opt-in detectors say of a counted call."""
 
-    def reminded(self, agent_id: str, kind: str, tier: str, period: int = 1) -> None: ...
+    @abstractmethod
+    def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool:
+        """Whether the call copies a counted call of the same step."""
 
-    def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]: ...
+    @abstractmethod
+    def reminded(self, agent_id: str, kind: str, tier: str, period: int = 1) -> None:
+        """A reminder fired at the run's last call."""
 
-    def run_length(self, agent_id: str) -> int: ...
+    @abstractmethod
+    def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
+        """The outcomes of the reminders waiting for this call."""
 
-    def reset(self, agent_id: str) -> None: ...
+    @abstractmethod
+    def run_length(self, agent_id: str) -> int:
+        """The run's current length, 0 if it has none."""
 
-    def forget(self, agent_id: str) -> None: ...
+    @abstractmethod
+    def forget(self, agent_id: str) -> None:
+        """Drop the run's state, recording its final run."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """How many runs this process holds state for."""
+
+    def reset(self, agent_id: str) -> None:
+        """End the agent's run, for example because a new user prompt arrived."""
+        self.forget(agent_id)
 
 
-class ChainTracker:
+class ChainTracker(ChainStore):
     """Counts, per agent, how many consecutive tracked calls had the same tool and arguments.
 
     A key of None means the arguments are unknown: such a call is distinct from every
@@ -83,7 +106,6 @@ class ChainTracker:
         "_more",
         "_on_reminder_outcome",
         "_on_run_ended",
-        "pending",
     )
 
     def __init__(
@@ -222,10 +244,6 @@ class ChainTracker:
         """The current run length of ``agent_id``, 0 if it has no chain."""
         chain = self._chains.get(agent_id)
         return 0 if chain is None else chain.run
-
-    def reset(self, agent_id: str) -> None:
-        """End the agent's run, for example because a new user prompt arrived."""
-        self.forget(agent_id)
 
     def forget(self, agent_id: str) -> None:
         """Drop the agent's state, recording its final run."""

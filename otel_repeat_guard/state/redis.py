@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 from opentelemetry.metrics import MeterProvider
 
-from otel_repeat_guard.chains import ChainTracker, ReminderOutcome, RunEnded
+from otel_repeat_guard.chains import ChainStore, ChainTracker, ReminderOutcome, RunEnded
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
 from otel_repeat_guard.detectors.repeat import key_if_same_raw
@@ -152,10 +152,10 @@ def load_state(blob: bytes | None, detectors: Sequence[Detector] = (), parallel:
 # -- the chain store -----------------------------------------------------------------------------
 
 
-class RedisChainStore:
+class RedisChainStore(ChainStore):
     """The guard's per-run state in Redis (see the module docstring). It wraps this process's own state, a
     :class:`~otel_repeat_guard.chains.ChainTracker` made with the same arguments, as the fallback for a call
-    that cannot reach Redis; it has the same methods (:class:`~otel_repeat_guard.chains.ChainStore`)."""
+    that cannot reach Redis; both are a :class:`~otel_repeat_guard.chains.ChainStore`."""
 
     __slots__ = (
         "_cas",
@@ -188,6 +188,7 @@ class RedisChainStore:
         self._local = ChainTracker(
             max_agents, on_run_ended, detectors=detectors, on_reminder_outcome=on_reminder_outcome
         )
+        self.pending = 1  # always ask settle: the fallback's reminders (Redis settles its own in its scripts)
         self._on_run_ended = on_run_ended
         self._detectors = detectors
         self._on_reminder_outcome = on_reminder_outcome
@@ -227,18 +228,9 @@ class RedisChainStore:
     def health(self) -> StoreHealth:
         return self._health
 
-    @property
-    def pending(self) -> int:
-        """Runs with a reminder waiting here, in the fallback (Redis's wait in Redis, settled by its scripts)."""
-        return self._local.pending
-
     def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
-        """The outcomes of reminders the fallback holds (see :attr:`pending`)."""
+        """The outcomes of reminders the fallback holds (Redis's are settled by its scripts)."""
         return self._local.settle(agent_id, tool, key, call)
-
-    def reset(self, agent_id: str) -> None:
-        """End the run, for every process."""
-        self.forget(agent_id)
 
     def __len__(self) -> int:
         return len(self._local)
