@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
-from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.conventions import EventLike
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME, TOOL_ARGUMENTS, TOOL_NAME
 from otel_repeat_guard.patterns import ToolFilter
@@ -37,7 +37,7 @@ class PlainToolSpans:
     def __init__(
         self,
         steps: PendingSteps,
-        chains: ChainTracker,
+        chains: ChainStore,
         runs: RunResolver,
         tracked: ToolFilter,
         marks_before: tuple[tuple[str, str], ...],

@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanContext, StatusCode, format_span_id
 
 from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
-from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.chains import ChainStore, ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
 from otel_repeat_guard.conventions.genai import (
@@ -95,7 +95,7 @@ class Guard:
         self._detecting = detectors is not None
         self._detecting_outcomes = bool(config.no_progress_thresholds)
         self._collapse_parallel = config.collapse_parallel
-        self.chains: ChainTracker
+        self.chains: ChainStore
         if config.shared_store:  # the same interface, its state in Redis (this process's: the fallback)
             self.chains = RedisChainStore.from_config(
                 config,
