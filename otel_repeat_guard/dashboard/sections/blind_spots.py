@@ -1,0 +1,33 @@
+"""What the page cannot show: tools the guard's configuration excludes, and calls it could not compare."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from otel_repeat_guard.blind_spots import explain
+
+
+def draw_excluded(excluded: pd.DataFrame) -> None:
+    if excluded.empty:
+        return
+    names = ", ".join(f"`{t}`" for t in excluded["tool"])
+    st.info(
+        f"{names}: excluded from tracking by the guard's configuration (exclude patterns), so its calls are "
+        "stored but never counted as repeats. Change OTEL_REPEAT_GUARD_EXCLUDE to track it.",
+        icon="ℹ️",
+    )
+
+
+def draw_unguarded(unguarded: pd.DataFrame) -> None:
+    """Calls the guard could not compare: never a reassuring zero for what it could not see."""
+    if unguarded.empty:
+        return
+    total = int(unguarded["calls"].sum())
+    st.warning(
+        f"{total:,} tool calls could not be compared, so loops among them cannot show here. "
+        "Run `otel-repeat-guard doctor` on the collector's files for the setting that fixes each.",
+        icon="⚠️",
+    )
+    frame = unguarded.assign(why=[explain(str(reason)) for reason in unguarded["reason"]])
+    st.dataframe(frame, hide_index=True, width="stretch", key="unguarded_calls")

@@ -1,0 +1,51 @@
+"""Conversations and sessions: their agent runs, and a chosen run's timeline.
+
+The runs to list depend on the conversation chosen here, so this section reads them itself (through ``reads``).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from otel_repeat_guard.dashboard import reads
+from otel_repeat_guard.dashboard.sections import timeline
+from otel_repeat_guard.dashboard.settings import Settings
+
+
+def draw(db: str, listed: pd.DataFrame, settings: Settings) -> None:
+    """``listed``: the conversations of the selection (``queries.conversations``)."""
+    st.subheader("Conversations and sessions")
+    if listed.empty:
+        st.caption(
+            "No model call in this selection names a conversation (`gen_ai.conversation.id`) or a session (`session.id`)."
+        )
+        return
+    st.dataframe(
+        listed[["conversation", "runs", "model_calls", "tokens", "repeated_calls", "reminders", "last"]],
+        key="conversations",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "conversation": st.column_config.TextColumn("Conversation or session"),
+            "runs": st.column_config.NumberColumn("Agent runs"),
+            "model_calls": st.column_config.NumberColumn("Model calls"),
+            "tokens": st.column_config.NumberColumn("Tokens"),
+            "repeated_calls": st.column_config.NumberColumn("Repeated calls"),
+            "reminders": st.column_config.NumberColumn("Reminders"),
+            "last": st.column_config.DatetimeColumn("Last call (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+        },
+    )
+    conversation = str(st.selectbox("Conversation", list(listed["conversation"]), key="conversation"))
+    runs = reads.conversation_runs(db, conversation)
+    if runs.empty:
+        return
+    labels = {
+        str(r.agent_key): f"{r.agent} · {r.model_calls} model calls · {r.repeated_calls} repeated calls"
+        for r in runs.itertuples(index=False)
+    }
+    choice = st.selectbox(
+        "Run in this conversation", list(labels), format_func=labels.__getitem__, key=f"conversation_run:{conversation}"
+    )
+    calls = reads.run_timeline(db, str(choice or next(iter(labels))), focus_ns=None)
+    timeline.draw(calls, settings, "conversation_timeline")

@@ -1,0 +1,109 @@
+"""The headline figures at the top of the page, and the loops over time with the run-length distribution."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from otel_repeat_guard.dashboard import charts, figures
+from otel_repeat_guard.dashboard.queries import TIERS, Filters
+from otel_repeat_guard.dashboard.sections.wording import WORDING, Wording
+from otel_repeat_guard.store.records import REPEAT
+
+TIME_HELP = (
+    "The summed duration of the {calls}. Agents run concurrently, so this adds up the time of "
+    "every agent and can exceed the wall-clock time of the workload."
+)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.1f} s" if value < 120 else f"{value / 60:,.1f} min"
+
+
+def _reminder_metric(filters: Filters, tier: str, value: int) -> str:
+    return f"{value:,}" if tier in (filters.tiers or TIERS) else "filtered"
+
+
+def draw_headline(
+    headline: pd.DataFrame,
+    tokens: figures.TokenHeadline,
+    outcomes: pd.DataFrame,
+    filters: Filters,
+    models: bool,
+    words: Wording,
+) -> None:
+    row = headline.iloc[0]
+    tracked, untracked = int(row["tool_calls"]), int(row["untracked_calls"])
+    first, second, third = st.columns(4), st.columns(4), st.columns(4)
+    first[0].metric(
+        "Tool calls",
+        f"{tracked:,}",
+        help=f"Tracked calls. {untracked:,} calls of excluded tools (e.g. todo_write) are not counted.",
+    )
+    first[1].metric(words.calls, f"{int(row['repeated_calls']):,}", help=words.calls_help)
+    first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help=f"{words.calls} ÷ tracked calls.")
+    first[3].metric(
+        words.time, _seconds(float(row["repeated_seconds"])), help=TIME_HELP.format(calls=words.calls.lower())
+    )
+    second[0].metric("Gentle reminders", _reminder_metric(filters, "gentle", int(row["gentle_reminders"])))
+    second[1].metric("Detailed reminders", _reminder_metric(filters, "detailed", int(row["detailed_reminders"])))
+    second[2].metric("Agents with loops", f"{int(row['agents_with_loops']):,}")
+    if words.longest is None:
+        second[3].metric("Longest loop", "—", help="A parallel duplicate has no length.")
+    else:
+        second[3].metric(words.longest, f"{int(row['longest_run']):,}")
+    broken, ignored, reminders = figures.heeded_rate(outcomes)
+    third[0].metric(
+        "Reminders heeded",
+        f"{broken / (broken + ignored):.0%}" if broken + ignored else "—",
+        help=f"Of {reminders:,} reminders, {broken:,} were followed by a different call (broken) and {ignored:,} "
+        "by the same call again (ignored); the rest ended with their run or wait for the next call.",
+    )
+    if models:
+        third[1].metric("Model tokens", f"{tokens.tokens:,}", help="Input and output tokens of every model call.")
+        third[2].metric(
+            "Wasted tokens",
+            f"{tokens.wasted_tokens:,}",
+            help="Tokens of the model calls that issued a repeated call (run position 2 or more) or a call in a "
+            "detected cycle or no-progress run.",
+        )
+        third[3].metric(
+            "Wasted cost",
+            tokens.wasted_money,
+            help="Priced with genai-prices. "
+            + (f"No price for: {tokens.unpriced_models}." if tokens.unpriced_models else "Every model has a price."),
+        )
+    notes = [
+        f"{tracked:,} tracked tool calls; {untracked:,} calls of excluded tools are stored but not counted.",
+        f"{words.time} is summed over concurrent agents.",
+    ]
+    if models:
+        notes.append(
+            f"Wasted tokens are {tokens.wasted_share:.1%} of {tokens.tokens:,} model tokens (cost of all: {tokens.money})."
+        )
+        if tokens.unpriced_models:
+            notes.append(f"Price unknown for: {tokens.unpriced_models}.")
+    else:
+        notes.append("No model calls in this selection, so no tokens or cost: the store keeps model-call spans too.")
+    st.caption(" ".join(notes))
+
+
+def draw_trends(over_time: pd.DataFrame, bucket_s: float, lengths: pd.DataFrame, words: Wording) -> None:
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Over time")
+        if over_time.empty:
+            st.caption(f"No {words.calls.lower()} in this selection.")
+        else:
+            st.altair_chart(charts.over_time(over_time, bucket_s, words.calls.lower()), width="stretch")
+    with right:
+        st.subheader("Run-length distribution")
+        if words is not WORDING[REPEAT]:
+            st.caption("Runs of identical calls, whatever the loop kind.")
+        loops = lengths[lengths["run_length"] >= 2]
+        single = int(lengths.loc[lengths["run_length"] == 1, "runs"].sum())
+        if loops.empty:
+            st.caption("No runs of two or more identical calls in this selection.")
+        else:
+            st.altair_chart(charts.run_length_histogram(loops), width="stretch")
+        st.caption(f"{single:,} calls were not repeated (runs of one).")

@@ -1,0 +1,109 @@
+"""The sidebar: the filters, auto-refresh and the store's path."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pandas as pd
+import streamlit as st
+
+from otel_repeat_guard.dashboard.queries import TIERS, Filters
+from otel_repeat_guard.dashboard.reads import CACHE_TTL_SECONDS
+from otel_repeat_guard.dashboard.sections.wording import KIND_LABELS
+from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS
+from otel_repeat_guard.store.records import LOOP_KINDS, REPEAT
+
+CUSTOM_RANGE = "Custom range"
+TIME_RANGES: dict[str, int | None] = {
+    "Last 15 minutes": 15 * 60,
+    "Last hour": 3600,
+    "Last 24 hours": 86400,
+    "Last 7 days": 7 * 86400,
+    "All time": None,
+}
+DEFAULT_TIME_RANGE = "Last 24 hours"
+_NS = 1_000_000_000
+_EPOCH, _LAST_DAY = dt.date(1970, 1, 1), dt.date(2262, 4, 10)  # what nanoseconds since 1970 in 64 bits reach
+
+
+def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters, bool, tuple[str, ...]]:
+    """The filters, auto-refresh, and the loop kinds the store holds (in ``LOOP_KINDS`` order), from the
+    store's ``filter_options`` and ``time_bounds``."""
+
+    def values(kind: str) -> list[str]:
+        return [str(v) for v in options.loc[options["kind"] == kind, "value"]]
+
+    kinds = tuple(k for k in LOOP_KINDS if k in values("loop_kind"))
+
+    sidebar = st.sidebar
+    sidebar.header("Filters")
+    ranges = [*TIME_RANGES, CUSTOM_RANGE]
+    label = sidebar.selectbox("Time range", ranges, index=ranges.index(DEFAULT_TIME_RANGE), key="time_range")
+    if label == CUSTOM_RANGE:
+        start_ns, end_ns = _custom_range(bounds)
+    else:
+        seconds = TIME_RANGES[label or DEFAULT_TIME_RANGE]
+        now_ns = int(time.time() // CACHE_TTL_SECONDS * CACHE_TTL_SECONDS) * _NS  # cache-friendly
+        start_ns, end_ns = (None if seconds is None else now_ns - seconds * _NS), None
+    filters = Filters(
+        start_ns=start_ns,
+        end_ns=end_ns,
+        services=tuple(sidebar.multiselect("Service", values("service"), key="services")),
+        agents=tuple(sidebar.multiselect("Agent", values("agent"), key="agents")),
+        tools=tuple(sidebar.multiselect("Tool", values("tool"), key="tools")),
+        tiers=tuple(
+            sidebar.multiselect("Reminder tier", list(TIERS), key="tiers", help="Counts only reminders of these tiers.")
+        ),
+        kind=_kind_filter(kinds),
+    )
+    auto = sidebar.toggle(f"Auto-refresh every {REFRESH_SECONDS} s", value=False, key="auto_refresh")
+    sidebar.caption(f"Store: `{db}`")
+    return filters, auto, kinds
+
+
+def _utc(ns: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ns / _NS, tz=dt.timezone.utc)
+
+
+def _custom_range(bounds: pd.DataFrame) -> tuple[int, int]:
+    """The sidebar's custom range (UTC), defaulting to the store's first and last call."""
+    row = bounds.iloc[0]
+    first = _utc(int(row["first_ns"]) if pd.notna(row["first_ns"]) else time.time_ns())
+    last = _utc(int(row["last_ns"]) if pd.notna(row["last_ns"]) else time.time_ns())
+    sidebar = st.sidebar
+    left, right = sidebar.columns(2)
+    start_day = left.date_input(
+        "From (UTC)", value=first.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_from_day"
+    )
+    start_time = right.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
+    left, right = sidebar.columns(2)
+    end_day = left.date_input("To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day")
+    end_time = right.time_input(
+        "at ", value=(last + dt.timedelta(minutes=1)).time().replace(second=0, microsecond=0), key="custom_to_time"
+    )
+    start = dt.datetime.combine(_day(start_day, first), start_time or dt.time(), tzinfo=dt.timezone.utc)
+    end = dt.datetime.combine(_day(end_day, last), end_time or dt.time(), tzinfo=dt.timezone.utc)
+    if end < start:
+        sidebar.warning("The range ends before it starts: showing it the other way round.")
+        start, end = end, start
+    return int(start.timestamp()) * _NS, int(end.timestamp()) * _NS
+
+
+def _day(value: object, default: dt.datetime) -> dt.date:
+    return value if isinstance(value, dt.date) else default.date()
+
+
+def _kind_filter(kinds: tuple[str, ...]) -> str | None:
+    """The "Loop kind" box, only when the store holds a kind beside repeats (the guard's opt-in detectors)."""
+    if set(kinds) <= {REPEAT}:
+        return None
+    choice = st.sidebar.selectbox(
+        "Loop kind",
+        [None, *kinds],
+        format_func=KIND_LABELS.__getitem__,
+        key="loop_kind",
+        help="Narrows the loop figures (headline, hotspots, over time, drill-down) to calls with a detection of "
+        "this kind. Token figures count the model calls behind loops of every kind.",
+    )
+    return None if choice is None else str(choice)
