@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -137,13 +138,21 @@ def run_timeline(
     return _annotate_timeline(frame, ended=bool(run_ended) and not more)
 
 
+class _Tracked(NamedTuple):
+    """A tracked tool call of a timeline, as the next one is compared with it."""
+
+    run: int  # its position in its run of identical calls
+    tool: str
+    digest: str | None  # of its canonical arguments
+
+
 def _annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
     """Position, tokens and the notes of a timeline, from its rows in order (pure pandas, no SQL)."""
     notes = [""] * len(frame)
     outcomes: list[str] = [""] * len(frame)
     pending: list[str] = []  # tiers of the reminders delivered since the last model call
     waiting: list[tuple[int, int]] = []  # reminders the next tracked tool call decides: (row, run length)
-    previous: tuple[int, str, str | None] | None = None  # the last tracked tool call: run length, tool, digest
+    previous: _Tracked | None = None  # the last tracked tool call
     for index, row in enumerate(frame.to_dict("records")):
         if row["kind"] == "model":
             if pending:
@@ -154,17 +163,17 @@ def _annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
             notes[index] = "excluded tool: neither extends nor breaks a run"
             continue
         run = 1 if _missing(row["run_length"]) else int(row["run_length"])
-        same = previous is not None and previous[1:] == (row["name"], row["arguments_digest"])
+        same = previous is not None and (previous.tool, previous.digest) == (row["name"], row["arguments_digest"])
         for reminded, reminded_run in waiting:
             outcomes[reminded] = outcome(run, same, reminded_run)
         waiting = []
-        if previous is not None and previous[0] >= 2 and run == 1 and not same:
-            notes[index] = f"loop broken after {previous[0]} identical calls"
+        if previous is not None and previous.run >= 2 and run == 1 and not same:
+            notes[index] = f"loop broken after {previous.run} identical calls"
         if isinstance(row["reminder_tier"], str) and row["reminder_tier"]:
             notes[index] = f"{row['reminder_tier']} reminder sent (call {run} in a row)"
             pending.append(row["reminder_tier"])
             waiting.append((index, run))
-        previous = (run, str(row["name"]), row["arguments_digest"])
+        previous = _Tracked(run, str(row["name"]), row["arguments_digest"])
     for reminded, _ in waiting:
         outcomes[reminded] = "ended" if ended else "open"
     notes = [f"{note} → {OUTCOME_TEXT[kind]}" if kind else note for note, kind in zip(notes, outcomes, strict=True)]
