@@ -21,7 +21,8 @@ from otel_repeat_guard.conventions import EventLike
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME, TOOL_ARGUMENTS, TOOL_NAME
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import Decision
-from otel_repeat_guard.requested import PendingSteps, drop_oldest
+from otel_repeat_guard.requested import PendingSteps
+from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import RunResolver
 
 GENERAL: Any = object()
@@ -84,7 +85,7 @@ class PlainToolSpans:
         ends = steps.tool_ends
         ends[run.key] = ended or 0
         if len(ends) > steps.max_runs:
-            drop_oldest(ends)
+            evict_oldest(ends)
         key = arguments_key(arguments)
         length = chains.observe(run.key, tool, key)
         if length < 2:

@@ -44,8 +44,9 @@ from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
 from otel_repeat_guard.redis_store import RedisChainStore
-from otel_repeat_guard.requested import PendingSteps, Step, drop_oldest, may_request
-from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver, evict_oldest
+from otel_repeat_guard.requested import PendingSteps, Step, may_request
+from otel_repeat_guard.rules import evict_oldest
+from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver
 from otel_repeat_guard.span_events import EventSpec, ending_of
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -225,7 +226,7 @@ class Guard:
         ends = steps.tool_ends
         ends[run.key] = span.end_time or 0
         if len(ends) > steps.max_runs:
-            drop_oldest(ends)
+            evict_oldest(ends)
         step = self._answered_step(span, run) if steps.steps else None
         facts = None
         if self.facts:

@@ -22,7 +22,7 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.guard import Guard
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
 from otel_repeat_guard.reminders import Reminder
-from otel_repeat_guard.runs import evict_oldest
+from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import EventSpec, copy_with_events, record_on_ending_span, start_of
 
 logger = logging.getLogger("otel_repeat_guard")

@@ -14,13 +14,13 @@ bounded memory of call ids already counted, so a late tool span is never counted
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
+from otel_repeat_guard.rules import evict_oldest
 
 _TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call"})
 _REQUEST_KEYS = (
@@ -171,7 +171,7 @@ class PendingSteps:
                     continue
                 self.counted[key] = None
                 if len(self.counted) > self._max_counted:
-                    drop_oldest(self.counted)
+                    evict_oldest(self.counted)
             out.append(call)
         return step, out
 
@@ -183,8 +183,3 @@ class PendingSteps:
         with self._lock:
             self.steps.pop(run_key, None)
         self.tool_ends.pop(run_key, None)
-
-
-def drop_oldest(mapping: dict[Any, Any]) -> None:
-    with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next one drops it
-        del mapping[next(iter(mapping))]

@@ -27,7 +27,6 @@ it is open.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -37,6 +36,7 @@ from opentelemetry.trace import SpanContext, SpanKind
 
 from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
 from otel_repeat_guard.facts import run_facts
+from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import attributes_of
 
 _MAX_ANCESTRY = 64
@@ -152,7 +152,8 @@ class RunResolver:
                 owned[span_id] = run  # ended() sees it end, and never ends the run
             children[span_id] = parent_id
             open_[parent_id] = open_.get(parent_id, 0) + 1
-            for mapping in (owned, children, open_):
+            maps: tuple[dict[int, Any], ...] = (owned, children, open_)
+            for mapping in maps:
                 if len(mapping) > self.max_live_spans:
                     evict_oldest(mapping)
 
@@ -260,8 +261,3 @@ class RunResolver:
             with self._lock:
                 self._agent_runs.setdefault(agent_id, {})[found.key] = None
         return found
-
-
-def evict_oldest(mapping: dict[Any, Any]) -> None:
-    with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # lost a race: the next call evicts
-        del mapping[next(iter(mapping))]
