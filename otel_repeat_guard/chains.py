@@ -68,6 +68,10 @@ class ChainStore(ABC):
         """The outcomes of the reminders waiting for this call."""
 
     @abstractmethod
+    def waiting(self, agent_id: str) -> bool:
+        """Whether a reminder of the run waits for its next call (``settle`` would have work)."""
+
+    @abstractmethod
     def run_length(self, agent_id: str) -> int:
         """The run's current length, 0 if it has none."""
 
@@ -216,6 +220,10 @@ class ChainTracker(ChainStore):
                 more.pending = []
                 self.pending += 1
             more.pending.append((kind, tier, period))
+
+    def waiting(self, agent_id: str) -> bool:
+        more = self._more.get(agent_id) if self._more else None
+        return more is not None and more.pending is not None
 
     def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
         """Before the run's next call (``call``, whose ``tool`` and ``key`` these are) is counted: the

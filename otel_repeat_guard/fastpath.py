@@ -73,7 +73,6 @@ class PlainToolSpans:
             or AGENT_NAME in attributes
             or steps.steps  # a model step to answer, or
             or steps.counted  # calls counted from requests (their call ids): the general path
-            or chains.pending
         ):
             return GENERAL
         for mark, marked in self.marks_before:  # OpenLLMetry's traceloop.span.kind, by default
@@ -81,6 +80,8 @@ class PlainToolSpans:
                 return GENERAL
         run = None if parent is None else self.runs.owned.get(parent.span_id)
         if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
+            return GENERAL
+        if chains.pending and chains.waiting(run.key):  # a reminder of this run waits for its outcome
             return GENERAL
         ends = steps.tool_ends
         ends[run.key] = ended or 0

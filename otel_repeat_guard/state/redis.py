@@ -228,6 +228,9 @@ class RedisChainStore(ChainStore):
     def health(self) -> StoreHealth:
         return self._health
 
+    def waiting(self, agent_id: str) -> bool:
+        return True  # Redis's reminders are settled by its scripts, the fallback's by settle: always ask
+
     def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
         """The outcomes of reminders the fallback holds (Redis's are settled by its scripts)."""
         return self._local.settle(agent_id, tool, key, call)
