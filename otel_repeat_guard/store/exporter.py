@@ -25,7 +25,6 @@ from otel_repeat_guard.store.records import (
     agent_run_row,
     model_call_row,
     requested_call_rows,
-    storable_int,
     tool_call_row,
 )
 from otel_repeat_guard.store.schema import (
@@ -34,6 +33,7 @@ from otel_repeat_guard.store.schema import (
     default_db_path,
     open_for_writing,
 )
+from otel_repeat_guard.store.storable import storable_int
 
 logger = logging.getLogger("otel_repeat_guard")
 

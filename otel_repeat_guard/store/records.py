@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -55,6 +54,7 @@ from otel_repeat_guard.recorder import (
 from otel_repeat_guard.reminders import arguments_preview
 from otel_repeat_guard.span_events import contents_of
 from otel_repeat_guard.store.model_calls import read_model_call
+from otel_repeat_guard.store.storable import _int_or_none, _storable_or_none, _str_or_none, storable_int, storable_text
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -168,8 +168,6 @@ def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple
     return agent_run_key(run.agent_id, name, span_id), name
 
 
-_INT64 = (-(2**63), 2**63 - 1)
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _TEXT_FIELDS = ("service_name", "agent_key", "agent_name", "tool_name", "arguments_preview", "reminder_tier")
 _INT_FIELDS = ("start_ns", "end_ns", "run_length", "reminder_threshold")
 _MODEL_TEXT_FIELDS = (
@@ -182,22 +180,6 @@ _MODEL_TEXT_FIELDS = (
     "output_preview",
 )
 _MODEL_INT_FIELDS = ("start_ns", "end_ns", "input_tokens", "output_tokens", "total_tokens")
-
-
-def storable_text(value: str) -> str:
-    """``value`` with every lone surrogate (what ``json.dumps`` writes for a cut-off emoji) as U+FFFD:
-    SQLite stores UTF-8, which has no form for them."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", value)
-    return value
-
-
-def storable_int(value: int) -> int:
-    """``value`` clamped to SQLite's 64-bit integers (a harness that ends a span in the wrong unit)."""
-    low, high = _INT64
-    return value if low <= value <= high else max(low, min(high, value))
 
 
 Row = TypeVar("Row", "ToolCallRow", "ModelCallRow")
@@ -307,18 +289,6 @@ def _tools_json(value: object) -> str | None:
     if not isinstance(value, (list, tuple)) or not all(isinstance(tool, str) for tool in value):
         return None
     return json.dumps(list(value))
-
-
-def _storable_or_none(value: int | None) -> int | None:
-    return None if value is None else storable_int(value)
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def tool_call_row(
