@@ -27,137 +27,29 @@ from otel_repeat_guard.store.records import (
     requested_call_rows,
     tool_call_row,
 )
-from otel_repeat_guard.store.schema import (
-    ROLLUP_BUCKET_NS,
-    SMALL_INPUT_TOKENS,
-    default_db_path,
-    open_for_writing,
+from otel_repeat_guard.store.rollup import _label, _ModelRollup, _rolled_up, _Rollup
+from otel_repeat_guard.store.schema import default_db_path, open_for_writing
+from otel_repeat_guard.store.sql import (
+    _DROP_UNUSED_AGENT,
+    _INSERT_ARGUMENTS,
+    _INSERT_CALL,
+    _INSERT_DETECTION,
+    _INSERT_DIMENSION,
+    _INSERT_MODEL_CALL,
+    _INSERT_OUTPUT,
+    _INSERT_RUN,
+    _ISSUER_BY_AGENT,
+    _ISSUER_BY_ID,
+    _ISSUER_BY_PARENT,
+    _PENDING_MODELS_UNDER,
+    _PENDING_UNDER,
+    _RESOLVE_PENDING,
+    _RESOLVE_PENDING_MODELS,
 )
-from otel_repeat_guard.store.storable import storable_int
 
 logger = logging.getLogger("otel_repeat_guard")
 
-_INSERT_CALL = """
-INSERT OR IGNORE INTO tool_calls (
-    start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
-    agent_key, agent_name, agent_known, agent_pending, tool_name, tracked, arguments_digest,
-    error, run_length, reminder_tier, reminder_threshold, unguarded_reason
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-_INSERT_ARGUMENTS = "INSERT INTO tool_call_arguments (call_id, preview) VALUES (?, ?)"
-_INSERT_DETECTION = """
-INSERT INTO detections (
-    call_id, kind, end_ns, run_length, period, repetitions, cycle_tools, outcome_digest,
-    reminder_tier, reminder_threshold
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-_INSERT_MODEL_CALL = """
-INSERT OR IGNORE INTO model_calls (
-    start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
-    agent_key, agent_name, agent_known, agent_pending, model, provider,
-    input_tokens, output_tokens, total_tokens, conversation_id, error
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-_INSERT_OUTPUT = "INSERT INTO model_call_outputs (call_id, preview) VALUES (?, ?)"
-# Model calls made directly under an agent-run span take its key and name, as tool calls do.
-_RESOLVE_PENDING_MODELS = """
-UPDATE model_calls
-SET agent_key = CASE WHEN agent_known THEN agent_key ELSE :key END,
-    agent_name = COALESCE(agent_name, :name),
-    agent_known = 1,
-    agent_pending = 0
-WHERE trace_id = :trace_id AND parent_span_id = :span_id AND agent_pending = 1
-"""
-# An agent label no call carries any more (a run key its run span has since named) leaves the filter list.
-_DROP_UNUSED_AGENT = """
-DELETE FROM dimensions WHERE kind = 'agent' AND value = ?
-  AND NOT EXISTS (SELECT 1 FROM call_rollup WHERE agent = ?)
-"""
-_INSERT_RUN = "INSERT OR REPLACE INTO agent_runs (trace_id, span_id, agent_key, agent_name) VALUES (?, ?, ?, ?)"
-# Calls made directly under an agent-run span take its key (if theirs was provisional) and name.
-_RESOLVE_PENDING = """
-UPDATE tool_calls
-SET agent_key = CASE WHEN agent_known THEN agent_key ELSE :key END,
-    agent_name = COALESCE(agent_name, :name),
-    agent_known = 1,
-    agent_pending = 0
-WHERE trace_id = :trace_id AND parent_span_id = :span_id AND agent_pending = 1
-"""
-_INSERT_DIMENSION = "INSERT OR IGNORE INTO dimensions (kind, value) VALUES (?, ?)"
-# The pending calls a run span is about to resolve, as the roll-up sees them.
-_PENDING_UNDER = """
-SELECT end_ns, service_name, agent_key, agent_name, agent_known, tool_name, tracked, run_length,
-       reminder_tier, duration_ns
-FROM tool_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
-"""
-_ADD_ROLLUP = """
-INSERT INTO call_rollup (
-    bucket_ns, service_name, agent, tool_name, tracked,
-    calls, repeated_calls, gentle_reminders, detailed_reminders, longest_run, repeated_ns
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (bucket_ns, service_name, agent, tool_name, tracked) DO UPDATE SET
-    calls = calls + excluded.calls,
-    repeated_calls = repeated_calls + excluded.repeated_calls,
-    gentle_reminders = gentle_reminders + excluded.gentle_reminders,
-    detailed_reminders = detailed_reminders + excluded.detailed_reminders,
-    longest_run = MAX(longest_run, excluded.longest_run),
-    repeated_ns = repeated_ns + excluded.repeated_ns
-"""
-_SUBTRACT_ROLLUP = """
-UPDATE call_rollup SET
-    calls = calls - ?, repeated_calls = repeated_calls - ?, gentle_reminders = gentle_reminders - ?,
-    detailed_reminders = detailed_reminders - ?, repeated_ns = repeated_ns - ?
-WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND tool_name = ? AND tracked = ?
-RETURNING calls, longest_run
-"""
-_DROP_EMPTY_ROLLUP = """
-DELETE FROM call_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND tool_name = ? AND tracked = ?
-"""
-# The longest run left in a group that lost calls to another agent label (rare: only when
-# the group still holds calls and lost its longest); reads one day of calls by time.
-_RECOUNT_LONGEST = """
-UPDATE call_rollup SET longest_run = (
-    SELECT COALESCE(MAX(run_length), 0) FROM tool_calls
-    WHERE end_ns >= :bucket AND end_ns < :bucket + :width AND service_name = :service
-      AND COALESCE(agent_name, agent_key) = :agent AND tool_name = :tool AND tracked = :tracked
-)
-WHERE bucket_ns = :bucket AND service_name = :service AND agent = :agent AND tool_name = :tool AND tracked = :tracked
-"""
 _LOCK_RETRIES = 5
-_ADD_MODEL_ROLLUP = """
-INSERT INTO model_rollup (
-    bucket_ns, service_name, agent, model, provider, wasted_tool,
-    calls, input_tokens, output_tokens, total_tokens, unsplit_calls
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (bucket_ns, service_name, agent, model, provider, wasted_tool) DO UPDATE SET
-    calls = calls + excluded.calls,
-    input_tokens = input_tokens + excluded.input_tokens,
-    output_tokens = output_tokens + excluded.output_tokens,
-    total_tokens = total_tokens + excluded.total_tokens,
-    unsplit_calls = unsplit_calls + excluded.unsplit_calls
-"""
-_DROP_EMPTY_MODEL_ROLLUP = """
-DELETE FROM model_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND model = ? AND provider = ?
-  AND wasted_tool = ? AND calls <= 0
-"""
-_MODEL_FIGURES = (
-    "id, end_ns, service_name, agent_key, agent_name, agent_known, agent_pending, model, provider,"
-    " input_tokens, output_tokens, total_tokens, wasted_tool"
-)
-# A repeated call's issuer: the latest model call under the same parent span that started before it ended ...
-_ISSUER_BY_PARENT = f"""
-SELECT {_MODEL_FIGURES} FROM model_calls
-WHERE trace_id = ? AND parent_span_id = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
-"""
-# ... else the latest model call of its agent run (tool spans nested below the run's model calls' parent).
-_ISSUER_BY_AGENT = f"""
-SELECT {_MODEL_FIGURES} FROM model_calls
-WHERE agent_key = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
-"""
-_ISSUER_BY_ID = f"SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND span_id = ?"
-_PENDING_MODELS_UNDER = f"""
-SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
-"""
 
 
 class _Busy(sqlite3.OperationalError):
@@ -198,72 +90,6 @@ def _call_columns(row: CallRow, key: str, name: str | None, known: bool, pending
     )
 
 
-def _label(name: str | None, key: str) -> str:
-    """The agent label the dashboard shows: ``COALESCE(agent_name, agent_key)``."""
-    return name if name is not None else key
-
-
-RollupKey = tuple[int, str, str, str, bool]  # bucket_ns, service, agent label, tool, tracked
-
-
-class _Rollup:
-    """Per-group figures of some calls: added to (or taken from) ``call_rollup`` in one statement each."""
-
-    def __init__(self) -> None:
-        # calls, repeated calls, gentle, detailed, longest run, repeated ns
-        self.groups: dict[RollupKey, list[int]] = {}
-
-    def add(
-        self,
-        end_ns: int,
-        service: str,
-        agent: str,
-        tool: str,
-        tracked: bool,
-        run_length: int | None,
-        tier: str | None,
-        duration_ns: int,
-    ) -> None:
-        key = (end_ns - end_ns % ROLLUP_BUCKET_NS, service, agent, tool, bool(tracked))
-        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0])
-        repeated = run_length is not None and run_length >= 2
-        figures[0] += 1
-        figures[1] += repeated
-        figures[2] += tier == "gentle"
-        figures[3] += tier == "detailed"
-        figures[4] = max(figures[4], run_length or 0)
-        figures[5] = storable_int(figures[5] + duration_ns) if repeated else figures[5]  # a wrong-unit end: clamped
-
-    def labels(self) -> set[str]:
-        """The agent labels of these figures."""
-        return {key[2] for key in self.groups}
-
-    def apply(self, conn: sqlite3.Connection) -> None:
-        conn.executemany(_ADD_ROLLUP, [(*key, *figures) for key, figures in sorted(self.groups.items())])
-
-    def take_from(self, conn: sqlite3.Connection) -> None:
-        """Subtract these calls from their groups (after they moved to another agent label)."""
-        for key, (calls, repeated, gentle, detailed, longest, repeated_ns) in sorted(self.groups.items()):
-            left = conn.execute(_SUBTRACT_ROLLUP, (calls, repeated, gentle, detailed, repeated_ns, *key)).fetchone()
-            if left is None:  # pragma: no cover - every stored call is in the roll-up
-                continue
-            if left[0] <= 0:
-                conn.execute(_DROP_EMPTY_ROLLUP, key)
-            elif longest >= left[1]:
-                bucket, service, agent, tool, tracked = key
-                conn.execute(
-                    _RECOUNT_LONGEST,
-                    {
-                        "bucket": bucket,
-                        "width": ROLLUP_BUCKET_NS,
-                        "service": service,
-                        "agent": agent,
-                        "tool": tool,
-                        "tracked": tracked,
-                    },
-                )
-
-
 @dataclass
 class _Batch:
     """The rows of one export: tool calls, model calls and agent-run spans."""
@@ -274,49 +100,6 @@ class _Batch:
 
     def __bool__(self) -> bool:
         return bool(self.calls or self.models or self.runs)
-
-
-ModelRollupKey = tuple[int, str, str, str, str, str]  # bucket_ns, service, agent label, model, provider, wasted tool
-
-
-class _ModelRollup:
-    """Token sums of some model calls, added to (or, with ``sign=-1``, taken from) ``model_rollup``."""
-
-    def __init__(self) -> None:
-        self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit
-
-    def add(self, row: tuple[object, ...], agent: str, wasted_tool: str | None, sign: int = 1) -> None:
-        """Add (or take) one model call, given as the columns of ``_MODEL_FIGURES``."""
-        _, end_ns, service, _, _, _, _, model, provider, tokens_in, tokens_out, total, _ = row
-        end = int(end_ns)  # type: ignore[call-overload]
-        key = (
-            end - end % ROLLUP_BUCKET_NS,
-            str(service),
-            agent,
-            str(model or ""),
-            str(provider or ""),
-            wasted_tool or "",
-        )
-        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0])
-        known_in = tokens_in if isinstance(tokens_in, int) else None
-        known_out = tokens_out if isinstance(tokens_out, int) else None
-        figures[0] += sign
-        figures[1] += sign * (known_in or 0)
-        figures[2] += sign * (known_out or 0)
-        figures[3] += sign * (total if isinstance(total, int) else (known_in or 0) + (known_out or 0))
-        figures[4] += sign * (known_in is None or known_out is None)
-
-    def apply(self, conn: sqlite3.Connection) -> None:
-        rows = [(*key, *figures) for key, figures in sorted(self.groups.items()) if any(figures)]
-        conn.executemany(_ADD_MODEL_ROLLUP, rows)
-        conn.executemany(
-            _DROP_EMPTY_MODEL_ROLLUP, [key for key, figures in sorted(self.groups.items()) if figures[0] < 0]
-        )
-
-
-def _rolled_up(pending: object, tokens_in: object) -> bool:
-    """Whether ``model_rollup`` holds a model call (schema.ROLLED_UP_MODEL_CALL)."""
-    return not pending and (tokens_in if isinstance(tokens_in, int) else 0) <= SMALL_INPUT_TOKENS
 
 
 class SQLiteSpanExporter(SpanExporter):
