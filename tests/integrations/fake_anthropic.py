@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .scenario import FINAL_ANSWER, SCRIPT, next_call
+from .scenario import FINAL_ANSWER, SCRIPT, next_call, usage_after
 
 MODEL = "claude-sonnet-4-5"
 Script = Sequence[tuple[str, dict[str, str]]]
@@ -119,8 +119,13 @@ class FakeAnthropic:
             "content": content,
             "stop_reason": stop,
             "stop_sequence": None,
-            "usage": {"input_tokens": 120, "output_tokens": 20},
+            "usage": self.usage(body),
         }
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """Model call k of a run (it has seen k-1 tool results since the prompt) reports 1000·k in, 10+k out."""
+        tokens = usage_after(tool_results_since_prompt(body.get("messages") or []))
+        return {"input_tokens": tokens["input"], "output_tokens": tokens["output"]}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -167,7 +172,7 @@ class FakeAnthropic:
                     **message,
                     "content": [],
                     "stop_reason": None,
-                    "usage": {"input_tokens": 120, "output_tokens": 1},
+                    "usage": {**message["usage"], "output_tokens": 1},
                 }
                 send("message_start", {"message": head})
                 for index, block in enumerate(message["content"]):
@@ -183,7 +188,7 @@ class FakeAnthropic:
                     "message_delta",
                     {
                         "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                        "usage": {"output_tokens": 20},
+                        "usage": {"output_tokens": message["usage"]["output_tokens"]},
                     },
                 )
                 send("message_stop", {})

@@ -5,7 +5,8 @@ talk to it on 127.0.0.1 exactly as to the real service, so the model client and 
 instrumentation run unchanged. It serves ``POST /v1/chat/completions``, streamed (SSE) or
 not: a request whose conversation holds ``i`` tool results since the last real user prompt
 gets ``script[i]`` as one ``tool_calls`` entry, or the final answer once the script is done
-(see :func:`scenario.next_call`). Each request body is kept, in arrival order, for tests that
+(see :func:`scenario.next_call`), reporting the usage of :func:`scenario.usage_after` (model call k of
+a run: 1000·k input and 10+k output tokens). Each request body is kept, in arrival order, for tests that
 check what reached the model.
 
 Use::
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .scenario import FINAL_ANSWER, SCRIPT, next_call
+from .scenario import FINAL_ANSWER, SCRIPT, next_call, usage_after
 
 MODEL = "gpt-4o-mini"
 Script = Sequence[tuple[str, dict[str, str]]]
@@ -111,7 +112,16 @@ class FakeOpenAI:
             "created": 1_700_000_000,
             "model": body.get("model") or MODEL,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
+            "usage": self.usage(body),
+        }
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """Model call k of a run (it has seen k-1 tool results since the prompt) reports 1000·k in, 10+k out."""
+        tokens = usage_after(tool_results_since_prompt(body.get("messages") or []))
+        return {
+            "prompt_tokens": tokens["input"],
+            "completion_tokens": tokens["output"],
+            "total_tokens": tokens["input"] + tokens["output"],
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -7,11 +7,13 @@ the script on their own, and a second prompt starts it over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +24,10 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_repeat_guard import Reminder, ReminderInbox, RepeatGuardSpanProcessor
+from otel_repeat_guard import GuardConfig, Reminder, ReminderInbox, RepeatGuardSpanProcessor
+from otel_repeat_guard.canonical import canonical_arguments
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, find_tool_call
+from otel_repeat_guard.store import SQLiteSpanExporter
 
 PARIS = {"city": "Paris", "units": "metric"}
 PARIS_REORDERED = {"units": "metric", "city": "Paris"}
@@ -65,10 +69,12 @@ class Guarded:
     exporter: InMemorySpanExporter
     reminders: list[Reminder] = field(default_factory=list)
     metrics: InMemoryMetricReader = field(default_factory=InMemoryMetricReader)
+    store: SQLiteSpanExporter | None = None  # the embedded store, written in-process as spans end
 
     @property
     def processors(self) -> list[SpanProcessor]:
-        return [self.guard, SimpleSpanProcessor(self.exporter)]
+        stored = [] if self.store is None else [SimpleSpanProcessor(self.store)]
+        return [self.guard, SimpleSpanProcessor(self.exporter), *stored]
 
     def unguarded(self) -> dict[tuple[str, str], int]:
         """``repeat_tool_guard.unguarded_calls`` so far, as {(reason, tool): count}."""
@@ -90,8 +96,16 @@ def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
     ]
 
 
-def make_guarded(**options: Any) -> Guarded:
-    """A guard (``options`` go to :class:`RepeatGuardSpanProcessor`) whose reminders go to an inbox and a list."""
+def make_guarded(store: Path | None = None, **options: Any) -> Guarded:
+    """A guard (``options`` go to :class:`RepeatGuardSpanProcessor`) whose reminders go to an inbox and a list.
+
+    With ``store`` (a SQLite file) the spans are also exported into the embedded store, and the guard
+    records its facts on them, as ``configure()`` sets it up.
+    """
+    exporter = None
+    if store is not None:
+        options.setdefault("record_facts", True)
+        exporter = SQLiteSpanExporter(store, config=options.get("config"))
     inbox = ReminderInbox()
     reminders: list[Reminder] = []
     metrics = InMemoryMetricReader()
@@ -103,7 +117,7 @@ def make_guarded(**options: Any) -> Guarded:
     guard = RepeatGuardSpanProcessor(
         on_reminder=on_reminder, meter_provider=MeterProvider(metric_readers=[metrics]), **options
     )
-    return Guarded(guard, inbox, InMemorySpanExporter(), reminders, metrics)
+    return Guarded(guard, inbox, InMemorySpanExporter(), reminders, metrics, exporter)
 
 
 def provider_for(g: Guarded) -> TracerProvider:
@@ -111,6 +125,25 @@ def provider_for(g: Guarded) -> TracerProvider:
     for processor in g.processors:
         provider.add_span_processor(processor)
     return provider
+
+
+@contextlib.contextmanager
+def with_store(tmp_path: Path) -> Iterator[Guarded]:
+    """A guard whose spans also go into a fresh store in ``tmp_path`` (for :func:`assert_whole_chain`), closed
+    at the end of the block. The body of the ``stored`` fixture, for a module whose own fixture wires it up."""
+    guarded = make_guarded(store=tmp_path / "store.db")
+    assert guarded.store is not None
+    try:
+        yield guarded
+    finally:
+        guarded.store.shutdown()
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> Iterator[Guarded]:
+    """:func:`with_store` as a fixture; not yet wired to a provider."""
+    with with_store(tmp_path) as guarded:
+        yield guarded
 
 
 class Switchboard(SpanProcessor):
@@ -132,6 +165,16 @@ class Switchboard(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         for target in self.targets:
             target.on_end(span)
+
+
+@contextlib.contextmanager
+def wired(board: Switchboard, g: Guarded) -> Iterator[Guarded]:
+    """``g``'s processors behind ``board`` for the block's duration."""
+    board.targets = g.processors
+    try:
+        yield g
+    finally:
+        board.targets = []
 
 
 # -- reading the output ----------------------------------------------------------------------
@@ -296,3 +339,131 @@ def openai_messages(body: dict[str, Any]) -> list[tuple[str, str]]:
             content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         out.append((message.get("role", ""), content or json.dumps(message.get("tool_calls") or "")))
     return out
+
+
+# -- the whole chain: guard, store, dashboard and metrics agree (issue 21, item 5) -----------------
+
+LOOP = (("lookup", PARIS),) * 9
+"""The whole-chain scenario: nine identical calls, then the answer (reminders after calls 3, 5 and 8)."""
+
+
+def model_usage(k: int) -> dict[str, int]:
+    """The usage the scripted model reports on the ``k``-th model call of a run (from 1): 1000·k in, 10+k out.
+
+    Every model call asks for one tool call, so model call k is the one that has seen k-1 tool results.
+    """
+    return {"input": 1000 * k, "output": 10 + k}
+
+
+def usage_after(tool_results_since_prompt: int) -> dict[str, int]:
+    """:func:`model_usage` of the model call that has seen ``tool_results_since_prompt`` tool results."""
+    return model_usage(tool_results_since_prompt + 1)
+
+
+Figures = dict[str, Any]
+
+
+def expected_whole_chain(
+    script: Sequence[tuple[str, dict[str, str]]] = LOOP,
+    *,
+    other_tool_calls: int = 0,
+    config: GuardConfig | None = None,
+) -> Figures:
+    """What every part must say about one run of ``script`` (one tool call per model call, then the answer).
+
+    ``other_tool_calls``: calls the framework adds after the script (smolagents' ``final_answer``), each
+    asked for by a model call of its own and none of them a repeat. Call i (from 1) is asked for by
+    model call i; a call at run position 2 or more wastes its issuer's usage (each model call once).
+    """
+    thresholds = (config or GuardConfig()).thresholds
+    calls = [(tool, canonical_arguments(arguments)) for tool, arguments in script]
+    positions: list[int] = []
+    for i, call in enumerate(calls):
+        positions.append(positions[-1] + 1 if i and calls[i - 1] == call else 1)
+    wasted = [model_usage(i + 1) for i, run in enumerate(positions) if run >= 2]
+    tokens = {kind: sum(u[kind] for u in wasted) for kind in ("input", "output")}
+    outcomes: dict[tuple[str, str], int] = {}
+    for i, run in enumerate(positions):
+        if run not in thresholds:
+            continue
+        tier = "gentle" if run == thresholds[0] else "detailed"
+        following = positions[i + 1] if i + 1 < len(positions) else None
+        outcome = "ended" if following is None else "ignored" if following == run + 1 else "broken"
+        outcomes[(tier, outcome)] = outcomes.get((tier, outcome), 0) + 1
+    tool_calls = len(script) + other_tool_calls
+    return {
+        "store: tool-call rows": tool_calls,
+        "store: longest run": max(positions),
+        "store: wasted tokens": tokens,
+        "metric: wasted tokens": tokens,
+        "store: run keys": 1,
+        "timeline: model calls": tool_calls + 1,
+        "timeline: tool calls": tool_calls,
+        "store: reminder outcomes": outcomes,
+        "metric: reminder outcomes": outcomes,
+    }
+
+
+def _metric_sums(g: Guarded, name: str, *keys: str) -> dict[Any, int]:
+    """A guard metric's points summed by the attributes ``keys`` (one key: its value; several: a tuple)."""
+    out: dict[Any, int] = {}
+    for point in metric_points(g.metrics, name):
+        attributes = point.attributes or {}
+        at = tuple(str(attributes.get(k, "")) for k in keys)
+        key = at[0] if len(at) == 1 else at
+        out[key] = out.get(key, 0) + int(point.value)
+    return {k: v for k, v in out.items() if v}
+
+
+def whole_chain(g: Guarded, tool: str = "lookup") -> Figures:
+    """The figures of :func:`expected_whole_chain` as the store (through the dashboard's queries) and the
+    guard's metrics give them. The run of the timeline is the one the dashboard drills into: that of
+    the longest run of ``tool``."""
+    from otel_repeat_guard import metrics as names
+    from otel_repeat_guard.dashboard import queries
+    from otel_repeat_guard.store import open_for_reading
+
+    assert g.store is not None, "make the guard with make_guarded(store=...) or the `stored` fixture"
+    conn, _ = open_for_reading(g.store.path)
+    try:
+        every = queries.Filters()
+        head = queries.headline(conn, every).iloc[0]
+        wasted = queries.wasted_tokens(conn, every)
+        keys = sorted(
+            str(key)
+            for (key,) in conn.execute("SELECT agent_key FROM tool_calls UNION SELECT agent_key FROM model_calls")
+        )  # no dashboard query lists run keys: each of them is a run the dashboard shows
+        longest = queries.hotspot_runs(conn, every, tool, limit=1)
+        timeline = queries.run_timeline(conn, str(longest["agent_key"].iloc[0])) if len(longest) else None
+        outcomes = queries.reminder_outcomes(conn, every)
+    finally:
+        conn.close()
+    kinds = {} if timeline is None else timeline["kind"].value_counts().to_dict()
+    return {
+        "store: tool-call rows": int(head["tool_calls"] + head["untracked_calls"]),
+        "store: longest run": int(head["longest_run"]),
+        "store: wasted tokens": {
+            "input": int(wasted["input_tokens"].sum()),
+            "output": int(wasted["output_tokens"].sum()),
+        },
+        "metric: wasted tokens": _metric_sums(g, names.WASTED_TOKENS, "gen_ai.token.type") or {"input": 0, "output": 0},
+        "store: run keys": len(keys) if len(keys) <= 1 else (len(keys), [k[:40] for k in keys]),
+        "timeline: model calls": int(kinds.get("model", 0)),
+        "timeline: tool calls": int(kinds.get("tool", 0)),
+        "store: reminder outcomes": {
+            (str(tier), str(outcome)): int(n)
+            for (tier, outcome), n in outcomes.groupby(["tier", "outcome"])["reminders"].sum().items()
+        },
+        "metric: reminder outcomes": _metric_sums(g, names.REMINDER_OUTCOMES, "repeat_tool_guard.tier", "outcome"),
+    }
+
+
+def assert_whole_chain(g: Guarded, expected: Figures, tool: str = "lookup") -> None:
+    """The store's rows, longest run, wasted tokens, run keys, timeline and reminder outcomes, and the
+    guard's metrics, all as ``expected`` (see :func:`expected_whole_chain`); every figure at once, so a
+    failure shows each wrong one."""
+    actual = whole_chain(g, tool)
+    wrong = {
+        name: {"actual": actual[name], "expected": value} for name, value in expected.items() if actual[name] != value
+    }
+    assert not wrong, wrong
