@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from .scenario import (
     FINAL_ANSWER,
+    LOOP,
     SCRIPT,
     SHORT_SCRIPT,
     Guarded,
@@ -20,12 +21,16 @@ from .scenario import (
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     next_call,
     require,
     run_lengths,
     tool_spans_by_trace,
+    usage_after,
+    wired,
 )
 
 require("langgraph")
@@ -59,7 +64,9 @@ def g(board: Switchboard) -> Iterator[Guarded]:
 
 
 class ScriptedChat(BaseChatModel):
-    """Asks for SCRIPT[i] after i tool results since the last user prompt; records what it was sent."""
+    """Asks for SCRIPT[i] after i tool results since the last user prompt; records what it was sent.
+
+    Reports the scenario's usage (:func:`scenario.usage_after`) on every answer."""
 
     script: Any
     requests: Any  # Any: pydantic would copy a list field, and the test reads this one
@@ -85,15 +92,23 @@ class ScriptedChat(BaseChatModel):
                 results = 0
             elif role == "tool":
                 results += 1
+        tokens = usage_after(results)
+        usage = {
+            "input_tokens": tokens["input"],
+            "output_tokens": tokens["output"],
+            "total_tokens": tokens["input"] + tokens["output"],
+        }
         call = next_call(results, self.script)
         if call is None:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(content=FINAL_ANSWER))])
+            answer = AIMessage(content=FINAL_ANSWER, usage_metadata=usage)
+            return ChatResult(generations=[ChatGeneration(message=answer)])
         name, arguments = call
         message = AIMessage(
             content="",
             tool_calls=[
                 {"name": name, "args": dict(arguments), "id": f"call_{len(self.requests)}", "type": "tool_call"}
             ],
+            usage_metadata=usage,
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -165,6 +180,17 @@ def test_one_run_and_the_reminders_reach_the_model(kind: str, g: Guarded) -> Non
         (lookup_result("Paris", "metric"), False)
     ] * 6
     assert not any("<system-reminder>" in str(m.content) for m in out["messages"])  # per call, not in the state
+
+
+@KINDS
+def test_the_whole_chain_agrees(kind: str, board: Switchboard, stored: Guarded) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    requests: list[Any] = []
+    with wired(board, stored):
+        out = build(kind, stored, NAMES[kind][0], LOOP, requests).invoke(PROMPT)
+    assert out["messages"][-1].content == FINAL_ANSWER
+    assert_reminders_reached_model(requests)
+    assert_whole_chain(stored, expected_whole_chain())
 
 
 @KINDS

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .scenario import Switchboard, require
+from .scenario import Switchboard, require, stored  # noqa: F401  (a fixture)
 
 require("opentelemetry.instrumentation.langchain")
 from opentelemetry.instrumentation.langchain import LangchainInstrumentor  # noqa: E402
@@ -18,6 +18,7 @@ from .langchain_cases import (  # noqa: E402, F401
     test_a_second_prompt_gets_a_fresh_chain,
     test_a_stop_reminder_ends_the_run,
     test_one_run_and_the_reminders_reach_the_model,
+    test_the_whole_chain_agrees,
     test_two_concurrent_runs_of_one_agent_have_separate_chains,
 )
 

@@ -6,31 +6,48 @@ import asyncio
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .fake_openai import FakeOpenAI
 from .scenario import (
     FINAL_ANSWER,
+    LOOP,
     SCRIPT,
     SHORT_SCRIPT,
     Guarded,
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     next_call,
+    openai_messages,
     provider_for,
     require,
     run_lengths,
     tool_spans_by_trace,
+    with_store,
 )
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
 require("agents")
-from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool, set_trace_processors  # noqa: E402
+from agents import (  # noqa: E402
+    Agent,
+    ModelResponse,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    Usage,
+    function_tool,
+    set_trace_processors,
+)
 from agents.models.interface import Model  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
 
@@ -96,15 +113,25 @@ def broken_lookup(city: str, units: str) -> str:
 TOOLS = [function_tool(lookup), function_tool(broken_lookup)]  # errors go back to the model as text
 
 
-@pytest.fixture
-def g() -> Iterator[Guarded]:
-    guarded = make_guarded()
+def instrumented(guarded: Guarded) -> Iterator[Guarded]:
     set_trace_processors([])  # no upload to the OpenAI backend: this runs offline
     instrumentor = OpenAIAgentsInstrumentor()
     instrumentor.instrument(tracer_provider=provider_for(guarded))
     yield guarded
     instrumentor.uninstrument()
     set_trace_processors([])
+
+
+@pytest.fixture
+def g() -> Iterator[Guarded]:
+    yield from instrumented(make_guarded())
+
+
+@pytest.fixture
+def gs(tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g``, with the store."""
+    with with_store(tmp_path) as guarded:
+        yield from instrumented(guarded)
 
 
 def run(g: Guarded, agent: Agent[Any], prompt: Any = "Weather in Paris?") -> Any:
@@ -119,6 +146,18 @@ def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
     assert_separate_runs(g, 1)
     assert {r.agent_name for r in g.reminders} == {"weather_agent"}
     assert_reminders_reached_model(requests)
+
+
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
+    """Issue 21, item 5, with the SDK's own Chat Completions model on the real client against the fake server:
+    reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    with FakeOpenAI(LOOP) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="offline")
+        model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
+        result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
+    assert result.final_output == FINAL_ANSWER
+    assert_reminders_reached_model([openai_messages(body) for body in server.requests])
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 def test_a_second_prompt_gets_a_fresh_chain(g: Guarded) -> None:

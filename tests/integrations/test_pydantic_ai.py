@@ -9,17 +9,21 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .scenario import (
     FINAL_ANSWER,
+    LOOP,
     SHORT_SCRIPT,
     Guarded,
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     next_call,
@@ -27,6 +31,8 @@ from .scenario import (
     require,
     run_lengths,
     tool_spans_by_trace,
+    usage_after,
+    with_store,
 )
 
 require("pydantic_ai")
@@ -43,6 +49,7 @@ from pydantic_ai.messages import (  # noqa: E402
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
+from pydantic_ai.usage import RequestUsage  # noqa: E402
 
 from otel_repeat_guard.integrations.pydantic_ai import repeat_guard_capability  # noqa: E402
 
@@ -75,11 +82,14 @@ def scripted_model(script: Any, requests: list[list[tuple[str, str]]]) -> Functi
                 elif isinstance(part, ToolReturnPart | RetryPromptPart):
                     results += 1
         await asyncio.sleep(0)  # let concurrent runs interleave
+        tokens = usage_after(results)
+        usage = RequestUsage(input_tokens=tokens["input"], output_tokens=tokens["output"])
         call = next_call(results, script)
         if call is None:
-            return ModelResponse(parts=[TextPart(FINAL_ANSWER)])
+            return ModelResponse(parts=[TextPart(FINAL_ANSWER)], usage=usage)
         tool, arguments = call
-        return ModelResponse(parts=[ToolCallPart(tool, dict(arguments), tool_call_id=f"call_{len(requests)}")])
+        part = ToolCallPart(tool, dict(arguments), tool_call_id=f"call_{len(requests)}")
+        return ModelResponse(parts=[part], usage=usage)
 
     return FunctionModel(respond, model_name="scripted")
 
@@ -107,14 +117,27 @@ def make_agent(g: Guarded, name: str, requests: list[list[tuple[str, str]]], scr
     return agent
 
 
-@pytest.fixture(params=[2, 5, 6], ids=["format2-oldest", "format5-default", "format6-newest"])
-def g(request: pytest.FixtureRequest) -> Iterator[Guarded]:
-    guarded = make_guarded()
+FORMATS = {"params": [2, 5, 6], "ids": ["format2-oldest", "format5-default", "format6-newest"]}
+
+
+def instrumented(guarded: Guarded, version: int) -> Iterator[Guarded]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # formats 2-4 are deprecated
-        Agent.instrument_all(InstrumentationSettings(tracer_provider=provider_for(guarded), version=request.param))
+        Agent.instrument_all(InstrumentationSettings(tracer_provider=provider_for(guarded), version=version))
     yield guarded
     Agent.instrument_all(False)
+
+
+@pytest.fixture(**FORMATS)
+def g(request: pytest.FixtureRequest) -> Iterator[Guarded]:
+    yield from instrumented(make_guarded(), request.param)
+
+
+@pytest.fixture(**FORMATS)
+def gs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g``, with the store."""
+    with with_store(tmp_path) as guarded:
+        yield from instrumented(guarded, request.param)
 
 
 def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
@@ -127,6 +150,14 @@ def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
     assert_reminders_reached_model(requests)
     reminders_in_history = [p for m in result.all_messages() for p in m.parts if _is_reminder(p)]
     assert len(reminders_in_history) == 2  # delivered once each, never duplicated
+
+
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    requests: list[list[tuple[str, str]]] = []
+    assert make_agent(gs, "weather_agent", requests, LOOP).run_sync("Weather in Paris?").output == FINAL_ANSWER
+    assert_reminders_reached_model(requests)
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 def test_a_second_prompt_gets_a_fresh_chain(g: Guarded) -> None:

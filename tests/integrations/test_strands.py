@@ -33,6 +33,7 @@ from .scenario import (
     require,
     run_lengths,
     tool_spans_by_trace,
+    usage_after,
 )
 
 require("strands")
@@ -79,9 +80,9 @@ class ScriptedModel(Model):
             yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(arguments)}}}}
             yield {"contentBlockStop": {}}
             yield {"messageStop": {"stopReason": "tool_use"}}
-        yield {
-            "metadata": {"usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}, "metrics": {"latencyMs": 1}}
-        }
+        tokens = usage_after(results)
+        usage = {"inputTokens": tokens["input"], "outputTokens": tokens["output"]}
+        yield {"metadata": {"usage": {**usage, "totalTokens": sum(usage.values())}, "metrics": {"latencyMs": 1}}}
 
 
 @tool

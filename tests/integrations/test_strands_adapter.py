@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +16,22 @@ from opentelemetry.sdk.trace import TracerProvider
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     ONE_CALL,
     PARIS,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     require,
     tool_spans_by_trace,
+    wired,
+    with_store,
 )
 
 require("strands")
@@ -55,16 +62,17 @@ def _seen(messages: Any) -> list[tuple[str, str]]:
 
 
 class RecordingModel(ScriptedModel):
-    """test_strands.ScriptedModel following REPEAT3 (ONE_CALL when prompted about Lyon), recording each request."""
+    """test_strands.ScriptedModel following ``script``, else REPEAT3 (ONE_CALL when prompted about Lyon),
+    recording each request."""
 
-    def __init__(self, requests: Requests) -> None:
+    def __init__(self, requests: Requests, script: Any = None) -> None:
         super().__init__(REPEAT3)
-        self.requests = requests
+        self.requests, self.fixed = requests, script
 
     async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         seen = _seen(messages)
         self.requests.append(seen)
-        script = ONE_CALL if "Lyon" in seen[0][1] else REPEAT3
+        script = self.fixed or (ONE_CALL if "Lyon" in seen[0][1] else REPEAT3)
         async for event in ScriptedModel(script).stream(messages, *args, **kwargs):
             yield event
 
@@ -88,9 +96,9 @@ class Gate:
             await asyncio.wait_for(self.wait.wait(), 10)
 
 
-def make_agent(g: Guarded, requests: Requests, *gates: Gate) -> Agent:
+def make_agent(g: Guarded, requests: Requests, *gates: Gate, script: Any = None) -> Agent:
     return Agent(
-        model=RecordingModel(requests),
+        model=RecordingModel(requests, script),
         tools=[lookup, broken_lookup],
         name="weather_agent",
         callback_handler=None,
@@ -106,14 +114,34 @@ def global_provider() -> None:
     trace.set_tracer_provider(provider)
 
 
-@pytest.fixture(params=["", "gen_ai_latest_experimental"], ids=["default-schema", "latest-experimental-schema"])
-def g(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
-    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", request.param)
+SCHEMAS: Any = {"params": ["", "gen_ai_latest_experimental"], "ids": ["default-schema", "latest-experimental-schema"]}
+
+
+def on_board(schema: str, monkeypatch: pytest.MonkeyPatch, guarded: Guarded) -> Iterator[Guarded]:
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", schema)
     monkeypatch.setattr(strands_tracer, "_tracer_instance", None)
-    guarded = make_guarded()
-    BOARD.targets = guarded.processors
-    yield guarded
-    BOARD.targets = []
+    with wired(BOARD, guarded):
+        yield guarded
+
+
+@pytest.fixture(**SCHEMAS)
+def g(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    yield from on_board(request.param, monkeypatch, make_guarded())
+
+
+@pytest.fixture(**SCHEMAS)
+def gs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g``, with the store."""
+    with with_store(tmp_path) as guarded:
+        yield from on_board(request.param, monkeypatch, guarded)
+
+
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    requests: Requests = []
+    assert str(make_agent(gs, requests, script=LOOP)("Weather in Paris?")).strip() == FINAL_ANSWER
+    assert_reminders_reached_model(requests)
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 def test_the_next_request_carries_the_reminder_once_and_it_stays_in_the_history(g: Guarded) -> None:
