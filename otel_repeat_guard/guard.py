@@ -30,8 +30,6 @@ from otel_repeat_guard.chains import ChainStore, ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
 from otel_repeat_guard.conventions.genai import (
-    AGENT_ID,
-    AGENT_NAME,
     EXECUTE_TOOL,
     OPERATION,
     GenAIConvention,
@@ -39,9 +37,9 @@ from otel_repeat_guard.conventions.genai import (
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
-from otel_repeat_guard.facts import ISSUER, WASTED, run_facts
+from otel_repeat_guard.facts import ISSUER, WASTED
 from otel_repeat_guard.fastpath import GENERAL, PlainToolSpans
-from otel_repeat_guard.guard_parts import detectors_for, merge, outcome_and_key, positive_int, scope_of
+from otel_repeat_guard.guard_parts import detectors_for, merge, model_facts, outcome_and_key, positive_int, scope_of
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
@@ -401,7 +399,7 @@ class Guard:
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        decision = Decision([], [], self._model_facts(run, attributes) if self.facts else None)
+        decision = Decision([], [], model_facts(run, attributes) if self.facts else None)
         started = span.start_time or 0
         keep = may_request(attributes, events)
         if not keep and not (late and self.steps.steps):
@@ -416,15 +414,6 @@ class Guard:
                 run.key, Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0), started
             )
         return decision
-
-    @staticmethod
-    def _model_facts(run: Run, attributes: Mapping[str, Any]) -> dict[str, Any]:
-        """A model span's run, as its tool spans are keyed: by its own ``gen_ai.agent.id`` when it has one."""
-        agent_id = attributes.get(AGENT_ID)
-        if agent_id.__class__ is str and agent_id:
-            name = attributes.get(AGENT_NAME)
-            return run_facts(agent_id, name if name.__class__ is str and name else agent_id)
-        return run.facts
 
     def run_ended(self, span: ReadableSpan) -> Decision | None:
         """A span that stood for a run ends: count what its last step requested without tool spans."""

@@ -13,9 +13,12 @@ from opentelemetry.trace import StatusCode
 from otel_repeat_guard.canonical import canonical_or_none
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, EventLike, failed
+from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetector
+from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.recorder import Decision
+from otel_repeat_guard.runs import Run
 
 
 def positive_int(name: str, value: object) -> int:
@@ -23,6 +26,15 @@ def positive_int(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return value
+
+
+def model_facts(run: Run, attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """A model span's run, as its tool spans are keyed: by its own ``gen_ai.agent.id`` when it has one."""
+    agent_id = attributes.get(AGENT_ID)
+    if agent_id.__class__ is str and agent_id:
+        name = attributes.get(AGENT_NAME)
+        return run_facts(agent_id, name if name.__class__ is str and name else agent_id)
+    return run.facts
 
 
 def merge(into: Decision, more: Decision | None) -> None:
