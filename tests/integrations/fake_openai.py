@@ -74,12 +74,16 @@ class FakeOpenAI:
         with self._lock:
             return f"{prefix}{next(self._ids):04d}"
 
+    def tool_results(self, body: dict[str, Any]) -> int:
+        """How many tool results the conversation of ``body`` holds since its prompt (the script's position)."""
+        return tool_results_since_prompt(body.get("messages") or [])
+
     def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
         """The tool call to answer ``body`` with, or None for the final answer."""
         messages = body.get("messages") or []
         prompt = next((json.dumps(m.get("content")) for m in messages if m.get("role") == "user"), "")
         script = next((s for key, s in self.by_prompt.items() if key in prompt), self.script)
-        return next_call(tool_results_since_prompt(messages), script)
+        return next_call(self.tool_results(body), script)
 
     def conversations(self) -> list[list[dict[str, Any]]]:
         """The requests of each conversation (keyed by its first user message), in arrival order."""
@@ -117,7 +121,7 @@ class FakeOpenAI:
 
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
         """Model call k of a run (it has seen k-1 tool results since the prompt) reports 1000·k in, 10+k out."""
-        tokens = usage_after(tool_results_since_prompt(body.get("messages") or []))
+        tokens = usage_after(self.tool_results(body))
         return {
             "prompt_tokens": tokens["input"],
             "completion_tokens": tokens["output"],

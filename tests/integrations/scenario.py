@@ -366,14 +366,14 @@ Figures = dict[str, Any]
 def expected_whole_chain(
     script: Sequence[tuple[str, dict[str, str]]] = LOOP,
     *,
-    other_tool_calls: int = 0,
+    final_answer_tool: bool = False,
     config: GuardConfig | None = None,
 ) -> Figures:
     """What every part must say about one run of ``script`` (one tool call per model call, then the answer).
 
-    ``other_tool_calls``: calls the framework adds after the script (smolagents' ``final_answer``), each
-    asked for by a model call of its own and none of them a repeat. Call i (from 1) is asked for by
-    model call i; a call at run position 2 or more wastes its issuer's usage (each model call once).
+    Call i (from 1) is asked for by model call i; a call at run position 2 or more wastes its issuer's
+    usage (each model call once). With ``final_answer_tool`` the last model call asks for a
+    ``final_answer`` tool call (smolagents) instead of answering in text: one more tool call, no repeat.
     """
     thresholds = (config or GuardConfig()).thresholds
     calls = [(tool, canonical_arguments(arguments)) for tool, arguments in script]
@@ -390,14 +390,14 @@ def expected_whole_chain(
         following = positions[i + 1] if i + 1 < len(positions) else None
         outcome = "ended" if following is None else "ignored" if following == run + 1 else "broken"
         outcomes[(tier, outcome)] = outcomes.get((tier, outcome), 0) + 1
-    tool_calls = len(script) + other_tool_calls
+    tool_calls = len(script) + final_answer_tool
     return {
         "store: tool-call rows": tool_calls,
         "store: longest run": max(positions),
         "store: wasted tokens": tokens,
         "metric: wasted tokens": tokens,
         "store: run keys": 1,
-        "timeline: model calls": tool_calls + 1,
+        "timeline: model calls": len(script) + 1,
         "timeline: tool calls": tool_calls,
         "store: reminder outcomes": outcomes,
         "metric: reminder outcomes": outcomes,
