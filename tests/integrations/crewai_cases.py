@@ -39,7 +39,20 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 from .fake_openai import FakeOpenAI
-from .scenario import Guarded, Switchboard, lookup_result, make_guarded, require
+from .scenario import (
+    FINAL_ANSWER,
+    LOOP,
+    Guarded,
+    Switchboard,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
+    lookup_result,
+    make_guarded,
+    openai_messages,
+    require,
+    wired,
+)
 
 os.environ["CREWAI_DISABLE_TELEMETRY"] = "true"  # read when CrewAI's telemetry singleton is built (on import)
 os.environ["CREWAI_DISABLE_TRACKING"] = "true"
@@ -51,8 +64,11 @@ require("crewai")
 import crewai.utilities.agent_utils as crewai_agent_utils  # noqa: E402
 from crewai import LLM, Agent, Crew, Task  # noqa: E402
 from crewai.crews.crew_output import CrewOutput  # noqa: E402
+from crewai.hooks import unregister_before_llm_call_hook  # noqa: E402
 from crewai.tools import tool  # noqa: E402
 from crewai.tools.tool_failure import ToolExecutionFailedError  # noqa: E402
+
+from otel_repeat_guard.integrations.crewai import register_repeat_guard_hook  # noqa: E402
 
 OUTER = "outer request"
 REPEAT = "repeat_tool_guard.repeat"
@@ -212,6 +228,19 @@ def kickoff(crew: Crew) -> str:
 def kickoff_twice(crew: Crew) -> list[str]:
     """A second prompt: the same crew kicked off again (CrewAI starts a new conversation each time)."""
     return [kickoff(crew), kickoff(crew)]
+
+
+def test_the_whole_chain_agrees(instrumented: Instrumented, stored: Guarded) -> None:
+    """Issue 21, item 5: the loop through the real crew, with the reminder hook registered, into the store:
+    reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    hook = register_repeat_guard_hook(guard=stored.guard, inbox=stored.inbox)
+    try:
+        with FakeOpenAI(LOOP) as server, wired(instrumented.board, stored):
+            assert kickoff(make_crew(server)) == FINAL_ANSWER
+    finally:
+        unregister_before_llm_call_hook(hook)
+    assert_reminders_reached_model([openai_messages(body) for body in server.requests])
+    assert_whole_chain(stored, expected_whole_chain())
 
 
 # -- reading the spans -----------------------------------------------------------------------------

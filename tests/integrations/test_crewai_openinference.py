@@ -46,6 +46,7 @@ from .crewai_cases import (  # noqa: F401  (autouse fixtures)
     run_one_crew_twice,
     run_two_crews,
     spans_by_parent,
+    test_the_whole_chain_agrees,
 )
 from .fake_openai import FakeOpenAI
 from .scenario import (
@@ -59,6 +60,7 @@ from .scenario import (
     is_tool_span,
     require,
     run_lengths,
+    stored,  # noqa: F401  (a fixture)
     tool_spans_by_run,
 )
 

@@ -46,9 +46,19 @@ from .crewai_cases import (  # noqa: F401  (autouse fixtures)
     run_one_crew_twice,
     run_two_crews,
     spans_by_parent,
+    test_the_whole_chain_agrees,
 )
 from .fake_openai import FakeOpenAI
-from .scenario import FINAL_ANSWER, PARIS, SHORT_SCRIPT, Guarded, guard_events, is_tool_span, require
+from .scenario import (
+    FINAL_ANSWER,
+    PARIS,
+    SHORT_SCRIPT,
+    Guarded,
+    guard_events,
+    is_tool_span,
+    require,
+    stored,  # noqa: F401  (a fixture)
+)
 
 # CrewAI 1.15 warns about its own deprecated fields on every crew it builds.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:crewai")

@@ -38,7 +38,7 @@ from .oi_cases import (
     kind,
     runs,
 )
-from .scenario import FINAL_ANSWER, SCRIPT, SHORT_SCRIPT, Guarded, lookup_result, next_call, require, run_lengths
+from .scenario import FINAL_ANSWER, SCRIPT, SHORT_SCRIPT, Guarded, lookup_result, require, run_lengths
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
 require("llama_index.core")
@@ -81,7 +81,7 @@ class ReActFakeOpenAI(FakeOpenAI):
     """The ReActAgent's model answers in text (``Thought / Action / Action Input``, then ``Answer``), and
     the agent sends each tool result back as a user message ``Observation: …``."""
 
-    def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+    def tool_results(self, body: dict[str, Any]) -> int:
         results = 0
         for message in body.get("messages") or []:
             text = str(message.get("content"))
@@ -90,7 +90,7 @@ class ReActFakeOpenAI(FakeOpenAI):
                     results += 1
                 elif "<system-reminder>" not in text:
                     results = 0
-        return next_call(results, self.script)
+        return results
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
         completion = super().completion(body)

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,18 +23,23 @@ from .oi_cases import OUTERS, Instrumented, guarded, instrumented_fixture
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     ONE_CALL,
     PARIS,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     guard_events,
     lookup_result,
     make_guarded,
-    next_call,
     openai_messages,
     require,
+    wired,
+    with_store,
 )
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
@@ -68,26 +74,10 @@ def _first_user_text(body: dict[str, Any]) -> str:
     return next((str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"), "")
 
 
-class ReActByPrompt(ReActFakeOpenAI):
-    """test_llama_index.ReActFakeOpenAI, following ``by_prompt`` as FakeOpenAI does."""
-
-    def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
-        prompt = _first_user_text(body)
-        script = next((s for key, s in self.by_prompt.items() if key in prompt), self.script)
-        results = 0
-        for message in body.get("messages") or []:
-            text = str(message.get("content"))
-            if message.get("role") == "user":
-                if text.startswith("Observation:"):
-                    results += 1
-                elif "<system-reminder>" not in text:
-                    results = 0
-        return next_call(results, script)
-
-
-def fake(agent_kind: str) -> FakeOpenAI:
-    cls = ReActByPrompt if agent_kind == "react" else FakeOpenAI
-    return cls(REPEAT3, by_prompt={"Lyon": ONE_CALL})
+def fake(agent_kind: str, script: Any = REPEAT3) -> FakeOpenAI:
+    """The fake server following ``script``, or ONE_CALL for a prompt about Lyon."""
+    cls = ReActFakeOpenAI if agent_kind == "react" else FakeOpenAI
+    return cls(script, by_prompt={"Lyon": ONE_CALL})
 
 
 def seen(agent_kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
@@ -129,8 +119,8 @@ class Gates:
             self.pending_when_lyon_ran = self.g.inbox.pending()
 
 
-def make_agent(agent_kind: str, g: Guarded, server: FakeOpenAI, gates: Gates) -> Any:
-    llm = OpenAI(model="gpt-4o-mini", api_base=server.base_url, api_key="offline")
+def make_agent(agent_kind: str, g: Guarded, server: FakeOpenAI, gates: Gates, **llm_options: Any) -> Any:
+    llm = OpenAI(model="gpt-4o-mini", api_base=server.base_url, api_key="offline", **llm_options)
     if agent_kind == "function":
 
         class GatedFunctionAgent(RepeatGuardFunctionAgent):
@@ -164,6 +154,21 @@ def paris_run_id(g: Guarded) -> str:
     }
     (agent_id,) = ids
     return str(agent_id)
+
+
+@KINDS
+def test_the_whole_chain_agrees(instrumented: Instrumented, agent_kind: str, tmp_path: Path) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    with fake(agent_kind, LOOP) as server, with_store(tmp_path) as gs, wired(instrumented.board, gs):
+        usage = {"stream_options": {"include_usage": True}}  # the agents stream; OpenAI reports usage when asked
+        agent = make_agent(agent_kind, gs, server, Gates(gs, hold=False), additional_kwargs=usage)
+
+        async def one() -> Any:
+            return await agent.run("Weather in Paris?")
+
+        assert str(asyncio.run(one())).strip() == FINAL_ANSWER
+    assert_reminders_reached_model(requests_about(server, agent_kind, "Paris"))
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 @KINDS

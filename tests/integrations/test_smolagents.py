@@ -92,7 +92,7 @@ class SmolFakeOpenAI(FakeOpenAI):
     last ``New task:`` (smolagents merges consecutive user messages, so counts texts, not messages), and
     ends with a ``final_answer`` call."""
 
-    def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+    def tool_results(self, body: dict[str, Any]) -> int:
         results = 0
         for message in body.get("messages") or []:
             if message.get("role") != "user":
@@ -101,7 +101,10 @@ class SmolFakeOpenAI(FakeOpenAI):
             if "New task:" in text:
                 results, text = 0, text[text.rindex("New task:") :]
             results += text.count("Observation:\n") + text.count("\nNow let's retry")
-        return next_call(results, self.script) or ("final_answer", {"answer": FINAL_ANSWER})
+        return results
+
+    def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+        return next_call(self.tool_results(body), self.script) or ("final_answer", {"answer": FINAL_ANSWER})
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,17 +27,23 @@ from .oi_cases import OUTERS, Instrumented, guarded, instrumented_fixture
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     ONE_CALL,
     PARIS,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     guard_events,
     lookup_result,
     make_guarded,
     next_call,
     require,
+    wired,
+    with_store,
 )
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
@@ -61,19 +68,14 @@ def g(instrumented: Instrumented) -> Iterator[Guarded]:
 
 
 class ByPrompt(SmolFakeOpenAI):
-    """test_smolagents.SmolFakeOpenAI following REPEAT3, or ONE_CALL for a task about Lyon."""
+    """test_smolagents.SmolFakeOpenAI following ``script`` (REPEAT3 unless given), or ONE_CALL for a task about Lyon."""
+
+    def __init__(self, script: Any = REPEAT3) -> None:
+        super().__init__(script)
 
     def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
-        results = 0
-        for message in body.get("messages") or []:
-            if message.get("role") != "user":
-                continue
-            text = _text(message)
-            if "New task:" in text:
-                results, text = 0, text[text.rindex("New task:") :]
-            results += text.count(OBSERVATION) + text.count("\nNow let's retry")
-        script = ONE_CALL if "Lyon" in str(body.get("messages")) else REPEAT3
-        return next_call(results, script) or ("final_answer", {"answer": FINAL_ANSWER})
+        script = ONE_CALL if "Lyon" in str(body.get("messages")) else self.script
+        return next_call(self.tool_results(body), script) or ("final_answer", {"answer": FINAL_ANSWER})
 
 
 @pytest.fixture
@@ -135,6 +137,16 @@ def run_id(g: Guarded, city: str) -> str:
 def wire(server: ByPrompt, city: str) -> list[str]:
     """Each HTTP request of the run about ``city``, as its JSON text."""
     return [json.dumps(body) for body in server.requests if city in json.dumps(body.get("messages"))]
+
+
+def test_the_whole_chain_agrees(instrumented: Instrumented, tmp_path: Path) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    requests: Requests = []
+    with ByPrompt(LOOP) as server, with_store(tmp_path) as gs, wired(instrumented.board, gs):
+        model = RepeatGuardModel(RecordingModel(server, gs, requests, []), guard=gs.guard, inbox=gs.inbox)
+        assert make_agent(model).run("Weather in Paris?") == FINAL_ANSWER
+    assert_reminders_reached_model(requests)
+    assert_whole_chain(gs, expected_whole_chain(final_answer_tool=True))
 
 
 def test_the_next_request_carries_the_reminder_once(g: Guarded, server: ByPrompt) -> None:
