@@ -30,6 +30,7 @@ from .scenario import (
     require,
     run_lengths,
     tool_spans_by_trace,
+    usage_after,
 )
 
 require("google.adk")
@@ -55,13 +56,21 @@ class ScriptedLlm(BaseLlm):
                 elif part.function_response:
                     results += 1
         await asyncio.sleep(0)  # let concurrent runs interleave
+        tokens = usage_after(results)
+        usage = types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=tokens["input"],
+            candidates_token_count=tokens["output"],
+            total_token_count=tokens["input"] + tokens["output"],
+        )
         call = next_call(results, self.script)
         if call is None:
-            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=FINAL_ANSWER)]))
+            answer = types.Content(role="model", parts=[types.Part(text=FINAL_ANSWER)])
+            yield LlmResponse(content=answer, usage_metadata=usage, finish_reason=types.FinishReason.STOP)
             return
         name, arguments = call
         part = types.Part(function_call=types.FunctionCall(name=name, args=dict(arguments), id=f"adk-{results}"))
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+        content = types.Content(role="model", parts=[part])
+        yield LlmResponse(content=content, usage_metadata=usage, finish_reason=types.FinishReason.STOP)  # as Gemini
 
 
 def lookup(city: str, units: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +16,22 @@ from pydantic import Field
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     LYON,
     ONE_CALL,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     require,
     tool_spans_by_trace,
+    wired,
+    with_store,
 )
 
 require("google.adk")
@@ -68,15 +75,17 @@ def _tool_results(llm_request: LlmRequest) -> int:
 
 
 class RecordingLlm(ScriptedLlm):
-    """test_google_adk.ScriptedLlm following REPEAT3 (ONE_CALL when prompted about Lyon), recording each request."""
+    """test_google_adk.ScriptedLlm following ``fixed``, else REPEAT3 (ONE_CALL when prompted about Lyon),
+    recording each request."""
 
     requests: dict[str, Requests] = Field(default_factory=dict)
+    fixed: Any = None
 
     async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False) -> Any:
         seen = _seen(llm_request.contents)
         prompt = _prompt(seen)
         self.requests.setdefault(prompt, []).append(seen)
-        scripted = ScriptedLlm(model="scripted", script=ONE_CALL if prompt == "Lyon" else REPEAT3)
+        scripted = ScriptedLlm(model="scripted", script=self.fixed or (ONE_CALL if prompt == "Lyon" else REPEAT3))
         async for response in scripted.generate_content_async(llm_request, stream):
             yield response
 
@@ -113,14 +122,36 @@ def global_provider() -> None:
     trace.set_tracer_provider(provider)
 
 
-@pytest.fixture(params=["2", "1"], ids=["schema2-span-only", "legacy-schema1"])
-def g(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+SCHEMAS: Any = {"params": ["2", "1"], "ids": ["schema2-span-only", "legacy-schema1"]}
+
+
+def on_board(schema: str, monkeypatch: pytest.MonkeyPatch, guarded: Guarded) -> Iterator[Guarded]:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
-    monkeypatch.setenv("ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN", request.param)
-    guarded = make_guarded()
-    BOARD.targets = guarded.processors
-    yield guarded
-    BOARD.targets = []
+    monkeypatch.setenv("ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN", schema)
+    with wired(BOARD, guarded):
+        yield guarded
+
+
+@pytest.fixture(**SCHEMAS)
+def g(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    yield from on_board(request.param, monkeypatch, make_guarded())
+
+
+@pytest.fixture(**SCHEMAS)
+def gs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g``, with the store."""
+    with with_store(tmp_path) as guarded:
+        yield from on_board(request.param, monkeypatch, guarded)
+
+
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    llm = RecordingLlm(model="scripted", fixed=LOOP)
+    callback = repeat_guard_before_model_callback(guard=gs.guard, inbox=gs.inbox)
+    text, _ = asyncio.run(_run(make_agent(llm, callback), "Weather in Paris?"))
+    assert text == FINAL_ANSWER
+    assert_reminders_reached_model(llm.requests["Paris"])
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 def test_the_next_request_carries_the_reminder_once_for_this_call_only(g: Guarded) -> None:
