@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,16 +24,22 @@ from opentelemetry.sdk.trace import TracerProvider
 from .fake_openai import FakeOpenAI
 from .scenario import (
     FINAL_ANSWER,
+    LOOP,
     ONE_CALL,
     REPEAT3,
     Guarded,
     Switchboard,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     openai_messages,
     require,
+    wired,
+    with_store,
 )
 
 os.environ["AGNO_TELEMETRY"] = "false"  # no usage upload: nothing may leave 127.0.0.1
@@ -97,6 +104,14 @@ def assert_overlapped(server: FakeOpenAI) -> None:
     order = ["Lyon" if "Weather in Lyon?" in str(body["messages"]) else "Paris" for body in server.requests]
     for one, other in (("Paris", "Lyon"), ("Lyon", "Paris")):
         assert order.index(one) < len(order) - 1 - order[::-1].index(other), order
+
+
+def test_the_whole_chain_agrees(board: Switchboard, tmp_path: Path) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    with FakeOpenAI(LOOP) as server, with_store(tmp_path) as gs, wired(board, gs):
+        assert make_agent(gs, server).run("Weather in Paris?").content == FINAL_ANSWER
+    assert_reminders_reached_model(conversation(server, "Paris"))
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 def test_one_run_gets_the_gentle_reminder_in_its_fourth_request(g: Guarded, server: FakeOpenAI) -> None:
