@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,15 +21,20 @@ from .fake_openai import FakeOpenAI
 from .msft_cases import INSTRUMENTATIONS, guarded_board, instrumented
 from .scenario import (
     FINAL_ANSWER,
+    LOOP,
     ONE_CALL,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     guard_events,
     make_guarded,
     openai_messages,
     require,
+    with_store,
 )
 
 require("autogen_agentchat")
@@ -45,14 +51,14 @@ from .test_autogen import CLIENTS, MODEL, final_text, lookup, run  # noqa: E402
 PARIS_TASK, LYON_TASK = "Weather in Paris?", "Weather in Lyon?"
 
 
-def make_agent(g: Guarded, server: FakeOpenAI, inner: Any = None) -> AssistantAgent:
+def make_agent(g: Guarded, server: FakeOpenAI, inner: Any = None, calls: int = len(REPEAT3)) -> AssistantAgent:
     client = OpenAIChatCompletionClient(model=MODEL, base_url=server.base_url, api_key="offline")
     CLIENTS.append(client)
     return AssistantAgent(
         "weather_agent",
         model_client=client,
         tools=[lookup],
-        max_tool_iterations=len(REPEAT3) + 2,
+        max_tool_iterations=calls + 2,
         model_context=RepeatGuardModelContext(inner, guard=g.guard, inbox=g.inbox),
     )
 
@@ -61,6 +67,21 @@ def make_agent(g: Guarded, server: FakeOpenAI, inner: Any = None) -> AssistantAg
 def g(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
     with guarded_board(make_guarded()) as guarded, instrumented(request.param, monkeypatch):
         yield guarded
+
+
+@pytest.fixture(params=INSTRUMENTATIONS)
+def gs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g``, with the store."""
+    with with_store(tmp_path) as stored, guarded_board(stored) as guarded, instrumented(request.param, monkeypatch):
+        yield guarded
+
+
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    with FakeOpenAI(LOOP) as server:
+        assert final_text(run(make_agent(gs, server, calls=len(LOOP)).run(task=PARIS_TASK))) == FINAL_ANSWER
+    assert_reminders_reached_model(by_task(server)[PARIS_TASK])
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.fixture
