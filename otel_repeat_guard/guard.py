@@ -396,14 +396,17 @@ class Guard:
         late = started_run is None
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
+        keep = may_request(attributes, events)
+        idle = not keep and not (late and self.steps.steps)  # a text answer, nothing pending: nothing to do
+        if idle and not self.facts:
+            return None  # not even its run to resolve: nothing records it
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
         decision = Decision([], [], model_facts(run, attributes) if self.facts else None)
         started = span.start_time or 0
-        keep = may_request(attributes, events)
-        if not keep and not (late and self.steps.steps):
-            return decision  # a text answer, nothing pending: nothing to keep, nothing to count
+        if idle:
+            return decision
         if self.steps.latest_end(run.key) >= started:
             return decision  # the run's last step came from a model call inside this one
         if late and self.steps.steps:
