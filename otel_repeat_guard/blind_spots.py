@@ -25,7 +25,7 @@ class CallAudit(NamedTuple):
     arguments_from: str
     """``tool_span``, ``model_request`` (joined by call id), ``model_request_only`` (no tool span), or ``none``."""
     run_from: str
-    """``agent_id``, ``agent_span``, ``enclosing_span``, ``local_root``, or ``none``."""
+    """``agent_id``, ``agent_id_run``, ``agent_span``, ``enclosing_span``, ``local_root``, or ``none``."""
     reason: str | None
     """Why it could not be compared (``no_arguments``, ``no_agent``), or None."""
 

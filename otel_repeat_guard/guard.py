@@ -24,9 +24,10 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id
 
+from otel_repeat_guard.agents import AgentChains
 from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
-from otel_repeat_guard.chains import ChainStore, ChainTracker
+from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
 from otel_repeat_guard.conventions.genai import (
@@ -39,14 +40,22 @@ from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
 from otel_repeat_guard.facts import ISSUER, WASTED
 from otel_repeat_guard.fastpath import GENERAL, PlainToolSpans
-from otel_repeat_guard.guard_parts import detectors_for, merge, model_facts, outcome_and_key, positive_int, scope_of
+from otel_repeat_guard.guard_parts import (
+    chain_store,
+    checked_options,
+    detectors_for,
+    merge,
+    model_facts,
+    outcome_and_key,
+    run_of_agent,
+    scope_of,
+)
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
-from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver
+from otel_repeat_guard.runs import AGENT_ID_RUN, BAGGAGE, Run, RunResolver
 from otel_repeat_guard.span_events import EventSpec, ending_of
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -71,15 +80,7 @@ class Guard:
         fast_path: bool = True,
         record_facts: bool = False,
     ) -> None:
-        if not isinstance(config, GuardConfig):
-            raise ValueError(f"config must be a GuardConfig, got {config!r}")
-        for option, value in (("redact", redact), ("audit", audit)):
-            if value is not None and not callable(value):
-                raise ValueError(f"{option} must be callable or None, got {value!r}")
-        max_agents, max_live_spans = (
-            positive_int("max_agents", max_agents),
-            positive_int("max_live_spans", max_live_spans),
-        )
+        max_agents, max_live_spans = checked_options(config, redact, audit, max_agents, max_live_spans)
         self.config = config
         self.facts = record_facts  # facts on spans, and an event per call counted from a request
         self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
@@ -96,23 +97,7 @@ class Guard:
         self._detecting = detectors is not None
         self._detecting_outcomes = bool(config.no_progress_thresholds)
         self._collapse_parallel = config.collapse_parallel
-        self.chains: ChainStore
-        if config.shared_store:  # the same interface, its state in Redis (this process's: the fallback)
-            self.chains = RedisChainStore.from_config(
-                config,
-                max_agents,
-                self.metrics.run_ended,
-                detectors=detectors,
-                on_reminder_outcome=self.metrics.reminder_outcome,
-                meter_provider=meter_provider,
-            )
-        else:
-            self.chains = ChainTracker(
-                max_agents,
-                self.metrics.run_ended,
-                detectors=detectors,
-                on_reminder_outcome=self.metrics.reminder_outcome,
-            )
+        self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
         self.runs = RunResolver(
             self._conventions,
             max_live_spans,
@@ -120,6 +105,7 @@ class Guard:
             is_model_call=lambda name, attributes: bool(self.route(name, attributes) & self.model_bits),
         )
         self.steps = PendingSteps(max_agents)
+        self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
         # A GenAI tool span is read in place (see fastpath.py) when GenAI is the first convention asked
@@ -136,9 +122,9 @@ class Guard:
     # -- the harness's questions ---------------------------------------------------------
 
     def harness(self, what: str, agent_id: str) -> None:
-        """``reset`` or ``forget`` a chain key, or a ``gen_ai.agent.id`` with the keys of its open runs. Never raises."""
+        """``reset`` or ``forget`` a chain key, or a ``gen_ai.agent.id`` with the keys of its runs. Never raises."""
         try:
-            for key in (agent_id, *self.runs.runs_of_agent(agent_id)):
+            for key in self._keys_of(agent_id):
                 if what == "reset":
                     self.chains.reset(key)
                 else:
@@ -146,6 +132,13 @@ class Guard:
                     self.steps.forget(key)
         except Exception:
             logger.exception("repeat guard failed in %s(%r)", what, agent_id)
+
+    def run_length(self, agent_id: str) -> int:
+        """The consecutive count of a chain key, or the longest of a ``gen_ai.agent.id``'s runs (see agents.py)."""
+        return max(self.chains.run_length(key) for key in self._keys_of(agent_id))
+
+    def _keys_of(self, agent_id: str) -> tuple[str, ...]:
+        return (*self.agents.keys(agent_id), *self.runs.runs_of_agent(agent_id))
 
     def current_run(self, current: Any) -> str | None:
         """The chain key of the run of the open span ``current``, as for a tool span started under it. Never raises."""
@@ -170,8 +163,11 @@ class Guard:
         """A span started with attributes: an agent run resets its agent's chain; a model call marks its run
         and counts what the run's last step requested without tool spans (its events go on this span)."""
         agent_id = self.runs.agent_id_at_start(name, attributes)
-        if agent_id is not None:
-            self.chains.reset(agent_id)  # each agent run is a new prompt for a harness keyed by that id
+        if agent_id is not None:  # each agent run is a new prompt for a harness keyed by that id
+            self.chains.reset(agent_id)
+            over = self.agents.started(agent_id)
+            if over is not None:
+                self._over(over)
         if not self.route(name, attributes) & self.model_bits:
             return None
         parent = span.parent
@@ -258,11 +254,10 @@ class Guard:
         stands for a run (one lookup), else what the resolver finds among its ancestors."""
         parent = span.parent
         if agent_id:
-            if agent_name is None:  # named as the run span of the same agent above it names it
-                enclosing = self._run_of(span, None, None) if parent is not None else None
-                if enclosing is not None and enclosing.agent_id == agent_id:
-                    agent_name = enclosing.name
-            return Run(agent_id, agent_name or agent_id, how="agent_id")
+            run = run_of_agent(self._run_of(span, None, None) if parent is not None else None, agent_id, agent_name)
+            if run.how == AGENT_ID_RUN:
+                self.agents.named(run)  # its chain outlives its span, as the id's would (agents.py)
+            return run
         run = self.runs.owned.get(parent.span_id) if parent is not None else None
         return run if run is not None else self.runs.resolve(parent)
 
@@ -470,8 +465,13 @@ class Guard:
             self.metrics.wasted_tokens(tool, *token_usage(step.attributes))
 
     def _run_over(self, run: Run) -> None:
-        self.chains.forget(run.key)
-        self.steps.forget(run.key)
+        over = self.agents.ended(run)
+        if over is not None:
+            self._over(over)
+
+    def _over(self, key: str) -> None:
+        self.chains.forget(key)
+        self.steps.forget(key)
 
     # -- reporting -----------------------------------------------------------------------
 

@@ -7,18 +7,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import xxhash
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from otel_repeat_guard.canonical import canonical_or_none
+from otel_repeat_guard.chains import ChainStore, ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, EventLike, failed
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetector
-from otel_repeat_guard.facts import run_facts
+from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import Decision
-from otel_repeat_guard.runs import Run
+from otel_repeat_guard.redis_store import RedisChainStore
+from otel_repeat_guard.runs import AGENT_ID_RUN, Run
 
 
 def positive_int(name: str, value: object) -> int:
@@ -28,12 +31,34 @@ def positive_int(name: str, value: object) -> int:
     return value
 
 
+def checked_options(
+    config: object, redact: object, audit: object, max_agents: object, max_live_spans: object
+) -> tuple[int, int]:
+    """The guard's options checked (ValueError naming the one that is wrong): its two bounds, as integers."""
+    if not isinstance(config, GuardConfig):
+        raise ValueError(f"config must be a GuardConfig, got {config!r}")
+    for option, value in (("redact", redact), ("audit", audit)):
+        if value is not None and not callable(value):
+            raise ValueError(f"{option} must be callable or None, got {value!r}")
+    return positive_int("max_agents", max_agents), positive_int("max_live_spans", max_live_spans)
+
+
+def run_of_agent(enclosing: Run | None, agent_id: str, agent_name: str | None) -> Run:
+    """The run of a span that names its agent (``gen_ai.agent.id``, the stable identity of an agent): the
+    run of that agent that encloses it, so concurrent runs of one agent never share a chain; else, for a
+    harness that tags bare spans with its agent's id, the id itself."""
+    if enclosing is not None and enclosing.agent_id == agent_id:
+        return enclosing._replace(how=AGENT_ID_RUN)
+    return Run(agent_id, agent_name or agent_id, how="agent_id")
+
+
 def model_facts(run: Run, attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """A model span's run, as its tool spans are keyed: by its own ``gen_ai.agent.id`` when it has one."""
+    """A model span's run (``run``, resolved through its ancestors), as its tool spans are keyed: by its own
+    ``gen_ai.agent.id`` when it has one and no run of that agent encloses it."""
     agent_id = attributes.get(AGENT_ID)
     if agent_id.__class__ is str and agent_id:
         name = attributes.get(AGENT_NAME)
-        return run_facts(agent_id, name if name.__class__ is str and name else agent_id)
+        return run_of_agent(run, agent_id, name if name.__class__ is str and name else None).facts
     return run.facts
 
 
@@ -67,6 +92,28 @@ def detectors_for(config: GuardConfig) -> Callable[[], tuple[Detector, ...]] | N
         return tuple(made)
 
     return make
+
+
+def chain_store(
+    config: GuardConfig,
+    max_agents: int,
+    metrics: GuardMetrics,
+    detectors: Callable[[], tuple[Detector, ...]] | None,
+    meter_provider: MeterProvider | None,
+) -> ChainStore:
+    """The runs' chains: in this process, or with ``shared_store`` in Redis (this process's the fallback)."""
+    if config.shared_store:
+        return RedisChainStore.from_config(
+            config,
+            max_agents,
+            metrics.run_ended,
+            detectors=detectors,
+            on_reminder_outcome=metrics.reminder_outcome,
+            meter_provider=meter_provider,
+        )
+    return ChainTracker(
+        max_agents, metrics.run_ended, detectors=detectors, on_reminder_outcome=metrics.reminder_outcome
+    )
 
 
 def outcome_and_key(

@@ -93,7 +93,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def run_length(self, agent_id: str) -> int:
         """The agent's current consecutive count, 0 if none."""
-        return self._chains.run_length(agent_id)
+        return self._guard.run_length(agent_id)
 
     def current_agent_id(self, context: Context | None = None) -> str | None:
         """The chain key of the agent run that the current span (of ``context``) belongs to, resolved exactly

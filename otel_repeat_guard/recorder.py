@@ -88,7 +88,7 @@ class Recorder:
         took ``duration_ns`` (0: it had no tool span to time)."""
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": length,
-            "repeat_tool_guard.agent_id": run.key,
+            "repeat_tool_guard.agent_id": run.address,
             "gen_ai.tool.name": tool,
             "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
             "repeat_tool_guard.error": error,
@@ -190,7 +190,7 @@ class Recorder:
         events.append((REMINDER_EVENT, reminder_event))
         self._metrics.reminder(tool, tier, threshold, kind)
         reminder = Reminder(
-            agent_id=run.key,
+            agent_id=run.address,
             agent_name=run.name,
             tool_name=tool,
             run_length=run_length,

@@ -40,6 +40,8 @@ from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import attributes_of
 
 _MAX_ANCESTRY = 64
+AGENT_ID_RUN = "agent_id_run"
+"""``Run.how`` of a call naming its agent's id, counted in the enclosing run of that agent (agents.py)."""
 BAGGAGE = "baggage"
 """``Run.how`` of a run named by a remote parent's baggage."""
 _OUTRANK_ENCLOSING = ("agent_span", BAGGAGE)
@@ -58,8 +60,15 @@ class Run(NamedTuple):
     agent_id: str | None = None
     """The ``gen_ai.agent.id`` the run span carried, if any."""
     how: str = "agent_span"
-    """How it was resolved: ``agent_id`` (on the tool span), ``agent_span``, ``enclosing_span``, ``local_root``,
-    or ``baggage`` (named by the baggage of a remote parent)."""
+    """How it was resolved: ``agent_id`` (on the tool span), ``agent_id_run`` (on the tool span, counted in the
+    enclosing run of that agent), ``agent_span``, ``enclosing_span``, ``local_root``, or ``baggage`` (named by the
+    baggage of a remote parent)."""
+
+    @property
+    def address(self) -> str:
+        """Whom its events and reminders name (``Reminder.agent_id``): the chain key, or the agent id that a
+        call counted in its agent's run named, as the harness that tagged it asks."""
+        return self.agent_id if self.how == AGENT_ID_RUN and self.agent_id is not None else self.key
 
     @property
     def facts(self) -> dict[str, Any]:

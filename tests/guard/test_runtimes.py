@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import Span
@@ -217,8 +218,6 @@ def test_concurrent_runs_of_one_agent_object_have_their_own_chains() -> None:
     tracer = h.tracer
     a = tracer.start_span("invoke_agent helper", attributes=attributes)
     b = tracer.start_span("invoke_agent helper", attributes=attributes)
-    from opentelemetry import trace
-
     for _ in range(3):
         for run in (a, b):
             with trace.use_span(run, end_on_exit=False):
@@ -234,9 +233,39 @@ def test_concurrent_runs_of_one_agent_object_have_their_own_chains() -> None:
     b.end()
 
 
-def test_an_explicit_agent_id_on_the_tool_span_is_still_the_whole_key() -> None:
+def test_an_explicit_agent_id_under_its_agents_run_is_counted_in_that_run() -> None:
     h = make_harness()
-    with _span(h, "invoke_agent a", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}):
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}
+    with _span(h, "invoke_agent a", **agent) as run:
+        for _ in range(3):
+            h.call("lookup", PARIS, agent_id="coder")
+        assert h.guard.current_agent_id() == f"coder#{run.get_span_context().span_id:016x}"
+    assert [r.agent_id for r in h.reminders] == ["coder"]  # addressed as the harness tagged the calls
+    assert h.guard.run_length("coder") == 3  # the id's questions reach the run, which outlives its span
+
+
+def test_concurrent_runs_of_one_agent_id_never_share_a_chain() -> None:
+    """``gen_ai.agent.id`` names an agent, not a run: two open runs of it, their calls tagged with it."""
+    h = make_harness()
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}
+    a = h.tracer.start_span("invoke_agent a", attributes=agent)
+    b = h.tracer.start_span("invoke_agent a", attributes=agent)
+    for _ in range(2):
+        for run in (a, b):
+            with trace.use_span(run, end_on_exit=False):
+                h.call("lookup", PARIS, agent_id="coder")
+    assert h.run_lengths() == [1, 1, 2, 2]
+    h.guard.reset("coder")  # the id resets every open run of the agent
+    with trace.use_span(b, end_on_exit=False):
+        h.call("lookup", PARIS, agent_id="coder")
+    assert h.run_lengths()[-1] == 1
+    a.end()
+    b.end()
+
+
+def test_an_explicit_agent_id_with_no_run_of_that_agent_around_it_is_the_whole_key() -> None:
+    h = make_harness()
+    with _span(h, "invoke_agent a", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "planner"}):
         for _ in range(3):
             h.call("lookup", PARIS, agent_id="coder")
     assert [r.agent_id for r in h.reminders] == ["coder"]

@@ -1,0 +1,52 @@
+"""The chains of an agent named by ``gen_ai.agent.id``.
+
+The id names an agent, not a run (the GenAI conventions: its stable identity). A call that names it
+is counted in the run of that agent that encloses it, so two concurrent runs of one agent never share
+a chain; a call with no such run around it (a harness that tags bare tool spans with its agent's id)
+is counted under the id itself.
+
+A harness that tags its calls with the id asks by that id too (``run_length``, ``reset``, ``forget``).
+So the run whose calls named the id **outlives its span**: its chain stays until the agent's next run
+starts, as a chain keyed by the id always did, and the id's questions reach it and the agent's open runs.
+A run whose calls never named the id ends with its span.
+"""
+
+from __future__ import annotations
+
+from otel_repeat_guard.rules import put_bounded
+from otel_repeat_guard.runs import Run
+
+
+class AgentChains:
+    """Which run keys an agent id's questions reach, and when a run whose calls named the id is over."""
+
+    __slots__ = ("_lasting", "_max_runs", "_named")
+
+    def __init__(self, max_runs: int) -> None:
+        self._max_runs = max_runs
+        self._named: dict[str, str] = {}  # open run key -> the agent id its calls named
+        self._lasting: dict[str, str] = {}  # agent id -> the key of its last ended run, kept until its next run
+
+    def named(self, run: Run) -> None:
+        """A call naming its agent's id was counted in ``run``, that agent's run."""
+        if run.agent_id is not None and run.key not in self._named:
+            put_bounded(self._named, run.key, run.agent_id, self._max_runs)
+
+    def ended(self, run: Run) -> str | None:
+        """``run``'s span ended: the key whose state is over now (the run's own, or for a run whose calls
+        named the id, the agent's previous ended run, if any)."""
+        agent_id = self._named.pop(run.key, None) if self._named else None
+        if agent_id is None:
+            return run.key
+        previous = self._lasting.pop(agent_id, None)
+        put_bounded(self._lasting, agent_id, run.key, self._max_runs)
+        return previous
+
+    def started(self, agent_id: str) -> str | None:
+        """A run of ``agent_id`` starts (a new prompt): the key of its last ended run, over now."""
+        return self._lasting.pop(agent_id, None) if self._lasting else None
+
+    def keys(self, agent_id: str) -> tuple[str, ...]:
+        """The chain keys the id's questions reach besides its open runs: the id's own, and its last ended run's."""
+        lasting = self._lasting.get(agent_id) if self._lasting else None
+        return (agent_id,) if lasting is None else (agent_id, lasting)
