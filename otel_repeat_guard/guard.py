@@ -254,10 +254,10 @@ class Guard:
         stands for a run (one lookup), else what the resolver finds among its ancestors."""
         parent = span.parent
         if agent_id:
-            run = run_of_agent(self._run_of(span, None, None) if parent is not None else None, agent_id, agent_name)
-            if run.how == AGENT_ID_RUN:
-                self.agents.named(run)  # its chain outlives its span, as the id's would (agents.py)
-            return run
+            of_agent = run_of_agent(self._run_of(span, None, None) if parent else None, agent_id, agent_name)
+            if of_agent.how == AGENT_ID_RUN:
+                self.agents.named(of_agent)  # its chain outlives its span, as the id's would (agents.py)
+            return of_agent
         run = self.runs.owned.get(parent.span_id) if parent is not None else None
         return run if run is not None else self.runs.resolve(parent)
 
