@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .fake_openai import FakeOpenAI
+from .fake_openai import FakeOpenAI, responses_messages
 from .scenario import (
     FINAL_ANSWER,
     LOOP,
@@ -40,6 +40,7 @@ from agents import (  # noqa: E402
     Agent,
     ModelResponse,
     OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
     RunConfig,
     Runner,
     Usage,
@@ -157,6 +158,24 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
         result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
     assert result.final_output == FINAL_ANSWER
     assert_reminders_reached_model([openai_messages(body) for body in server.requests])
+    assert_whole_chain(gs, expected_whole_chain())
+
+
+def test_the_whole_chain_agrees_over_the_responses_api(gs: Guarded) -> None:
+    """Issue 21, item 5, with the SDK's Responses model (its default) on the real client against the fake
+    server's ``/responses``: the same figures, the usage reported as input_tokens/output_tokens."""
+    with FakeOpenAI(LOOP) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="offline")
+        model = OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client)
+        result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
+    assert result.final_output == FINAL_ANSWER
+    assert len(server.requests) == len(LOOP) + 1 and all("input" in body for body in server.requests)
+    assert_reminders_reached_model([responses_messages(body) for body in server.requests])
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
     assert_whole_chain(gs, expected_whole_chain())
 
 
