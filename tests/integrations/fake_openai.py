@@ -6,8 +6,11 @@ instrumentation run unchanged. It serves ``POST /v1/chat/completions``, streamed
 not: a request whose conversation holds ``i`` tool results since the last real user prompt
 gets ``script[i]`` as one ``tool_calls`` entry, or the final answer once the script is done
 (see :func:`scenario.next_call`), reporting the usage of :func:`scenario.usage_after` (model call k of
-a run: 1000·k input and 10+k output tokens). Each request body is kept, in arrival order, for tests that
-check what reached the model.
+a run: 1000·k input and 10+k output tokens). It serves ``POST /v1/responses`` (the Responses API, not
+streamed) the same way: the conversation is the request's ``input`` items, each tool result a
+``function_call_output``, the scripted call one ``function_call`` output item, and the usage the same
+figures as ``input_tokens``/``output_tokens``. Each request body is kept, in arrival order, for tests
+that check what reached the model.
 
 Use::
 
@@ -44,6 +47,41 @@ def tool_results_since_prompt(messages: Sequence[dict[str, Any]]) -> int:
     return results
 
 
+def input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request's conversation as chat-shaped messages: chat completions' ``messages`` as they are, a
+    Responses request's ``input`` items with each ``function_call_output`` as a ``tool`` message and each
+    ``function_call`` as an assistant one (an ``input`` string is one user message)."""
+    if "messages" in body or "input" not in body:
+        return list(body.get("messages") or [])
+    items = body["input"]
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    out: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
+        elif kind == "function_call":
+            out.append({"role": "assistant", "content": None, "function_call": item})
+        else:  # a message item, typed or not; its content a string or a list of parts
+            out.append({"role": item.get("role", ""), "content": item.get("content")})
+    return out
+
+
+def responses_messages(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """A Responses request body as (role, text) pairs, for ``assert_reminders_reached_model``: text parts
+    joined, a tool result as its output, a function call as its JSON."""
+    out: list[tuple[str, str]] = []
+    for message in input_messages(body):
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        if "function_call" in message:
+            content = json.dumps(message["function_call"])
+        out.append((message.get("role", ""), str(content or "")))
+    return out
+
+
 class FakeOpenAI:
     """The server; ``script_for(body)`` may be replaced to script requests another way."""
 
@@ -76,11 +114,11 @@ class FakeOpenAI:
 
     def tool_results(self, body: dict[str, Any]) -> int:
         """How many tool results the conversation of ``body`` holds since its prompt (the script's position)."""
-        return tool_results_since_prompt(body.get("messages") or [])
+        return tool_results_since_prompt(input_messages(body))
 
     def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
         """The tool call to answer ``body`` with, or None for the final answer."""
-        messages = body.get("messages") or []
+        messages = input_messages(body)
         prompt = next((json.dumps(m.get("content")) for m in messages if m.get("role") == "user"), "")
         script = next((s for key, s in self.by_prompt.items() if key in prompt), self.script)
         return next_call(self.tool_results(body), script)
@@ -89,7 +127,7 @@ class FakeOpenAI:
         """The requests of each conversation (keyed by its first user message), in arrival order."""
         by_prompt: dict[str, list[dict[str, Any]]] = {}
         for body in self.requests:
-            messages = body.get("messages") or []
+            messages = input_messages(body)
             prompt = next((json.dumps(m.get("content")) for m in messages if m.get("role") == "user"), "")
             by_prompt.setdefault(prompt, []).append(body)
         return list(by_prompt.values())
@@ -117,6 +155,53 @@ class FakeOpenAI:
             "model": body.get("model") or MODEL,
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": self.usage(body),
+        }
+
+    def response(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The Responses API's answer to ``body``: the scripted call as one ``function_call`` item, or the answer."""
+        call = self.script_for(body)
+        if call is None:
+            text = {"type": "output_text", "text": FINAL_ANSWER, "annotations": [], "logprobs": []}
+            item: dict[str, Any] = {
+                "type": "message",
+                "id": self.next_id("msg_"),
+                "role": "assistant",
+                "status": "completed",
+                "content": [text],
+            }
+        else:
+            name, arguments = call
+            item = {
+                "type": "function_call",
+                "id": self.next_id("fc_"),
+                "call_id": self.next_id("call_"),
+                "name": name,
+                "arguments": json.dumps(arguments),
+                "status": "completed",
+            }
+        tokens = usage_after(self.tool_results(body))
+        return {
+            "id": self.next_id("resp_"),
+            "object": "response",
+            "created_at": 1_700_000_000,
+            "model": body.get("model") or MODEL,
+            "status": "completed",
+            "output": [item],
+            "parallel_tool_calls": True,
+            "tool_choice": body.get("tool_choice") or "auto",
+            "tools": body.get("tools") or [],
+            "instructions": body.get("instructions"),
+            "error": None,
+            "incomplete_details": None,
+            "metadata": {},
+            "text": {"format": {"type": "text"}},
+            "usage": {
+                "input_tokens": tokens["input"],
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": tokens["output"],
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": tokens["input"] + tokens["output"],
+            },
         }
 
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
@@ -148,6 +233,12 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests.append(body)
+                if self.path.rstrip("/").endswith("/responses"):
+                    if body.get("stream"):
+                        self._json({"error": {"message": "streamed /responses is not scripted"}}, status=400)
+                    else:
+                        self._json(server.response(body))
+                    return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._json({"error": {"message": f"no route {self.path}"}}, status=404)
                     return

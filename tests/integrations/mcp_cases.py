@@ -7,7 +7,9 @@ and the result goes back as a ``tool`` message. The loop runs in a plain span (n
 marks), so the guard finds the run as the span that encloses the model calls. Before each
 model call the loop adds the reminders due for its run, as one synthetic user message for
 that request only (what the framework adapters do), through the public API:
-``inbox.drain(guard.current_agent_id())``.
+``inbox.drain(guard.current_agent_id())``, or, with ``due=True``, ``inbox.drain(guard.model_call_due())``,
+which first counts the calls the last model call asked for that no tool span of this process answered
+(a server in a subprocess), so their reminders are due in this very request.
 
 Run as a module (``python -m tests.integrations.mcp_cases``) it serves the same tools over stdio.
 """
@@ -89,12 +91,13 @@ async def agent_loop(
     guard: RepeatGuardSpanProcessor,
     inbox: ReminderInbox,
     span_name: str = AGENT_LOOP,
+    due: bool = False,
 ) -> str:
     """Run one prompt (the last user message in ``messages``) to its final answer; ``messages`` grows."""
     with trace.get_tracer("mcp-agent-harness").start_as_current_span(span_name):
         while True:
             request = list(messages)
-            agent_id = guard.current_agent_id()
+            agent_id = guard.model_call_due() if due else guard.current_agent_id()
             reminders = inbox.drain(agent_id) if agent_id else []
             if reminders:
                 text = "\n".join(f"<system-reminder>\n{r.text}\n</system-reminder>" for r in reminders)
@@ -110,10 +113,18 @@ async def agent_loop(
 
 
 async def run_prompts(
-    connect: Connect, fake: FakeOpenAI, g: Guarded, *, runs: int = 1, prompts: int = 1, outer: bool = False
+    connect: Connect,
+    fake: FakeOpenAI,
+    g: Guarded,
+    *,
+    runs: int = 1,
+    prompts: int = 1,
+    outer: bool = False,
+    due: bool = False,
 ) -> None:
     """``runs`` concurrent conversations over one MCP session, each answering ``prompts`` prompts in turn,
-    each prompt in an agent loop of its own; with ``outer``, all of them under one span named OUTER."""
+    each prompt in an agent loop of its own; with ``outer``, all of them under one span named OUTER.
+    ``due`` goes to :func:`agent_loop`."""
     import openai
 
     model = openai.AsyncOpenAI(base_url=fake.base_url, api_key="offline")
@@ -124,7 +135,7 @@ async def run_prompts(
             messages: list[dict[str, Any]] = []
             for i in range(prompts):
                 messages.append({"role": "user", "content": "Weather in Paris?" if i == 0 else "And again?"})
-                answer = await agent_loop(session, model, tools, messages, guard=g.guard, inbox=g.inbox)
+                answer = await agent_loop(session, model, tools, messages, guard=g.guard, inbox=g.inbox, due=due)
                 assert answer == FINAL_ANSWER
 
         async def conversations() -> None:

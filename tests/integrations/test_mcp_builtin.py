@@ -33,7 +33,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from .mcp_cases import (
 )
 from .scenario import (
     EXPECTED_RUNS,
+    LOOP,
     SCRIPT,
     SHORT_SCRIPT,
     Guarded,
@@ -65,12 +66,15 @@ from .scenario import (
     assert_reminders_reached_model,
     assert_scenario_run,
     assert_separate_runs,
+    assert_whole_chain,
+    expected_whole_chain,
     guard_events,
     make_guarded,
     require,
     run_lengths,
     tool_spans_by_run,
     tool_spans_by_trace,
+    with_store,
 )
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
@@ -102,16 +106,32 @@ def capture() -> str:
     return "span_only"
 
 
-@pytest.fixture
-def g(provider: TracerProvider, capture: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
-    monkeypatch.setenv(CAPTURE, capture)  # read when instrumenting (its handler) and on every call
-    guarded = make_guarded()
+@contextmanager
+def instrumented(guarded: Guarded, provider: TracerProvider) -> Iterator[Guarded]:
+    """``guarded`` behind the switchboard, with the model client instrumented, for the block's duration."""
     BOARD.targets = guarded.processors
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
-    yield guarded
-    instrumentor.uninstrument()
-    BOARD.targets = []
+    try:
+        yield guarded
+    finally:
+        instrumentor.uninstrument()
+        BOARD.targets = []
+
+
+@pytest.fixture
+def g(provider: TracerProvider, capture: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    monkeypatch.setenv(CAPTURE, capture)  # read when instrumenting (its handler) and on every call
+    with instrumented(make_guarded(), provider) as guarded:
+        yield guarded
+
+
+@pytest.fixture
+def gs(provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g`` (content captured on spans), with the store."""
+    monkeypatch.setenv(CAPTURE, "span_only")
+    with with_store(tmp_path) as stored, instrumented(stored, provider) as guarded:
+        yield guarded
 
 
 @asynccontextmanager
@@ -157,6 +177,24 @@ def test_one_run_and_the_reminders_reach_the_model(g: Guarded, transport: str) -
     assert g.unguarded() == {}
     report = diagnosed(g)
     assert (report.blind_spots, report.exit_code) == ([], 0)
+
+
+@pytest.mark.parametrize("transport", [*TRANSPORTS, "stdio"])
+def test_the_whole_chain_agrees(gs: Guarded, transport: str) -> None:
+    """Issue 21, item 5: an agent loop calling an MCP tool nine times with the same arguments. The MCP tool
+    spans (or, over stdio, the calls counted from the model's requests) and the model calls are one run;
+    each repeat wastes the usage of the model call that asked for it."""
+    remote = transport == "stdio"  # no tool span here: the loop has the guard count the requests before each call
+    with FakeOpenAI(LOOP) as fake:
+        asyncio.run(run_prompts(connect(transport), fake, gs, due=remote))
+    assert tool_span_names(gs) == ([] if remote else ["tools/call lookup"] * len(LOOP))
+    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

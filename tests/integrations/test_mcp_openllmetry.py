@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from .mcp_cases import (
     seen,
 )
 from .scenario import (
+    LOOP,
     PARIS,
     SCRIPT,
     SHORT_SCRIPT,
@@ -54,12 +55,15 @@ from .scenario import (
     assert_reminders_reached_model,
     assert_scenario_run,
     assert_separate_runs,
+    assert_whole_chain,
+    expected_whole_chain,
     guard_events,
     make_guarded,
     require,
     run_lengths,
     tool_spans_by_run,
     tool_spans_by_trace,
+    with_store,
 )
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
@@ -95,17 +99,32 @@ def content() -> str:
     return "true"
 
 
-@pytest.fixture
-def g(provider: TracerProvider, content: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
-    monkeypatch.setenv(CAPTURE, content)  # OpenLLMetry reads it on every call
-    monkeypatch.setenv(MODEL_CAPTURE, "span_only" if content == "true" else "")  # openai-v2: when instrumenting
-    guarded = make_guarded()
+@contextmanager
+def instrumented(guarded: Guarded, provider: TracerProvider, content: str, mp: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    """``guarded`` behind the switchboard, the model client instrumented, content recorded or not, for the block."""
+    mp.setenv(CAPTURE, content)  # OpenLLMetry reads it on every call
+    mp.setenv(MODEL_CAPTURE, "span_only" if content == "true" else "")  # openai-v2: when instrumenting
     BOARD.targets = guarded.processors
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
-    yield guarded
-    instrumentor.uninstrument()
-    BOARD.targets = []
+    try:
+        yield guarded
+    finally:
+        instrumentor.uninstrument()
+        BOARD.targets = []
+
+
+@pytest.fixture
+def g(provider: TracerProvider, content: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Guarded]:
+    with instrumented(make_guarded(), provider, content, monkeypatch) as guarded:
+        yield guarded
+
+
+@pytest.fixture
+def gs(provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Guarded]:
+    """As ``g`` (content recorded), with the store."""
+    with with_store(tmp_path) as stored, instrumented(stored, provider, "true", monkeypatch) as guarded:
+        yield guarded
 
 
 @asynccontextmanager
@@ -148,6 +167,24 @@ def test_one_run_and_the_reminders_reach_the_model(g: Guarded, transport: str) -
     assert g.unguarded() == {}
     report = diagnosed(g)
     assert (report.blind_spots, report.exit_code) == ([], 0)
+
+
+@pytest.mark.parametrize("transport", ["memory", "stdio"])
+def test_the_whole_chain_agrees(gs: Guarded, transport: str) -> None:
+    """Issue 21, item 5: an agent loop calling an MCP tool nine times with the same arguments. OpenLLMetry's
+    client-side tool spans and the loop's model calls are one run; each repeat wastes the usage of the
+    model call that asked for it."""
+    with FakeOpenAI(LOOP) as fake:
+        asyncio.run(run_prompts(connect(transport), fake, gs))
+    (spans,) = tool_spans_by_trace(gs).values()
+    assert [(s.name, s.instrumentation_scope.name) for s in spans] == [("lookup.tool", MCP_SCOPE)] * len(LOOP)  # type: ignore[union-attr]
+    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .fake_openai import FakeOpenAI
+from .fake_openai import FakeOpenAI, responses_messages
 from .scenario import (
     FINAL_ANSWER,
     LOOP,
@@ -40,6 +41,7 @@ from agents import (  # noqa: E402
     Agent,
     ModelResponse,
     OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
     RunConfig,
     Runner,
     Usage,
@@ -157,6 +159,58 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
         result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
     assert result.final_output == FINAL_ANSWER
     assert_reminders_reached_model([openai_messages(body) for body in server.requests])
+    assert_whole_chain(gs, expected_whole_chain())
+
+
+def test_the_whole_chain_agrees_over_the_responses_api(gs: Guarded) -> None:
+    """Issue 21, item 5, with the SDK's Responses model (its default) on the real client against the fake
+    server's ``/responses``: the same figures, the usage reported as input_tokens/output_tokens."""
+    with FakeOpenAI(LOOP) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="offline")
+        model = OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client)
+        result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
+    assert result.final_output == FINAL_ANSWER
+    assert len(server.requests) == len(LOOP) + 1 and all("input" in body for body in server.requests)
+    assert_reminders_reached_model([responses_messages(body) for body in server.requests])
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
+    assert_whole_chain(gs, expected_whole_chain())
+
+
+def test_the_whole_chain_agrees_for_an_mcp_tool_over_the_responses_api(gs: Guarded) -> None:
+    """Issue 21, item 5, with the tool served by an MCP server in a subprocess (tests/integrations/mcp_cases.py
+    over stdio, through the SDK's MCPServerStdio): the SDK's tool spans for the MCP tool and its response
+    spans are one run, each repeat wasting the usage of the response that asked for it."""
+    from agents.mcp import MCPServerStdio, MCPServerStdioParams
+
+    root = Path(__file__).resolve().parents[2]
+    params = MCPServerStdioParams(
+        command=sys.executable,
+        args=["-m", "tests.integrations.mcp_cases"],
+        cwd=str(root),
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(root)},
+    )
+
+    async def over_mcp(server: FakeOpenAI) -> Any:
+        async with MCPServerStdio(params, cache_tools_list=True) as weather:
+            client = AsyncOpenAI(base_url=server.base_url, api_key="offline")
+            model = OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client)
+            return await run(gs, Agent(name="weather_agent", model=model, mcp_servers=[weather]))
+
+    with FakeOpenAI(LOOP) as server:
+        result = asyncio.run(over_mcp(server))
+    assert result.final_output == FINAL_ANSWER
+    (spans,) = tool_spans_by_trace(gs).values()
+    assert [s.name for s in spans] == ["lookup"] * len(LOOP)
+    assert_reminders_reached_model([responses_messages(body) for body in server.requests])
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
     assert_whole_chain(gs, expected_whole_chain())
 
 
