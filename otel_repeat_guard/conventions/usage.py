@@ -10,9 +10,16 @@ input tokens   ``gen_ai.usage.input_tokens``,           GenAI; OpenLLMetry; Open
 output tokens  ``gen_ai.usage.output_tokens``,          GenAI; OpenLLMetry; OpenInference
                ``gen_ai.usage.completion_tokens``,
                ``llm.token_count.completion``
+cache reads     ``gen_ai.usage.cache_read.input_tokens``,  GenAI; OpenLLMetry; OpenInference
+               ``gen_ai.usage.cache_read_input_tokens``,
+               ``llm.token_count.prompt_details.cache_read``
+cache writes   ``gen_ai.usage.cache_creation.input_tokens``, GenAI; OpenLLMetry; OpenInference
+               ``gen_ai.usage.cache_creation_input_tokens``,
+               ``llm.token_count.prompt_details.cache_write``
 ============== ======================================== ============================================
 
-Counts that are not non-negative integers (a string, a bool, a negative number) are unknown
+Cache reads and writes are part of the input tokens, as the GenAI conventions count them; they only
+change its price (see ``dashboard/costs.py``). Counts that are not non-negative integers (a string, a bool, a negative number) are unknown
 (None), never zero.
 """
 
@@ -23,6 +30,16 @@ from typing import Any
 
 INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
 OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion")
+CACHE_READ_KEYS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+CACHE_WRITE_KEYS = (
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.cache_creation_input_tokens",
+    "llm.token_count.prompt_details.cache_write",
+)
 
 
 def count_of(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
@@ -32,6 +49,11 @@ def count_of(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int | None
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return None
+
+
+def cache_usage(attributes: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The (cache read, cache write) input-token counts a model-call span records; None where unknown."""
+    return count_of(attributes, CACHE_READ_KEYS), count_of(attributes, CACHE_WRITE_KEYS)
 
 
 def token_usage(attributes: Mapping[str, Any]) -> tuple[int | None, int | None]:

@@ -7,7 +7,9 @@ band is priced at the rate ``calc_price`` gives a request in it, so the sums are
 
 A model the database does not know, a call without a model name, and a call whose tokens are not
 split into input and output are *unpriced*: their tokens are counted and named, never priced at $0.
-Cached-input and reasoning-token discounts are not applied (the store keeps input and output counts).
+Cache reads and cache writes, parts of the input as the GenAI conventions count it, are priced at the
+model's cache-read and cache-write rates where genai-prices has them (at its input rate where not, as
+``calc_price`` does). Reasoning tokens are output tokens and priced as such.
 """
 
 from __future__ import annotations
@@ -41,16 +43,18 @@ _PROBE_OUTPUT = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class Rates:
-    """USD per input and per output token of requests in one price band."""
+    """USD per input, per output, per cache-read and per cache-write input token of requests in one price band."""
 
     input: Decimal
     output: Decimal
+    cache_read: Decimal
+    cache_write: Decimal
 
 
-def _calc(tokens_in: int, tokens_out: int, model: str, provider: str | None) -> tuple[Decimal, Decimal]:
+def _calc(tokens_in: int, tokens_out: int, model: str, provider: str | None, **cached: int) -> tuple[Decimal, Decimal]:
     import genai_prices  # noqa: PLC0415 - the dashboard extra; imported where prices are needed
 
-    usage = genai_prices.Usage(input_tokens=tokens_in, output_tokens=tokens_out)
+    usage = genai_prices.Usage(input_tokens=tokens_in, output_tokens=tokens_out, **cached)
     price = genai_prices.calc_price(usage, model, provider_id=provider)
     return Decimal(price.input_price), Decimal(price.output_price)
 
@@ -70,9 +74,13 @@ def rates(model: str | None, provider: str | None, band: int) -> Rates | None:
         try:
             input_price, _ = _calc(tokens_in, 0, model, candidate)
             _, output_price = _calc(tokens_in, _PROBE_OUTPUT, model, candidate)
+            read_price, _ = _calc(tokens_in, 0, model, candidate, cache_read_tokens=tokens_in)
+            write_price, _ = _calc(tokens_in, 0, model, candidate, cache_write_tokens=tokens_in)
         except LookupError:
             continue
-        return Rates(input_price / tokens_in, output_price / _PROBE_OUTPUT)
+        return Rates(
+            input_price / tokens_in, output_price / _PROBE_OUTPUT, read_price / tokens_in, write_price / tokens_in
+        )
     return None
 
 
@@ -105,13 +113,16 @@ def price(frame: pd.DataFrame) -> pd.DataFrame:
     priced: list[int] = []
     unpriced: list[int] = []
     unknown: list[str | None] = []
-    for model, provider, band, tokens_in, tokens_out, total in zip(
+    none = [0] * len(frame)
+    for model, provider, band, tokens_in, tokens_out, total, cache_read, cache_write in zip(
         frame["model"],
         frame["provider"],
         frame["band"],
         frame["input_tokens"],
         frame["output_tokens"],
         frame["total_tokens"],
+        frame.get("cache_read_tokens", none),
+        frame.get("cache_write_tokens", none),
         strict=True,
     ):
         found = rates(_text(model), _text(provider), int(band))
@@ -121,7 +132,14 @@ def price(frame: pd.DataFrame) -> pd.DataFrame:
             unpriced.append(int(total))
             unknown.append(_text(model) or "(model not recorded)")
             continue
-        costs.append(found.input * int(tokens_in) + found.output * int(tokens_out))
+        read, write = int(cache_read), int(cache_write)
+        uncached = max(0, int(tokens_in) - read - write)  # cache counts above the input are priced as reported
+        costs.append(
+            found.input * uncached
+            + found.cache_read * read
+            + found.cache_write * write
+            + found.output * int(tokens_out)
+        )
         priced.append(int(tokens_in) + int(tokens_out))
         rest = int(total) - int(tokens_in) - int(tokens_out)
         unpriced.append(max(0, rest))

@@ -367,6 +367,8 @@ class SQLiteSpanExporter(SpanExporter):
                 model.total_tokens,
                 model.conversation_id,
                 model.error,
+                model.cache_read_tokens,
+                model.cache_write_tokens,
             ),
         )
         if cursor.rowcount == 0:
@@ -388,6 +390,8 @@ class SQLiteSpanExporter(SpanExporter):
                 model.output_tokens,
                 model.total_tokens,
                 None,
+                model.cache_read_tokens,
+                model.cache_write_tokens,
             )
             models.add(figures, _label(name, key), None)
         return True

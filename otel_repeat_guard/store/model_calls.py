@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from otel_repeat_guard.conventions.usage import count_of, token_usage
+from otel_repeat_guard.conventions.usage import cache_usage, count_of, token_usage
 
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
@@ -55,6 +55,8 @@ class ModelCallInfo(NamedTuple):
     total_tokens: int | None
     conversation_id: str | None
     output: str | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 def _text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -68,6 +70,7 @@ def _text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
 def read_model_call(attributes: Mapping[str, Any]) -> ModelCallInfo:
     """The model, provider, tokens, conversation and output text of a model-call span's attributes."""
     input_tokens, output_tokens = token_usage(attributes)
+    cache_read, cache_write = cache_usage(attributes)
     if input_tokens is not None and output_tokens is not None:
         total: int | None = input_tokens + output_tokens
     else:
@@ -80,4 +83,6 @@ def read_model_call(attributes: Mapping[str, Any]) -> ModelCallInfo:
         total_tokens=total,
         conversation_id=_text(attributes, CONVERSATION_KEYS),
         output=_text(attributes, OUTPUT_KEYS),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
     )

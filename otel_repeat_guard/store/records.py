@@ -160,6 +160,8 @@ class ModelCallRow(CallRow):
     conversation_id: str | None
     error: bool
     output_preview: str | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
@@ -179,7 +181,15 @@ _MODEL_TEXT_FIELDS = (
     "conversation_id",
     "output_preview",
 )
-_MODEL_INT_FIELDS = ("start_ns", "end_ns", "input_tokens", "output_tokens", "total_tokens")
+_MODEL_INT_FIELDS = (
+    "start_ns",
+    "end_ns",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
 
 
 Row = TypeVar("Row", "ToolCallRow", "ModelCallRow")
@@ -472,5 +482,7 @@ def model_call_row(
             conversation_id=info.conversation_id,
             error=span.status.status_code is StatusCode.ERROR or "error.type" in attributes,
             output_preview=preview,
+            cache_read_tokens=info.cache_read_tokens,
+            cache_write_tokens=info.cache_write_tokens,
         )
     )

@@ -46,14 +46,16 @@ WHERE bucket_ns = :bucket AND service_name = :service AND agent = :agent AND too
 _ADD_MODEL_ROLLUP = """
 INSERT INTO model_rollup (
     bucket_ns, service_name, agent, model, provider, wasted_tool,
-    calls, input_tokens, output_tokens, total_tokens, unsplit_calls
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    calls, input_tokens, output_tokens, total_tokens, unsplit_calls, cache_read_tokens, cache_write_tokens
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (bucket_ns, service_name, agent, model, provider, wasted_tool) DO UPDATE SET
     calls = calls + excluded.calls,
     input_tokens = input_tokens + excluded.input_tokens,
     output_tokens = output_tokens + excluded.output_tokens,
     total_tokens = total_tokens + excluded.total_tokens,
-    unsplit_calls = unsplit_calls + excluded.unsplit_calls
+    unsplit_calls = unsplit_calls + excluded.unsplit_calls,
+    cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens
 """
 _DROP_EMPTY_MODEL_ROLLUP = """
 DELETE FROM model_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND model = ? AND provider = ?
@@ -134,11 +136,11 @@ class _ModelRollup:
     """Token sums of some model calls, added to (or, with ``sign=-1``, taken from) ``model_rollup``."""
 
     def __init__(self) -> None:
-        self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit
+        self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit, cache r/w
 
     def add(self, row: tuple[object, ...], agent: str, wasted_tool: str | None, sign: int = 1) -> None:
         """Add (or take) one model call, given as the columns of ``sql._MODEL_FIGURES``."""
-        _, end_ns, service, _, _, _, _, model, provider, tokens_in, tokens_out, total, _ = row
+        _, end_ns, service, _, _, _, _, model, provider, tokens_in, tokens_out, total, _, read, write = row
         end = int(end_ns)  # type: ignore[call-overload]
         key = (
             end - end % ROLLUP_BUCKET_NS,
@@ -148,7 +150,7 @@ class _ModelRollup:
             str(provider or ""),
             wasted_tool or "",
         )
-        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0])
+        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0, 0])
         known_in = tokens_in if isinstance(tokens_in, int) else None
         known_out = tokens_out if isinstance(tokens_out, int) else None
         figures[0] += sign
@@ -156,6 +158,8 @@ class _ModelRollup:
         figures[2] += sign * (known_out or 0)
         figures[3] += sign * (total if isinstance(total, int) else (known_in or 0) + (known_out or 0))
         figures[4] += sign * (known_in is None or known_out is None)
+        figures[5] += sign * (read if isinstance(read, int) else 0)
+        figures[6] += sign * (write if isinstance(write, int) else 0)
 
     def apply(self, conn: sqlite3.Connection) -> None:
         rows = [(*key, *figures) for key, figures in sorted(self.groups.items()) if any(figures)]

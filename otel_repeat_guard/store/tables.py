@@ -110,7 +110,9 @@ _TABLES = (
         total_tokens INTEGER,
         conversation_id TEXT,
         error INTEGER NOT NULL,
-        wasted_tool TEXT
+        wasted_tool TEXT,
+        cache_read_tokens INTEGER,
+        cache_write_tokens INTEGER
     )""",
         # Per UTC day x service x agent label x model x provider x wasted tool ('' for none): the token sums
         # of the model calls whose agent is final and whose input is at most SMALL_INPUT_TOKENS (below every
@@ -127,6 +129,8 @@ _TABLES = (
         output_tokens INTEGER NOT NULL,
         total_tokens INTEGER NOT NULL,
         unsplit_calls INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+        cache_write_tokens INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (bucket_ns, service_name, agent, model, provider, wasted_tool)
     ) WITHOUT ROWID""",
         # What the model answered, as a bounded preview; only when the exporter may keep text.
@@ -229,7 +233,9 @@ SELECT end_ns - end_ns % {ROLLUP_BUCKET_NS} AS bucket_ns, service_name, COALESCE
        COALESCE(SUM(output_tokens), 0) AS output_tokens,
        COALESCE(SUM(COALESCE(total_tokens, COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0))), 0)
            AS total_tokens,
-       COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls
+       COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls,
+       COALESCE(SUM(cache_read_tokens), 0) AS cache_read_tokens,
+       COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens
 FROM model_calls
 WHERE {ROLLED_UP_MODEL_CALL}
 GROUP BY 1, 2, 3, 4, 5, 6
@@ -292,7 +298,17 @@ def _upgrade_from_4(conn: sqlite3.Connection) -> None:
     )
 
 
-_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4}
+def _upgrade_from_5(conn: sqlite3.Connection) -> None:
+    """Schema 6: the cache-read and cache-write input tokens of model calls, priced at their own rates (None
+    for the calls stored before, which had none recorded; 0 in their roll-up)."""
+    for table, kind in (("model_calls", "INTEGER"), ("model_rollup", "INTEGER NOT NULL DEFAULT 0")):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        for column in ("cache_read_tokens", "cache_write_tokens"):
+            if column not in columns:  # a file upgraded from before schema 4 has them already
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
 
 
 def _user_tables(conn: sqlite3.Connection) -> set[str]:

@@ -3,6 +3,7 @@ like first tool calls, kept apart from bad spans, and the schema 3 -> 4 upgrade.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -338,3 +339,91 @@ def test_the_model_rollup_equals_its_calls_and_marks_the_calls_that_issued_repea
     # (the early run had ended when its tools ran: the guard sees no run there, so no repeats)
     assert wasted == [("gpt-4o-mini", "read"), ("gpt-4o-mini", "read"), ("gpt-4o-mini", "read")]
     assert query(db, "SELECT COUNT(*) FROM model_calls WHERE agent_pending = 1") == [(1,)]
+
+
+CACHED = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "anthropic",
+    "gen_ai.request.model": "claude-3-5-haiku-latest",
+    "gen_ai.usage.input_tokens": 10_000,
+    "gen_ai.usage.output_tokens": 200,
+    "gen_ai.usage.cache_read.input_tokens": 6_000,
+    "gen_ai.usage.cache_creation.input_tokens": 1_000,
+}
+
+
+def test_cache_reads_and_writes_are_read_in_three_vocabularies() -> None:
+    genai = read_model_call(CACHED)
+    assert (genai.cache_read_tokens, genai.cache_write_tokens) == (6_000, 1_000)
+    oi = read_model_call(
+        {
+            **OPENINFERENCE,
+            "llm.token_count.prompt_details.cache_read": 7,
+            "llm.token_count.prompt_details.cache_write": 8,
+        }
+    )
+    assert (oi.cache_read_tokens, oi.cache_write_tokens) == (7, 8)
+    ollm = read_model_call({**OPENLLMETRY, "gen_ai.usage.cache_read_input_tokens": 9})
+    assert (ollm.cache_read_tokens, ollm.cache_write_tokens) == (9, None)
+    assert read_model_call({**GENAI, "gen_ai.usage.cache_read.input_tokens": "9"}).cache_read_tokens is None
+
+
+def test_cached_input_is_priced_at_the_cache_rates_genai_prices_gives(tmp_path: Path) -> None:
+    import genai_prices
+
+    from otel_repeat_guard.dashboard import costs, queries
+    from otel_repeat_guard.dashboard.queries import Filters
+
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("cached")
+    agent.model(run, CACHED)
+    agent.model(
+        run, {**CACHED, "gen_ai.usage.cache_read.input_tokens": 0, "gen_ai.usage.cache_creation.input_tokens": 0}
+    )
+    run.end()
+    agent.close()
+    conn, _ = open_for_reading(db)
+    try:
+        priced = costs.price(queries.model_tokens(conn, Filters(), costs.bands()))
+    finally:
+        conn.close()
+    expected = sum(
+        genai_prices.calc_price(
+            genai_prices.Usage(
+                input_tokens=10_000, output_tokens=200, cache_read_tokens=read, cache_write_tokens=write
+            ),
+            "claude-3-5-haiku-latest",
+            provider_id="anthropic",
+        ).total_price
+        for read, write in ((6_000, 1_000), (0, 0))
+    )
+    assert sum(priced["cost"]) == pytest.approx(expected, rel=Decimal("1e-12"))
+    uncached = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=10_000, output_tokens=200), "claude-3-5-haiku-latest", provider_id="anthropic"
+    ).total_price
+    assert expected < 2 * uncached  # the cache rates are not the input rate
+
+
+def test_a_schema_5_store_is_upgraded_to_6_with_cache_tokens(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    agent.model(agent.run("old"), GENAI)
+    agent.close()
+    upgraded_from(
+        db,
+        5,
+        *(
+            f"ALTER TABLE {table} DROP COLUMN {column}"
+            for table in ("model_calls", "model_rollup")
+            for column in ("cache_read_tokens", "cache_write_tokens")
+        ),
+    )
+    assert query(db, "SELECT input_tokens, cache_read_tokens, cache_write_tokens FROM model_calls") == [
+        (1200, None, None)
+    ]
+    assert query(db, "SELECT version FROM repeat_guard_schema") == [(SCHEMA_VERSION,)]
+    agent = Agent(db)
+    agent.model(agent.run("new"), CACHED)
+    agent.close()
+    assert query(db, "SELECT SUM(cache_read_tokens), SUM(cache_write_tokens) FROM model_calls") == [(6_000, 1_000)]

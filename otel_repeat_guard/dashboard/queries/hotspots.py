@@ -74,12 +74,14 @@ _MODEL_ROW = f"""
     SELECT {MODEL_AGENT} AS agent, m.model, m.provider, m.wasted_tool, {{band}} AS band,
            1 AS calls, COALESCE(m.input_tokens, 0) AS input_tokens, COALESCE(m.output_tokens, 0) AS output_tokens,
            COALESCE(m.total_tokens, COALESCE(m.input_tokens, 0) + COALESCE(m.output_tokens, 0)) AS total_tokens,
-           m.input_tokens IS NULL OR m.output_tokens IS NULL AS unsplit_calls
+           m.input_tokens IS NULL OR m.output_tokens IS NULL AS unsplit_calls,
+           COALESCE(m.cache_read_tokens, 0) AS cache_read_tokens, COALESCE(m.cache_write_tokens, 0) AS cache_write_tokens
     FROM model_calls AS m {{indexed}}
 """
 _MODEL_ROLLUP_ROW = """
     SELECT agent, NULLIF(model, '') AS model, NULLIF(provider, '') AS provider, NULLIF(wasted_tool, '') AS wasted_tool,
-           0 AS band, calls, input_tokens, output_tokens, total_tokens, unsplit_calls
+           0 AS band, calls, input_tokens, output_tokens, total_tokens, unsplit_calls, cache_read_tokens,
+           cache_write_tokens
     FROM model_rollup
 """
 # The model calls the roll-up leaves out (agent not final yet, or more input tokens), on ``m``.
@@ -128,15 +130,17 @@ def _model_parts(filters: Filters, bands: Sequence[int], *, wasted: bool) -> tup
 
 _PART_SUMS = """
     SUM(calls) AS calls, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
-    SUM(total_tokens) AS total_tokens, SUM(unsplit_calls) AS unsplit_calls
+    SUM(total_tokens) AS total_tokens, SUM(unsplit_calls) AS unsplit_calls,
+    SUM(cache_read_tokens) AS cache_read_tokens, SUM(cache_write_tokens) AS cache_write_tokens
 """
 
 
 def model_tokens(conn: sqlite3.Connection, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
     """Every model call's tokens, per agent, model, provider and price band: ``agent``, ``model``,
     ``provider``, ``band``, ``calls``, ``input_tokens``, ``output_tokens``, ``total_tokens``,
-    ``unsplit_calls`` (calls without separate input and output counts). Time, service and agent narrow
-    the model calls; a tool filter does not (a model call is of no tool)."""
+    ``unsplit_calls`` (calls without separate input and output counts), ``cache_read_tokens`` and
+    ``cache_write_tokens`` (parts of the input tokens). Time, service and agent narrow the model calls; a
+    tool filter does not (a model call is of no tool)."""
     parts, params = _model_parts(filters, bands, wasted=False)
     sql = (
         f"{parts} SELECT agent, model, provider, band, {_PART_SUMS} FROM parts GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
