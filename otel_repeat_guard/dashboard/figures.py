@@ -94,7 +94,7 @@ def by_model(all_priced: pd.DataFrame, wasted_priced: pd.DataFrame) -> pd.DataFr
     )
     merged = models.merge(wasted, on="model", how="left")
     for column in ("wasted_tokens", "wasted_unpriced_tokens", "wasted_model_calls"):
-        merged[column] = merged[column].fillna(0).astype(int)
+        merged[column] = merged[column].infer_objects().fillna(0).astype(int)
     merged["wasted_share"] = [
         w / t if t else 0.0 for w, t in zip(merged["wasted_tokens"], merged["total_tokens"], strict=True)
     ]
