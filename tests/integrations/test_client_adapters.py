@@ -7,6 +7,12 @@ Every variant (each SDK, sync and async, each API, streamed or not) is played tw
 servers: once with a plain client, once guarded. The servers keep each body as received, so
 the test compares bytes: requests 1-3 of the guarded client are the plain client's, byte for
 byte, and its 4th is the plain 4th with exactly the reminder message added, after the tool results.
+
+The whole chain (issue 21): each SDK instrumented with OpenInference's instrumentor for it (the model
+spans, with the model's tool calls and usage), the guard writing the store, the agent loop of nine
+identical calls (``LOOP``) on a guarded client. With no agent framework, one run is what the harness
+opens around its loop, an ``invoke_agent`` span, as a hand-written agent would: the model spans and the
+``execute_tool`` spans are its children, so they share its key.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from otel_repeat_guard.integrations import _clients
@@ -41,27 +49,39 @@ from .fake_openai import FakeOpenAI
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     ONE_CALL,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     lookup_result,
     make_guarded,
     next_call,
     openai_messages,
     provider_for,
     require,
+    usage_after,
+    with_store,
 )
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # else importing litellm fetches its cost map online
 require("openai")
 require("anthropic")
 require("litellm")
+require("openinference.instrumentation.openai")
+require("openinference.instrumentation.anthropic")
+require("openinference.instrumentation.litellm")
 import anthropic  # noqa: E402
 import litellm  # noqa: E402
 import openai  # noqa: E402
 from openai.resources.chat.completions import AsyncCompletions, Completions  # noqa: E402
+from openinference.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
+from openinference.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
+from openinference.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 
 from otel_repeat_guard.integrations import anthropic_client, litellm_client, openai_client  # noqa: E402
 
@@ -69,7 +89,7 @@ MODEL = "gpt-4o-mini"
 CLAUDE = "claude-sonnet-4-5"
 PARIS_PROMPT = "Weather in Paris?"
 LYON_PROMPT = "Weather in Lyon?"
-MAX_TURNS = 8
+MAX_TURNS = len(LOOP) + 2  # the longest scenario's model calls, and then some: a loop that never ends fails
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "units": {"type": "string"}},
@@ -107,7 +127,8 @@ class FakeOpenAIServer(FakeOpenAI):
     """:class:`FakeOpenAI`, keeping each body as received (``raw``), and serving ``POST /v1/responses``.
 
     A Responses request whose input holds ``i`` ``function_call_output`` items since the last real
-    user message gets ``script[i]`` as one ``function_call`` output item, or the final answer.
+    user message gets ``script[i]`` as one ``function_call`` output item, or the final answer, with
+    the usage of :func:`scenario.usage_after` (as the chat completions it serves).
     """
 
     def __init__(self, script: Any = REPEAT3, by_prompt: dict[str, Any] | None = None) -> None:
@@ -159,9 +180,9 @@ class FakeOpenAIServer(FakeOpenAI):
             "tool_choice": "auto",
             "tools": body.get("tools") or [],
             "usage": {
-                "input_tokens": 120,
-                "output_tokens": 20,
-                "total_tokens": 140,
+                "input_tokens": (tokens := usage_after(results))["input"],
+                "output_tokens": tokens["output"],
+                "total_tokens": tokens["input"] + tokens["output"],
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens_details": {"reasoning_tokens": 0},
             },
@@ -544,9 +565,17 @@ async def closing(client: Any) -> AsyncIterator[Any]:
             await client.close()
 
 
-def run_scenario(variant: Variant, server: Any, g: Guarded, guard: bool, prompts: Sequence[str]) -> None:
-    """The agent runs ``prompts`` concurrently (threads, or tasks) on one client, guarded or plain."""
-    tracer = provider_for(g).get_tracer("harness")
+def run_scenario(
+    variant: Variant,
+    server: Any,
+    g: Guarded,
+    guard: bool,
+    prompts: Sequence[str],
+    provider: TracerProvider | None = None,
+) -> None:
+    """The agent runs ``prompts`` concurrently (threads, or tasks) on one client, guarded or plain; its spans
+    go to ``provider`` (by default a new one, with ``g``'s processors)."""
+    tracer = (provider or provider_for(g)).get_tracer("harness")
     if not variant.is_async:
         client = variant.client(server)
         with guarded(variant, client, g if guard else None) as c:
@@ -576,7 +605,35 @@ def gentle_text(g: Guarded) -> str:
     return text
 
 
+INSTRUMENTORS = {"openai": OpenAIInstrumentor, "anthropic": AnthropicInstrumentor, "litellm": LiteLLMInstrumentor}
+"""The OpenInference instrumentor of each client library, by the first word of a variant's name."""
+
+
+@contextmanager
+def model_spans(variant: Variant, provider: TracerProvider) -> Iterator[None]:
+    """The variant's client library instrumented (its model calls as spans on ``provider``) for the block."""
+    instrumentor = INSTRUMENTORS[variant.name.split("-")[0]]()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
+
+
 # -- the tests ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.stream], ids=str)
+def test_the_whole_chain_agrees(variant: Variant, tmp_path: Path) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    with with_store(tmp_path) as gs, variant.server(LOOP) as server:
+        provider = provider_for(gs)
+        with model_spans(variant, provider):
+            run_scenario(variant, server, gs, True, [PARIS_PROMPT], provider)
+        requests = [variant.api.pairs(body) for body in server.requests]
+    assert len(requests) == len(LOOP) + 1
+    assert_reminders_reached_model(requests)
+    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=str)
