@@ -38,7 +38,7 @@ INTEGRATION_TESTS_msft := tests/integrations/test_autogen.py tests/integrations/
 INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py tests/integrations/test_crewai_openllmetry.py tests/integrations/test_crewai_adapter.py
 INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
-INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py
+INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py tests/integrations/test_client_adapters_whole_chain.py
 
 .PHONY: redis check test test-all lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean

@@ -380,9 +380,9 @@ class Guard:
         last step.
 
         A model call nested in this one (the client's span under a framework's) already left its step,
-        with the content: that step stays. A span marked as a model call only after it started (Haystack's
-        synchronous components, Semantic Kernel's ``chat``) is handled as starting now: the run's unanswered
-        calls are counted, their events on it.
+        with the content: that step stays, and this span is marked its wrapper (``WRAPPER``). A span marked
+        as a model call only after it started (Haystack's synchronous components, Semantic Kernel's ``chat``)
+        is handled as starting now: the run's unanswered calls are counted, their events on it.
         """
         context = span.context
         if context is None:
@@ -398,12 +398,12 @@ class Guard:
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        decision = Decision([], [], model_facts(run, attributes) if self.facts else None)
         started = span.start_time or 0
-        if idle:
+        inner = idle or self.steps.latest_end(run.key) >= started  # or its step came from a model call inside it
+        wraps = inner and self.runs.wraps_model_call(context.span_id)  # that call is the one of record, not this
+        decision = Decision([], [], model_facts(run, attributes, wraps) if self.facts else None)
+        if inner:
             return decision
-        if self.steps.latest_end(run.key) >= started:
-            return decision  # the run's last step came from a model call inside this one
         if late and self.steps.steps:
             merge(decision, self._count_unanswered(run))
         read = self._router.request_reader(mask) if keep else None

@@ -18,6 +18,7 @@ from otel_repeat_guard.conventions import MISSING, EventLike, failed
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetector
+from otel_repeat_guard.facts import WRAPPER
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.redis_store import RedisChainStore
@@ -52,14 +53,18 @@ def run_of_agent(enclosing: Run | None, agent_id: str, agent_name: str | None) -
     return Run(agent_id, agent_name or agent_id, how="agent_id")
 
 
-def model_facts(run: Run, attributes: Mapping[str, Any]) -> dict[str, Any]:
+def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) -> dict[str, Any]:
     """A model span's run (``run``, resolved through its ancestors), as its tool spans are keyed: by its own
-    ``gen_ai.agent.id`` when it has one and no run of that agent encloses it."""
+    ``gen_ai.agent.id`` when it has one and no run of that agent encloses it; and ``WRAPPER`` when it only
+    wraps the model call of record (see :data:`otel_repeat_guard.facts.WRAPPER`)."""
     agent_id = attributes.get(AGENT_ID)
     if agent_id.__class__ is str and agent_id:
         name = attributes.get(AGENT_NAME)
-        return run_of_agent(run, agent_id, name if name.__class__ is str and name else None).facts
-    return run.facts
+        run = run_of_agent(run, agent_id, name if name.__class__ is str and name else None)
+    facts = run.facts
+    if wrapper:
+        facts[WRAPPER] = True
+    return facts
 
 
 def merge(into: Decision, more: Decision | None) -> None:

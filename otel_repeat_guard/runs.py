@@ -92,6 +92,7 @@ class RunResolver:
         "marked",
         "max_live_spans",
         "owned",
+        "wrappers",
     )
 
     def __init__(
@@ -110,6 +111,7 @@ class RunResolver:
         self.owned: dict[int, Run] = {}
         """Run span id -> the run it stands for (read directly by the processor's hot path)."""
         self.marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
+        self.wrappers: dict[int, None] = {}  # open model-call spans a model call started in (an ordered set)
         self._agent_runs: dict[str, dict[str, None]] = {}  # agent id -> keys of its open runs
         self._remote_parent: dict[int, int] = {}  # open span with a remote parent -> that parent's span id
         self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
@@ -182,7 +184,7 @@ class RunResolver:
         """A model call starts under ``parent``: its live ancestors enclose a run's model calls."""
         if parent is None:
             return
-        live, marked = self.live, self.marked
+        live, marked, wrappers = self.live, self.marked, self.wrappers
         span_id = parent.span_id
         for _ in range(_MAX_ANCESTRY):
             if span_id in marked:
@@ -190,14 +192,19 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 return
-            if not self._is_model_call(ancestor.name, attributes_of(ancestor)):  # a model call nested in another
-                marked[span_id] = None
-                if len(marked) > self.max_live_spans:
-                    evict_oldest(marked)
+            into = wrappers if self._is_model_call(ancestor.name, attributes_of(ancestor)) else marked
+            into[span_id] = None  # a model call nested in another marks it a wrapper instead
+            if len(into) > self.max_live_spans:
+                evict_oldest(into)
             grandparent = ancestor.parent
             if grandparent is None:
                 return
             span_id = grandparent.span_id
+
+    def wraps_model_call(self, span_id: int) -> bool:
+        """Whether a model call started inside the ending model-call span ``span_id``: a wrapper of it when
+        marked so at that start, or marked as enclosing it when this span was known as a model call only later."""
+        return self.wrappers.pop(span_id, 0) is None or span_id in self.marked
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""

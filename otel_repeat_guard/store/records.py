@@ -41,7 +41,7 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
-from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
+from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -441,7 +441,8 @@ def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> Agen
 def model_call_row(
     span: ReadableSpan, router: SpanRouter, *, store_outputs: bool, preview_chars: int
 ) -> ModelCallRow | None:
-    """The row for ``span`` if the conventions' router marks it as a model call, else None.
+    """The row for ``span`` if the conventions' router marks it as a model call, else None (also for a span
+    the guard marked as only wrapping the model call of record, :data:`otel_repeat_guard.facts.WRAPPER`).
 
     Its agent: the span's own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key
     of its parent, exactly as for a first tool call, so the exporter gives it its run's key when the
@@ -451,8 +452,8 @@ def model_call_row(
     if context is None:
         return None
     name, attributes, _ = contents_of(span)
-    if not router.route(name, attributes) & router.model_bits:
-        return None
+    if not router.route(name, attributes) & router.model_bits or attributes.get(WRAPPER) is True:
+        return None  # not a model call, or the guard found it only wraps the call of record inside it
     info = read_model_call(attributes)
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None

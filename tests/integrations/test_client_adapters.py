@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from otel_repeat_guard.integrations import _clients
@@ -41,6 +42,7 @@ from .fake_openai import FakeOpenAI
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     ONE_CALL,
     REPEAT3,
     Guarded,
@@ -52,6 +54,7 @@ from .scenario import (
     openai_messages,
     provider_for,
     require,
+    usage_after,
 )
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # else importing litellm fetches its cost map online
@@ -69,7 +72,7 @@ MODEL = "gpt-4o-mini"
 CLAUDE = "claude-sonnet-4-5"
 PARIS_PROMPT = "Weather in Paris?"
 LYON_PROMPT = "Weather in Lyon?"
-MAX_TURNS = 8
+MAX_TURNS = len(LOOP) + 2  # the longest scenario's model calls, and then some: a loop that never ends fails
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "units": {"type": "string"}},
@@ -107,7 +110,8 @@ class FakeOpenAIServer(FakeOpenAI):
     """:class:`FakeOpenAI`, keeping each body as received (``raw``), and serving ``POST /v1/responses``.
 
     A Responses request whose input holds ``i`` ``function_call_output`` items since the last real
-    user message gets ``script[i]`` as one ``function_call`` output item, or the final answer.
+    user message gets ``script[i]`` as one ``function_call`` output item, or the final answer, with
+    the usage of :func:`scenario.usage_after` (as the chat completions it serves).
     """
 
     def __init__(self, script: Any = REPEAT3, by_prompt: dict[str, Any] | None = None) -> None:
@@ -159,9 +163,9 @@ class FakeOpenAIServer(FakeOpenAI):
             "tool_choice": "auto",
             "tools": body.get("tools") or [],
             "usage": {
-                "input_tokens": 120,
-                "output_tokens": 20,
-                "total_tokens": 140,
+                "input_tokens": (tokens := usage_after(results))["input"],
+                "output_tokens": tokens["output"],
+                "total_tokens": tokens["input"] + tokens["output"],
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens_details": {"reasoning_tokens": 0},
             },
@@ -544,9 +548,17 @@ async def closing(client: Any) -> AsyncIterator[Any]:
             await client.close()
 
 
-def run_scenario(variant: Variant, server: Any, g: Guarded, guard: bool, prompts: Sequence[str]) -> None:
-    """The agent runs ``prompts`` concurrently (threads, or tasks) on one client, guarded or plain."""
-    tracer = provider_for(g).get_tracer("harness")
+def run_scenario(
+    variant: Variant,
+    server: Any,
+    g: Guarded,
+    guard: bool,
+    prompts: Sequence[str],
+    provider: TracerProvider | None = None,
+) -> None:
+    """The agent runs ``prompts`` concurrently (threads, or tasks) on one client, guarded or plain; its spans
+    go to ``provider`` (by default a new one, with ``g``'s processors)."""
+    tracer = (provider or provider_for(g)).get_tracer("harness")
     if not variant.is_async:
         client = variant.client(server)
         with guarded(variant, client, g if guard else None) as c:

@@ -23,24 +23,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .msft_cases import guarded_board, instrumented
+from .msft_cases import INSTRUMENTATIONS, guarded_board, instrumented
 from .scenario import (
     FINAL_ANSWER,
     GENTLE,
+    LOOP,
     ONE_CALL,
     REPEAT3,
     Guarded,
     assert_gentle_reminder_delivered_once,
     assert_nothing_delivered,
+    assert_reminders_reached_model,
+    assert_whole_chain,
+    expected_whole_chain,
     guard_events,
     lookup_result,
     make_guarded,
     openai_messages,
     require,
+    with_store,
 )
 
 require("semantic_kernel")
@@ -65,6 +71,37 @@ def g(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterat
     set_mode(request.param, monkeypatch)
     with guarded_board(make_guarded()) as guarded, instrumented("openai-v2", monkeypatch):
         yield guarded
+
+
+@pytest.fixture(params=[(m, i) for m in MODES for i in INSTRUMENTATIONS], ids=lambda p: f"{p[0]}-{p[1]}")
+def gs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Guarded]:
+    """A guard writing the store, in each mode of Semantic Kernel's tracing, with each client instrumentation."""
+    mode, instrumentation = request.param
+    set_mode(mode, monkeypatch)
+    with with_store(tmp_path) as stored, guarded_board(stored) as guarded, instrumented(instrumentation, monkeypatch):
+        yield guarded
+
+
+def guarded_agent(g: Guarded, server: PluginFakeOpenAI, calls: int = len(REPEAT3)) -> ChatCompletionAgent:
+    """The weather agent on an ``AsyncOpenAI`` client guarded with ``guard_client`` (how reminders reach SK's model)."""
+    client = guard_client(openai.AsyncOpenAI(base_url=server.base_url, api_key="offline"), guard=g.guard, inbox=g.inbox)
+    CLIENTS.append(client)
+    return ChatCompletionAgent(
+        service=OpenAIChatCompletion(ai_model_id="gpt-4o-mini", async_client=client),
+        name="weather_agent",
+        plugins=[Weather()],
+        function_choice_behavior=FunctionChoiceBehavior.Auto(maximum_auto_invoke_attempts=calls + 2),
+    )
+
+
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    with PluginFakeOpenAI(LOOP) as server:
+        response = run(guarded_agent(gs, server, calls=len(LOOP)).get_response(PARIS_TASK))
+        conversations = by_task(server)
+    assert str(response.message.content) == FINAL_ANSWER
+    assert_reminders_reached_model(conversations[PARIS_TASK])
+    assert_whole_chain(gs, expected_whole_chain(), tool=LOOKUP)
 
 
 def by_task(server: PluginFakeOpenAI) -> dict[str, list[list[tuple[str, str]]]]:
@@ -124,16 +161,7 @@ def test_an_auto_function_invocation_filter_cannot_add_the_reminder_after_the_to
 def test_the_client_adapter_delivers_the_reminder_to_semantic_kernels_model(g: Guarded) -> None:
     """One agent, two concurrent invocations; its OpenAI client guarded with ``guard_client``."""
     with PluginFakeOpenAI(REPEAT3, by_prompt={"Lyon": ONE_CALL}) as server:
-        client = guard_client(
-            openai.AsyncOpenAI(base_url=server.base_url, api_key="offline"), guard=g.guard, inbox=g.inbox
-        )
-        CLIENTS.append(client)
-        agent = ChatCompletionAgent(
-            service=OpenAIChatCompletion(ai_model_id="gpt-4o-mini", async_client=client),
-            name="weather_agent",
-            plugins=[Weather()],
-            function_choice_behavior=FunctionChoiceBehavior.Auto(maximum_auto_invoke_attempts=len(REPEAT3) + 2),
-        )
+        agent = guarded_agent(g, server)
 
         async def both() -> list[Any]:
             return list(await asyncio.gather(agent.get_response(PARIS_TASK), agent.get_response(LYON_TASK)))

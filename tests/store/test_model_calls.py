@@ -3,6 +3,7 @@ like first tool calls, kept apart from bad spans, and the schema 3 -> 4 upgrade.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -427,3 +428,50 @@ def test_a_schema_5_store_is_upgraded_to_6_with_cache_tokens(tmp_path: Path) -> 
     agent.model(agent.run("new"), CACHED)
     agent.close()
     assert query(db, "SELECT SUM(cache_read_tokens), SUM(cache_write_tokens) FROM model_calls") == [(6_000, 1_000)]
+
+
+@pytest.mark.parametrize("known_at_start", [True, False], ids=["marked-at-start", "marked-at-end"])
+def test_a_frameworks_model_span_around_its_clients_is_one_model_call(tmp_path: Path, known_at_start: bool) -> None:
+    """A framework's ``chat`` span around the client's model span (Semantic Kernel's diagnostics) is the same
+    model call: the guard marks the outer span a wrapper, and the store keeps the client's span alone, the one
+    whose tokens a repeat charges. Two turns: a tool call asked for twice (the second wastes its issuer), then text."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_repeat_guard.facts import WRAPPER
+
+    db = tmp_path / "store.db"
+    exporter = SQLiteSpanExporter(db)
+    provider = TracerProvider()
+    provider.add_span_processor(RepeatGuardSpanProcessor(record_facts=True))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    outer_start = {"gen_ai.operation.name": "chat"} if known_at_start else {}
+    inner_ids: list[str] = []
+    outers: list[Any] = []
+    arguments = {"city": "Paris"}
+    with tracer.start_as_current_span("invoke_agent coder", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for turn in range(3):
+            with tracer.start_as_current_span("chat gpt-4o", attributes=outer_start) as outer:
+                usage = {"gen_ai.usage.input_tokens": 100 * (turn + 1), "gen_ai.usage.output_tokens": turn + 1}
+                with tracer.start_as_current_span("chat inner", attributes={**GENAI, **usage}) as inner:
+                    if turn < 2:
+                        calls = [{"type": "tool_call", "id": f"c{turn}", "name": "lookup", "arguments": arguments}]
+                        inner.set_attribute(
+                            "gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": calls}])
+                        )
+                    inner_ids.append(format(inner.get_span_context().span_id, "016x"))
+                outer.set_attribute("gen_ai.operation.name", "chat")
+                outers.append(outer)
+            if turn < 2:
+                tool = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": "lookup",
+                    "gen_ai.tool.call.id": f"c{turn}",
+                    "gen_ai.tool.call.arguments": json.dumps(arguments),
+                }
+                tracer.start_span("execute_tool lookup", attributes=tool).end()
+    provider.shutdown()
+
+    assert [(o.attributes or {}).get(WRAPPER) for o in outers] == [True, True, True]
+    rows = query(db, "SELECT span_id, input_tokens, output_tokens, wasted_tool FROM model_calls ORDER BY start_ns")
+    assert rows == [(inner_ids[0], 100, 1, None), (inner_ids[1], 200, 2, "lookup"), (inner_ids[2], 300, 3, None)]
