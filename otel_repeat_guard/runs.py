@@ -125,7 +125,7 @@ class RunResolver:
         ``live`` itself, on every span, with no call into this module."""
         if self._may_name_agent_id is None or self._may_name_agent_id(attributes):
             run = find_agent_run(self._conventions, name, attributes)
-            if run is not None:
+            if run is not None and not run.nested:  # a nested invocation is no new prompt
                 return run.agent_id
         return None
 

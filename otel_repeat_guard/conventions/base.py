@@ -80,6 +80,9 @@ class AgentRun(NamedTuple):
 
     agent_id: str | None = None
     agent_name: str | None = None
+    nested: bool = False
+    """Invoked from inside another invocation of this process (``gen_ai.invocation.is_nested``): a run
+    of its own, but no new prompt for its agent (it does not reset the chain of the agent's id)."""
 
 
 class Convention(Protocol):

@@ -30,6 +30,7 @@ EXECUTE_TOOL = "execute_tool"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 AGENT_ID = "gen_ai.agent.id"
+IS_NESTED = "gen_ai.invocation.is_nested"
 AGENT_NAME = "gen_ai.agent.name"
 _INVOKE_AGENT = "invoke_agent"
 INVOCATIONS = (_INVOKE_AGENT, "invoke_workflow", "handle_conversation_turn")
@@ -97,4 +98,4 @@ class GenAIConvention(BuiltInConvention):
         agent_name = str_or_none(attributes.get("gen_ai.agent.name"))
         if agent_name is None and name.startswith(f"{operation} "):
             agent_name = name[len(operation) + 1 :].strip() or None
-        return AgentRun(agent_id=str_or_none(attributes.get("gen_ai.agent.id")), agent_name=agent_name)
+        return AgentRun(str_or_none(attributes.get(AGENT_ID)), agent_name, attributes.get(IS_NESTED) is True)

@@ -263,6 +263,20 @@ def test_concurrent_runs_of_one_agent_id_never_share_a_chain() -> None:
     b.end()
 
 
+def test_a_nested_invocation_of_an_agent_is_no_new_prompt_for_it() -> None:
+    """``gen_ai.invocation.is_nested``: invoked from inside another invocation, so the agent's chain goes on."""
+    h = make_harness()
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}
+    for _ in range(2):
+        h.call("lookup", PARIS, agent_id="coder")
+    with _span(h, "invoke_agent coder", **agent, **{"gen_ai.invocation.is_nested": True}):
+        pass
+    assert h.guard.run_length("coder") == 2
+    with _span(h, "invoke_agent coder", **agent, **{"gen_ai.invocation.is_nested": False}):
+        pass
+    assert h.guard.run_length("coder") == 0  # the next user prompt
+
+
 def test_an_explicit_agent_id_with_no_run_of_that_agent_around_it_is_the_whole_key() -> None:
     h = make_harness()
     with _span(h, "invoke_agent a", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "planner"}):
