@@ -1,0 +1,288 @@
+"""The dashboard's questions answered from the Collector's ``otel_traces`` in ClickHouse (or chdb).
+
+:class:`ClickHouseReader` answers what :class:`otel_repeat_guard.dashboard.source.Reader` asks, with the same
+columns as the embedded store's queries, from the spans themselves (``calls``). It only reads: nothing is
+written to the user's table. Each query scans the filters' time range and services first, so ClickHouse
+prunes partitions (one per day) and ordering-key ranges before it reads a map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from otel_repeat_guard.clickhouse import drill
+from otel_repeat_guard.clickhouse.calls import (
+    AGENT_RUNS,
+    MODEL_CALLS,
+    NOT_SEEN,
+    SERVICE_CONDITION,
+    SLACK_NS,
+    TOOL_CALLS,
+    like,
+)
+from otel_repeat_guard.clickhouse.client import Client, Value, connect
+from otel_repeat_guard.clickhouse.target import Target
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.dashboard.queries.filters import TIERS, Filters, tiers_shown
+from otel_repeat_guard.dashboard.queries.overview import long_form
+from otel_repeat_guard.dashboard.queries.reminders import REMINDER_WINDOW
+from otel_repeat_guard.patterns import ToolFilter
+from otel_repeat_guard.store.records import CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE, REPEAT
+
+_FAR = 2**62
+_KIND_COLUMNS = {
+    CYCLE: ("is_cycle", "cycle_tier", "cycle_length"),
+    NO_PROGRESS: ("is_np", "np_tier", "np_length"),
+    PARALLEL_DUPLICATE: ("is_pd", "pd_tier", "0"),
+}
+_REPEATED = "ifNull(run_length >= 2, 0)"
+_OTHERS = "(is_cycle OR is_np OR is_pd)"
+
+
+def _tier(column: str, tier: str) -> str:
+    return f"ifNull({column} = '{tier}', 0)"
+
+
+def figure_columns(kind: str | None) -> str:
+    """Per call, the columns of a call_rollup row for loop kind ``kind`` (None: all kinds), as the embedded
+    store sums them: a call counts once in a loop, every detection's reminder counts. Fixed SQL text."""
+    if kind is None:
+        repeated = f"({_REPEATED} OR (NOT {_REPEATED} AND {_OTHERS}))"
+        tiers = {t: " + ".join(_tier(c, t) for c in ("reminder_tier", "cycle_tier", "np_tier", "pd_tier")) for t in TIERS}
+        longest = "ifNull(run_length, 0)"
+    elif kind == REPEAT:
+        repeated, longest = _REPEATED, "ifNull(run_length, 0)"
+        tiers = {t: _tier("reminder_tier", t) for t in TIERS}
+    else:
+        flag, tier, length = _KIND_COLUMNS[kind]
+        repeated, longest = flag, f"if({flag}, ifNull({length}, 0), 0)"
+        tiers = {t: _tier(tier, t) for t in TIERS}
+    return (
+        f"1 AS calls, toUInt8({repeated}) AS repeated_calls, {tiers['gentle']} AS gentle_reminders, "
+        f"{tiers['detailed']} AS detailed_reminders, {longest} AS longest_run, "
+        "if(repeated_calls > 0, duration_ns, 0) AS repeated_ns"
+    )
+
+
+def _detected(kind: str | None) -> str:
+    """Whether a call is in a loop of ``kind`` (None: any), for the figures over time."""
+    if kind is None:
+        return f"({_REPEATED} OR {_OTHERS})"
+    return _REPEATED if kind == REPEAT else _KIND_COLUMNS[kind][0]
+
+
+class ClickHouseReader:
+    """The dashboard's reads over one ClickHouse table (see :mod:`otel_repeat_guard.dashboard.source`)."""
+
+    def __init__(self, target: Target, config: GuardConfig | None = None, client: Client | None = None) -> None:
+        self.target = target
+        self.client = connect(target) if client is None else client
+        config = GuardConfig.from_env() if config is None else config
+        self._tracked = ToolFilter(config.include, config.exclude)
+        self._include = [like(p) for p in config.include]
+        self._exclude = [like(p) for p in config.exclude]
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- building blocks ----------------------------------------------------------------------------------
+
+    def _params(self, filters: Filters | None = None, **extra: Value) -> dict[str, Value]:
+        start = None if filters is None else filters.start_ns
+        end = None if filters is None else filters.end_ns
+        params: dict[str, Value] = {
+            "db": self.target.database,
+            "tbl": self.target.table,
+            "scan_lo": 0 if start is None else max(0, start - SLACK_NS),
+            "scan_hi": _FAR if end is None else end,
+            "include": self._include,
+            "exclude": self._exclude,
+            "lo": -_FAR if start is None else start,
+            "hi": _FAR if end is None else end,
+        }
+        if filters is not None and filters.services:
+            services = list(filters.services)
+            params["services"] = [*services, ""] if "unknown_service" in services else services
+        if filters is not None:
+            params["agents"], params["tools"] = list(filters.agents), list(filters.tools)
+        params.update(extra)
+        return params
+
+    @staticmethod
+    def _scan(fragment: str, filters: Filters | None) -> str:
+        return fragment.replace("{services}", SERVICE_CONDITION if filters is not None and filters.services else "")
+
+    def _tools(self, filters: Filters | None) -> str:
+        return f"tool AS ({self._scan(TOOL_CALLS, filters)})"
+
+    def _models(self, filters: Filters | None) -> str:
+        return f"model AS ({self._scan(MODEL_CALLS, filters)})"
+
+    @staticmethod
+    def _where(filters: Filters, *extra: str, tool: bool = True) -> str:
+        clauses = [*extra, "end_ns >= {lo:Int64}", "end_ns <= {hi:Int64}"]
+        if filters.agents:
+            clauses.append("agent IN {agents:Array(String)}")
+        if tool and filters.tools:
+            clauses.append("tool_name IN {tools:Array(String)}")
+        return "WHERE " + " AND ".join(clauses)
+
+    def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
+        return self.client.frame(sql, params)
+
+    # -- what the page reads ------------------------------------------------------------------------------
+
+    def has_data(self) -> bool:
+        sql = f"WITH {self._tools(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM tool LIMIT 1)"
+        return bool(self.frame(sql, self._params())["held"].iloc[0])
+
+    def time_bounds(self) -> pd.DataFrame:
+        sql = f"""WITH {self._tools(None)}
+            SELECT min(end_ns) AS first_ns, max(end_ns) AS last_ns, toUInt8(count() > 0) AS rows FROM tool"""
+        frame = self.frame(sql, self._params())
+        if not int(frame["rows"].iloc[0]):
+            frame[["first_ns", "last_ns"]] = None
+        return frame
+
+    def filter_options(self) -> pd.DataFrame:
+        sql = f"""WITH {self._tools(None)}
+            SELECT kind, value FROM (
+                SELECT DISTINCT 'service' AS kind, service_name AS value FROM tool
+                UNION ALL SELECT DISTINCT 'tool', tool_name FROM tool
+                UNION ALL SELECT DISTINCT 'agent', agent FROM tool
+                UNION ALL SELECT DISTINCT 'loop_kind', arrayJoin(arrayFilter(k -> k != '', [
+                    if(ifNull(run_length >= 2, 0) OR reminder_tier IS NOT NULL, 'repeat', ''),
+                    if(is_cycle, 'cycle', ''), if(is_np, 'no_progress', ''), if(is_pd, 'parallel_duplicate', '')]))
+                FROM tool
+            ) ORDER BY kind, value"""
+        return self.frame(sql, self._params())
+
+    def _parts(self, filters: Filters, *, tracked_only: bool) -> str:
+        where = self._where(filters, *(["tracked"] if tracked_only else []))
+        return f"""WITH {self._tools(filters)},
+            parts AS (SELECT service_name, agent, tool_name, tracked, {figure_columns(filters.kind)} FROM tool {where})"""
+
+    @staticmethod
+    def _tier_sum(filters: Filters, tier: str) -> str:
+        return f"sum({tier}_reminders)" if tier in (filters.tiers or TIERS) else "0"
+
+    def headline(self, filters: Filters) -> pd.DataFrame:
+        sql = f"""{self._parts(filters, tracked_only=False)}
+            SELECT sumIf(calls, tracked) AS tool_calls, sumIf(calls, NOT tracked) AS untracked_calls,
+                   sum(repeated_calls) AS repeated_calls,
+                   {self._tier_sum(filters, "gentle")} AS gentle_reminders,
+                   {self._tier_sum(filters, "detailed")} AS detailed_reminders,
+                   uniqExactIf(agent, repeated_calls > 0) AS agents_with_loops,
+                   max(longest_run) AS longest_run, sum(repeated_ns) / 1e9 AS repeated_seconds
+            FROM parts"""
+        frame = self.frame(sql, self._params(filters)).astype(
+            {"tool_calls": "int64", "untracked_calls": "int64", "repeated_calls": "int64", "gentle_reminders": "int64",
+             "detailed_reminders": "int64", "agents_with_loops": "int64", "longest_run": "int64"}
+        )
+        frame["reminders"] = frame["gentle_reminders"] + frame["detailed_reminders"]
+        calls = frame["tool_calls"].where(frame["tool_calls"] > 0)
+        frame["wasted_share"] = (frame["repeated_calls"] / calls).fillna(0.0)
+        return frame
+
+    def _grouped(self, filters: Filters, key: str, label: str) -> pd.DataFrame:
+        sql = f"""{self._parts(filters, tracked_only=True)}
+            SELECT {key} AS {label}, sum(repeated_calls) AS repeated_calls,
+                   {self._tier_sum(filters, "gentle")} + {self._tier_sum(filters, "detailed")} AS reminders,
+                   max(longest_run) AS longest_run, sum(repeated_ns) / 1e9 AS wasted_seconds, sum(calls) AS calls
+            FROM parts GROUP BY {key} HAVING sum(repeated_calls) > 0 ORDER BY repeated_calls DESC, {label}"""
+        frame = self.frame(sql, self._params(filters))
+        frame["repeated_share"] = frame["repeated_calls"] / frame["calls"]
+        return frame
+
+    def hotspots_by_tool(self, filters: Filters) -> pd.DataFrame:
+        return self._grouped(filters, "tool_name", "tool")
+
+    def hotspots_by_agent(self, filters: Filters) -> pd.DataFrame:
+        return self._grouped(filters, "agent", "agent")
+
+    def over_time(self, filters: Filters, bucket_s: float) -> pd.DataFrame:
+        bucket_ns = max(1, round(bucket_s * 1_000_000_000))
+        sql = f"""WITH {self._tools(filters)},
+            parts AS (SELECT end_ns, {figure_columns(filters.kind)} FROM tool {self._where(filters, _detected(filters.kind))})
+            SELECT intDiv(end_ns, {{bucket:Int64}}) * {{bucket:Int64}} AS bucket_ns, sum(repeated_calls) AS repeated_calls,
+                   {self._tier_sum(filters, "gentle")} AS gentle_reminders,
+                   {self._tier_sum(filters, "detailed")} AS detailed_reminders
+            FROM parts GROUP BY bucket_ns ORDER BY bucket_ns"""
+        wide = self.frame(sql, self._params(filters, bucket=bucket_ns))
+        return long_form(wide.astype("int64"))
+
+    def run_lengths(self, filters: Filters) -> pd.DataFrame:
+        sql = f"""WITH {self._tools(filters)}
+            SELECT run_length, count() AS calls FROM tool {self._where(filters, "tracked", "run_length IS NOT NULL")}
+            GROUP BY run_length ORDER BY run_length"""
+        positions = self.frame(sql, self._params(filters))
+        lengths = [int(v) for v in positions["run_length"]]
+        calls = [int(v) for v in positions["calls"]]
+        runs = [
+            calls[i] - (calls[i + 1] if i + 1 < len(lengths) and lengths[i + 1] == lengths[i] + 1 else 0)
+            for i in range(len(lengths))
+        ]
+        frame = pd.DataFrame({"run_length": lengths, "runs": runs}, dtype="int64")
+        return frame[frame["runs"] > 0].reset_index(drop=True)
+
+    def unguarded_calls(self, filters: Filters) -> pd.DataFrame:
+        """As the store's, plus the tool spans no guard saw (reason ``no_guard``): never a silent zero."""
+        sql = f"""WITH {self._tools(filters)}
+            SELECT if(seen, unguarded_reason, '{NOT_SEEN}') AS reason, tool_name AS tool, count() AS calls FROM tool
+            {self._where(filters, "tracked", "(unguarded_reason IS NOT NULL OR NOT seen)")}
+            GROUP BY reason, tool ORDER BY calls DESC, reason, tool"""
+        return self.frame(sql, self._params(filters))
+
+    def excluded_tools(self, tools: Sequence[str]) -> pd.DataFrame:
+        """Of ``tools`` (the filter's, from the tools seen), those the guard's configuration excludes."""
+        return pd.DataFrame({"tool": sorted(t for t in tools if not self._tracked[t])}, dtype=object)
+
+    def reminder_count(self, filters: Filters) -> int:
+        tiers = tiers_shown(filters)
+        if not tiers:
+            return 0
+        sql = f"""WITH {self._tools(filters)} SELECT count() AS reminders FROM tool
+            {self._where(filters, "run_length >= 2", "reminder_tier IN {tiers:Array(String)}")}"""
+        return int(self.frame(sql, self._params(filters, tiers=tiers))["reminders"].iloc[0])
+
+    def reminder_outcomes(self, filters: Filters, window: int = REMINDER_WINDOW) -> pd.DataFrame:
+        return drill.reminder_outcomes(self, filters, window)
+
+    def model_tokens(self, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
+        return drill.model_tokens(self, filters, bands, wasted=False)
+
+    def wasted_tokens(self, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
+        return drill.model_tokens(self, filters, bands, wasted=True)
+
+    def has_model_calls(self) -> bool:
+        sql = f"WITH {self._models(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM model LIMIT 1)"
+        return bool(self.frame(sql, self._params())["held"].iloc[0])
+
+    def conversations(self, filters: Filters, limit: int = 25) -> pd.DataFrame:
+        return drill.conversations(self, filters, limit)
+
+    def conversation_runs(self, conversation: str) -> pd.DataFrame:
+        return drill.conversation_runs(self, conversation)
+
+    def hotspot_runs(self, filters: Filters, tool: str, limit: int = 25) -> pd.DataFrame:
+        return drill.hotspot_runs(self, filters, tool, limit)
+
+    def hotspot_loops(self, filters: Filters, tool: str, kinds: Sequence[str], limit: int = 25) -> pd.DataFrame:
+        return drill.hotspot_loops(self, filters, tool, kinds, limit)
+
+    def agent_cycles(self, agent_key: str, limit: int = 25) -> pd.DataFrame:
+        return drill.agent_cycles(self, agent_key, limit)
+
+    def cycle_calls(self, agent_key: str, end_id: int, period: int, repetitions: int) -> pd.DataFrame:
+        return drill.cycle_calls(self, agent_key, end_id, period, repetitions)
+
+    def loop_start_ns(self, agent_key: str, end_id: int, run_length: int) -> int | None:
+        return drill.loop_start_ns(self, agent_key, end_id, run_length)
+
+    def run_timeline(self, agent_key: str, *, focus_ns: int | None = None, before: int = 8, limit: int = 300) -> pd.DataFrame:
+        return drill.run_timeline(self, agent_key, focus_ns=focus_ns, before=before, limit=limit)
+
+    def agent_run_keys(self) -> str:
+        return self._scan(AGENT_RUNS, None)
