@@ -23,6 +23,8 @@ Value = int | float | str | Sequence[str] | Sequence[int]
 _CODE = re.compile(r"Code: (\d+)")
 _AUTH_CODES = {192, 193, 194, 195, 516}  # UNKNOWN_USER, WRONG_PASSWORD, REQUIRED_PASSWORD, IP_ADDRESS_NOT_ALLOWED, AUTHENTICATION_FAILED
 _MISSING_CODES = {60, 81}  # UNKNOWN_TABLE, UNKNOWN_DATABASE
+SETTINGS = {"prefer_column_name_to_alias": 1}
+"""The reader's SQL names its results as the store's columns (``SUM(calls) AS calls``): a column's name wins."""
 _MISSING_CLIENT = (
     "reading ClickHouse needs the clickhouse extra: pip install 'otel-repeat-guard[clickhouse]' ({name} is missing)"
 )
@@ -117,6 +119,8 @@ class ChdbClient:
                 self._sessions.clear()
                 try:
                     session = chdb_session.Session(key)
+                    for name, value in SETTINGS.items():
+                        session.query(f"SET {name} = {value}")
                 except Exception as exc:
                     raise explain(target, exc) from None
                 self._sessions[key] = session
@@ -171,6 +175,7 @@ class ServerClient:
                 connect_timeout=connect_timeout,
                 send_receive_timeout=timeout,
                 autogenerate_session_id=False,
+                settings=dict(SETTINGS),
             )
         except Exception as exc:
             raise explain(target, exc) from None

@@ -120,7 +120,7 @@ def conversations(reader: ClickHouseReader, filters: Filters, limit: int) -> pd.
         SELECT r.conversation_id AS conversation, count() AS runs, sum(r.model_calls) AS model_calls, sum(r.tokens) AS tokens,
                max(r.last_ns) AS last_ns, sum(l.repeated_calls) AS repeated_calls, sum(l.reminders) AS reminders
         FROM runs AS r LEFT JOIN loops AS l ON l.agent_key = r.agent_key
-        GROUP BY conversation ORDER BY last_ns DESC, conversation"""
+        GROUP BY r.conversation_id ORDER BY max(r.last_ns) DESC, r.conversation_id"""
     params = reader._params(filters, recent=RECENT_MODEL_CALLS, limit=int(limit))
     frame = reader.frame(sql, params)
     frame["last"] = pd.to_datetime(frame["last_ns"], unit="ns", utc=True)

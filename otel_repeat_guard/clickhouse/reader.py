@@ -191,7 +191,8 @@ class ClickHouseReader:
             SELECT {key} AS {label}, sum(repeated_calls) AS repeated_calls,
                    {self._tier_sum(filters, "gentle")} + {self._tier_sum(filters, "detailed")} AS reminders,
                    max(longest_run) AS longest_run, sum(repeated_ns) / 1e9 AS wasted_seconds, sum(calls) AS calls
-            FROM parts GROUP BY {key} HAVING sum(repeated_calls) > 0 ORDER BY repeated_calls DESC, {label}"""
+            FROM parts GROUP BY {key} HAVING sum(repeated_calls) > 0
+            ORDER BY sum(repeated_calls) DESC, {key}"""
         frame = self.frame(sql, self._params(filters))
         frame["repeated_share"] = frame["repeated_calls"] / frame["calls"]
         return frame
