@@ -37,6 +37,7 @@ def like(pattern: str) -> str:
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped.replace("*", "%")
 
+
 # The last event named ``name`` (0: none; ClickHouse then reads an empty map), and one of its attributes.
 _LAST = "arrayLastIndex(n -> n = '{name}', Events.Name)"
 

@@ -8,10 +8,11 @@ credentials, a missing database or table, a query ClickHouse rejected.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import pandas as pd
 
@@ -21,7 +22,13 @@ from otel_repeat_guard.store.schema import StoreError
 Value = int | float | str | Sequence[str] | Sequence[int]
 
 _CODE = re.compile(r"Code: (\d+)")
-_AUTH_CODES = {192, 193, 194, 195, 516}  # UNKNOWN_USER, WRONG_PASSWORD, REQUIRED_PASSWORD, IP_ADDRESS_NOT_ALLOWED, AUTHENTICATION_FAILED
+_AUTH_CODES = {
+    192,
+    193,
+    194,
+    195,
+    516,
+}  # UNKNOWN_USER, WRONG_PASSWORD, REQUIRED_PASSWORD, IP_ADDRESS_NOT_ALLOWED, AUTHENTICATION_FAILED
 _MISSING_CODES = {60, 81}  # UNKNOWN_TABLE, UNKNOWN_DATABASE
 SETTINGS = {"prefer_column_name_to_alias": 1}
 """The reader's SQL names its results as the store's columns (``SUM(calls) AS calls``): a column's name wins."""
@@ -46,8 +53,8 @@ class Client(Protocol):
 
 def first_line(text: str, limit: int = 300) -> str:
     """The first meaningful line of an engine's message, bounded."""
-    for line in str(text).splitlines():
-        line = line.strip()
+    for raw in str(text).splitlines():
+        line = raw.strip()
         if line:
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return "(no message)"
@@ -102,11 +109,11 @@ class ChdbClient:
     """chdb on a data directory. chdb holds one session per process: this module shares it per directory."""
 
     _lock = threading.Lock()
-    _sessions: dict[str, Any] = {}
+    _sessions: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, target: Target) -> None:
         try:
-            from chdb import session as chdb_session
+            from chdb import session as chdb_session  # noqa: PLC0415 - optional: the clickhouse extra
         except ImportError:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="chdb")) from None
         self.target = target
@@ -118,9 +125,9 @@ class ChdbClient:
                     other.close()
                 self._sessions.clear()
                 try:
-                    session = chdb_session.Session(key)
+                    session = chdb_session.Session(key)  # type: ignore[no-untyped-call]
                     for name, value in SETTINGS.items():
-                        session.query(f"SET {name} = {value}")
+                        session.query(f"SET {name} = {value}")  # type: ignore[no-untyped-call]
                 except Exception as exc:
                     raise explain(target, exc) from None
                 self._sessions[key] = session
@@ -160,7 +167,7 @@ class ServerClient:
 
     def __init__(self, target: Target, *, connect_timeout: float = 5, timeout: float = 60) -> None:
         try:
-            import clickhouse_connect
+            import clickhouse_connect  # noqa: PLC0415 - optional: the clickhouse extra
         except ImportError:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="clickhouse-connect")) from None
         self.target = target
@@ -188,10 +195,8 @@ class ServerClient:
         return frame
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # closing a broken connection: nothing left to tell
             self._client.close()
-        except Exception:  # closing a broken connection: nothing left to tell
-            pass
 
 
 def connect(target: Target) -> Client:

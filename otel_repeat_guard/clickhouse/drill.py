@@ -7,11 +7,11 @@ calls end in the order the guard saw them. The next call of a run is read up to 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from otel_repeat_guard.canonical import arguments_digest, canonical_or_none
+from otel_repeat_guard.clickhouse.base import TableReader
 from otel_repeat_guard.clickhouse.calls import SLACK_NS
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.dashboard.queries.conversations import RECENT_MODEL_CALLS
@@ -19,26 +19,23 @@ from otel_repeat_guard.dashboard.queries.filters import Filters, tiers_shown
 from otel_repeat_guard.dashboard.queries.runs import _annotate_timeline
 from otel_repeat_guard.reminders import arguments_preview
 
-if TYPE_CHECKING:
-    from otel_repeat_guard.clickhouse.reader import ClickHouseReader
-
 _FAR = 2**62
 _OUTCOME_COLUMNS = ["tier", "tool", "agent", "model", "outcome", "reminders"]
 
 
-def _later(reader: ClickHouseReader, filters: Filters | None, **extra: object) -> dict[str, object]:
+def _later(reader: TableReader, filters: Filters | None, **extra: object) -> dict[str, object]:
     """The filters' parameters, scanning on past the range's end (for what comes after a call)."""
-    params: dict[str, object] = dict(reader._params(filters, **extra))  # type: ignore[arg-type]
+    params: dict[str, object] = dict(reader.params(filters, **extra))  # type: ignore[arg-type]
     params["scan_hi"] = _FAR
     return params
 
 
-def reminder_outcomes(reader: ClickHouseReader, filters: Filters, window: int) -> pd.DataFrame:
+def reminder_outcomes(reader: TableReader, filters: Filters, window: int) -> pd.DataFrame:
     tiers = tiers_shown(filters)
     if not tiers:
         return pd.DataFrame(columns=_OUTCOME_COLUMNS)
-    where = reader._where(filters, "run_length >= 2", "reminder_tier IN {tiers:Array(String)}")
-    sql = f"""WITH {reader._tools(filters)}, {reader._models(None)},
+    where = reader.where(filters, "run_length >= 2", "reminder_tier IN {tiers:Array(String)}")
+    sql = f"""WITH {reader.tools(filters)}, {reader.models(None)},
         reminded AS (
             SELECT reminder_tier AS tier, tool_name AS tool, agent, agent_key, run_length, end_ns, arguments_digest, arguments
             FROM tool {where} ORDER BY end_ns DESC, span_id DESC LIMIT {{window:Int64}}
@@ -80,20 +77,20 @@ def _band(bands: Sequence[int]) -> tuple[str, dict[str, int]]:
     return f"multiIf({cases}, 0)", {f"band{i}": t for i, t in enumerate(thresholds)}
 
 
-def model_tokens(reader: ClickHouseReader, filters: Filters, bands: Sequence[int], *, wasted: bool) -> pd.DataFrame:
+def model_tokens(reader: TableReader, filters: Filters, bands: Sequence[int], *, wasted: bool) -> pd.DataFrame:
     band, band_params = _band(bands)
-    where = reader._where(filters, tool=False)
+    where = reader.where(filters, tool=False)
     sums = """count() AS calls, sum(ifNull(input_tokens, 0)) AS input_tokens, sum(ifNull(output_tokens, 0)) AS output_tokens,
         sum(ifNull(total_tokens, ifNull(input_tokens, 0) + ifNull(output_tokens, 0))) AS total_tokens,
         sum(input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls"""
     if not wasted:
-        sql = f"""WITH {reader._models(filters)}
+        sql = f"""WITH {reader.models(filters)}
             SELECT agent, model, provider, {band} AS band, {sums} FROM model {where}
             GROUP BY agent, model, provider, band
             ORDER BY agent, model NULLS FIRST, provider NULLS FIRST, band"""
-        return reader.frame(sql, reader._params(filters, **band_params))
+        return reader.frame(sql, reader.params(filters, **band_params))
     tools = " AND wasted_tool IN {tools:Array(String)}" if filters.tools else ""
-    sql = f"""WITH {reader._models(filters)}, {reader._tools(None)},
+    sql = f"""WITH {reader.models(filters)}, {reader.tools(None)},
         charged AS (SELECT trace_id, issuer AS span_id, any(tool_name) AS wasted_tool FROM tool
                     WHERE wasted AND issuer != '' GROUP BY trace_id, issuer),
         m AS (SELECT model.*, charged.wasted_tool AS wasted_tool FROM model
@@ -106,10 +103,10 @@ def model_tokens(reader: ClickHouseReader, filters: Filters, bands: Sequence[int
     return reader.frame(sql, params)  # type: ignore[arg-type]
 
 
-def conversations(reader: ClickHouseReader, filters: Filters, limit: int) -> pd.DataFrame:
-    where = reader._where(filters, "conversation_id IS NOT NULL", tool=False)
-    every = reader._models(None).replace("model AS", "every AS", 1)
-    sql = f"""WITH {reader._models(filters)}, {every}, {reader._tools(None)},
+def conversations(reader: TableReader, filters: Filters, limit: int) -> pd.DataFrame:
+    where = reader.where(filters, "conversation_id IS NOT NULL", tool=False)
+    every = reader.models(None).replace("model AS", "every AS", 1)
+    sql = f"""WITH {reader.models(filters)}, {every}, {reader.tools(None)},
         recent AS (SELECT conversation_id FROM model {where} ORDER BY end_ns DESC LIMIT {{recent:Int64}}),
         listed AS (SELECT DISTINCT conversation_id FROM recent ORDER BY conversation_id LIMIT {{limit:Int64}}),
         runs AS (SELECT conversation_id, agent_key, count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens,
@@ -121,14 +118,14 @@ def conversations(reader: ClickHouseReader, filters: Filters, limit: int) -> pd.
                max(r.last_ns) AS last_ns, sum(l.repeated_calls) AS repeated_calls, sum(l.reminders) AS reminders
         FROM runs AS r LEFT JOIN loops AS l ON l.agent_key = r.agent_key
         GROUP BY r.conversation_id ORDER BY max(r.last_ns) DESC, r.conversation_id"""
-    params = reader._params(filters, recent=RECENT_MODEL_CALLS, limit=int(limit))
+    params = reader.params(filters, recent=RECENT_MODEL_CALLS, limit=int(limit))
     frame = reader.frame(sql, params)
     frame["last"] = pd.to_datetime(frame["last_ns"], unit="ns", utc=True)
     return frame
 
 
-def conversation_runs(reader: ClickHouseReader, conversation: str) -> pd.DataFrame:
-    sql = f"""WITH {reader._models(None)}, {reader._tools(None)},
+def conversation_runs(reader: TableReader, conversation: str) -> pd.DataFrame:
+    sql = f"""WITH {reader.models(None)}, {reader.tools(None)},
         runs AS (SELECT agent_key, ifNull(max(agent_name), agent_key) AS agent, min(start_ns) AS first_ns,
                         count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens
                  FROM model WHERE conversation_id = {{conversation:String}} GROUP BY agent_key),
@@ -138,14 +135,14 @@ def conversation_runs(reader: ClickHouseReader, conversation: str) -> pd.DataFra
                r.tokens AS tokens, ifNull(l.repeated_calls, 0) AS repeated_calls
         FROM runs AS r LEFT JOIN loops AS l ON l.agent_key = r.agent_key ORDER BY first_ns, agent_key
         SETTINGS join_use_nulls = 1"""
-    frame = reader.frame(sql, reader._params(conversation=conversation))
+    frame = reader.frame(sql, reader.params(conversation=conversation))
     frame["started"] = pd.to_datetime(frame["first_ns"], unit="ns", utc=True)
     return frame
 
 
-def hotspot_runs(reader: ClickHouseReader, filters: Filters, tool: str, limit: int) -> pd.DataFrame:
-    where = reader._where(filters, "tool_name = {tool:String}", "run_length >= 2")
-    sql = f"""WITH {reader._tools(filters)},
+def hotspot_runs(reader: TableReader, filters: Filters, tool: str, limit: int) -> pd.DataFrame:
+    where = reader.where(filters, "tool_name = {tool:String}", "run_length >= 2")
+    sql = f"""WITH {reader.tools(filters)},
         ordered AS (SELECT *, leadInFrame(run_length) OVER (PARTITION BY agent_key ORDER BY end_ns, span_id
                                                           ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS next_run
                     FROM tool WHERE tracked)
@@ -161,26 +158,26 @@ _LOOP_COLUMNS = ["end_id", "kind", "agent_key", "agent", "tool", "run_length", "
                  "end_ns", "trace_id", "error", "ended"]  # fmt: skip
 
 
-def hotspot_loops(reader: ClickHouseReader, filters: Filters, tool: str, kinds: Sequence[str], limit: int) -> pd.DataFrame:
+def hotspot_loops(reader: TableReader, filters: Filters, tool: str, kinds: Sequence[str], limit: int) -> pd.DataFrame:
     """Not read from ClickHouse yet: the drill-down lists the repeats only (see docs/operations.md)."""
     return pd.DataFrame(columns=_LOOP_COLUMNS)
 
 
-def agent_cycles(reader: ClickHouseReader, agent_key: str, limit: int) -> pd.DataFrame:
+def agent_cycles(reader: TableReader, agent_key: str, limit: int) -> pd.DataFrame:
     return pd.DataFrame(columns=_LOOP_COLUMNS)
 
 
-def cycle_calls(reader: ClickHouseReader, agent_key: str, end_id: int, period: int, repetitions: int) -> pd.DataFrame:
+def cycle_calls(reader: TableReader, agent_key: str, end_id: int, period: int, repetitions: int) -> pd.DataFrame:
     return pd.DataFrame(columns=["id", "start_ns", "tool", "error", "trace_id", "span_id", "arguments", "copy", "step",
                                  "time", "status"])  # fmt: skip
 
 
-def loop_start_ns(reader: ClickHouseReader, agent_key: str, end_id: int, run_length: int) -> int | None:
-    sql = f"""WITH {reader._tools(None)}
+def loop_start_ns(reader: TableReader, agent_key: str, end_id: int, run_length: int) -> int | None:
+    sql = f"""WITH {reader.tools(None)}
         SELECT min(start_ns) AS start_ns, count() AS calls FROM (
             SELECT start_ns FROM tool WHERE agent_key = {{key:String}} AND end_ns <= {{end_id:Int64}} AND tracked
             ORDER BY end_ns DESC, span_id DESC LIMIT {{n:Int64}})"""
-    params = reader._params(key=agent_key, end_id=int(end_id), n=int(run_length))
+    params = reader.params(key=agent_key, end_id=int(end_id), n=int(run_length))
     params["scan_hi"] = int(end_id)
     row = reader.frame(sql, params).iloc[0]
     return None if int(row["calls"]) == 0 else int(row["start_ns"])
@@ -198,13 +195,11 @@ def _preview(text: object, chars: int, *, canonical: bool) -> tuple[str | None, 
     return arguments_preview(value.decode("utf-8", "surrogatepass"), chars), arguments_digest(value)
 
 
-def run_timeline(
-    reader: ClickHouseReader, agent_key: str, *, focus_ns: int | None, before: int, limit: int
-) -> pd.DataFrame:
-    params = reader._params(key=agent_key, before=int(before), limit=int(limit))
+def run_timeline(reader: TableReader, agent_key: str, *, focus_ns: int | None, before: int, limit: int) -> pd.DataFrame:
+    params = reader.params(key=agent_key, before=int(before), limit=int(limit))
     start = None
     if focus_ns is not None:
-        sql = f"""WITH {reader._tools(None)}, {reader._models(None)}
+        sql = f"""WITH {reader.tools(None)}, {reader.models(None)}
             SELECT min(start_ns) AS start_ns, count() AS calls FROM (
                 SELECT start_ns FROM (
                     SELECT start_ns FROM tool WHERE agent_key = {{key:String}} AND start_ns < {{at:Int64}}
@@ -212,7 +207,7 @@ def run_timeline(
                 ORDER BY start_ns DESC LIMIT {{before:Int64}})"""
         row = reader.frame(sql, {**params, "at": int(focus_ns)}).iloc[0]
         start = int(row["start_ns"]) if int(row["calls"]) else int(focus_ns)
-    sql = f"""WITH {reader._tools(None)}, {reader._models(None)}, runs AS ({reader.agent_run_keys()})
+    sql = f"""WITH {reader.tools(None)}, {reader.models(None)}, runs AS ({reader.agent_run_keys()})
         SELECT * FROM (
             SELECT 'tool' AS kind, end_ns AS id, start_ns, end_ns, duration_ns / 1e6 AS duration_ms, tool_name AS name,
                    toNullable(toUInt8(tracked)) AS tracked, run_length, toUInt8(error) AS error, reminder_tier,
@@ -231,7 +226,9 @@ def run_timeline(
         preview, computed = _preview(text, chars, canonical=kind == "tool")
         texts.append(preview)
         digests.append(digest if isinstance(digest, str) else computed)
-    frame = frame.assign(text=texts, arguments_digest=digests)
-    ended_sql = f"WITH runs AS ({reader.agent_run_keys()}) SELECT count() AS ended FROM runs WHERE agent_key = {{key:String}}"
+    frame = frame.assign(text=pd.Series(texts, dtype=object), arguments_digest=pd.Series(digests, dtype=object))
+    ended_sql = (
+        f"WITH runs AS ({reader.agent_run_keys()}) SELECT count() AS ended FROM runs WHERE agent_key = {{key:String}}"
+    )
     ended = int(reader.frame(ended_sql, params)["ended"].iloc[0]) > 0
     return _annotate_timeline(frame, ended=ended and not len(frame) >= limit)

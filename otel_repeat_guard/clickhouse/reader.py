@@ -8,30 +8,18 @@ prunes partitions (one per day) and ordering-key ranges before it reads a map.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
 from otel_repeat_guard.clickhouse import drill
-from otel_repeat_guard.clickhouse.calls import (
-    AGENT_RUNS,
-    MODEL_CALLS,
-    NOT_SEEN,
-    SERVICE_CONDITION,
-    SLACK_NS,
-    TOOL_CALLS,
-    like,
-)
-from otel_repeat_guard.clickhouse.client import Client, Value, connect
-from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.clickhouse.base import TableReader
+from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.dashboard.queries.filters import TIERS, Filters, tiers_shown
 from otel_repeat_guard.dashboard.queries.overview import long_form
 from otel_repeat_guard.dashboard.queries.reminders import REMINDER_WINDOW
-from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.store.records import CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE, REPEAT
 
-_FAR = 2**62
 _KIND_COLUMNS = {
     CYCLE: ("is_cycle", "cycle_tier", "cycle_length"),
     NO_PROGRESS: ("is_np", "np_tier", "np_length"),
@@ -50,7 +38,9 @@ def figure_columns(kind: str | None) -> str:
     store sums them: a call counts once in a loop, every detection's reminder counts. Fixed SQL text."""
     if kind is None:
         repeated = f"({_REPEATED} OR (NOT {_REPEATED} AND {_OTHERS}))"
-        tiers = {t: " + ".join(_tier(c, t) for c in ("reminder_tier", "cycle_tier", "np_tier", "pd_tier")) for t in TIERS}
+        tiers = {
+            t: " + ".join(_tier(c, t) for c in ("reminder_tier", "cycle_tier", "np_tier", "pd_tier")) for t in TIERS
+        }
         longest = "ifNull(run_length, 0)"
     elif kind == REPEAT:
         repeated, longest = _REPEATED, "ifNull(run_length, 0)"
@@ -73,81 +63,25 @@ def _detected(kind: str | None) -> str:
     return _REPEATED if kind == REPEAT else _KIND_COLUMNS[kind][0]
 
 
-class ClickHouseReader:
+class ClickHouseReader(TableReader):
     """The dashboard's reads over one ClickHouse table (see :mod:`otel_repeat_guard.dashboard.source`)."""
-
-    def __init__(self, target: Target, config: GuardConfig | None = None, client: Client | None = None) -> None:
-        self.target = target
-        self.client = connect(target) if client is None else client
-        config = GuardConfig.from_env() if config is None else config
-        self._tracked = ToolFilter(config.include, config.exclude)
-        self._include = [like(p) for p in config.include]
-        self._exclude = [like(p) for p in config.exclude]
-
-    def close(self) -> None:
-        self.client.close()
-
-    # -- building blocks ----------------------------------------------------------------------------------
-
-    def _params(self, filters: Filters | None = None, **extra: Value) -> dict[str, Value]:
-        start = None if filters is None else filters.start_ns
-        end = None if filters is None else filters.end_ns
-        params: dict[str, Value] = {
-            "db": self.target.database,
-            "tbl": self.target.table,
-            "scan_lo": 0 if start is None else max(0, start - SLACK_NS),
-            "scan_hi": _FAR if end is None else end,
-            "include": self._include,
-            "exclude": self._exclude,
-            "lo": -_FAR if start is None else start,
-            "hi": _FAR if end is None else end,
-        }
-        if filters is not None and filters.services:
-            services = list(filters.services)
-            params["services"] = [*services, ""] if "unknown_service" in services else services
-        if filters is not None:
-            params["agents"], params["tools"] = list(filters.agents), list(filters.tools)
-        params.update(extra)
-        return params
-
-    @staticmethod
-    def _scan(fragment: str, filters: Filters | None) -> str:
-        return fragment.replace("{services}", SERVICE_CONDITION if filters is not None and filters.services else "")
-
-    def _tools(self, filters: Filters | None) -> str:
-        return f"tool AS ({self._scan(TOOL_CALLS, filters)})"
-
-    def _models(self, filters: Filters | None) -> str:
-        return f"model AS ({self._scan(MODEL_CALLS, filters)})"
-
-    @staticmethod
-    def _where(filters: Filters, *extra: str, tool: bool = True) -> str:
-        clauses = [*extra, "end_ns >= {lo:Int64}", "end_ns <= {hi:Int64}"]
-        if filters.agents:
-            clauses.append("agent IN {agents:Array(String)}")
-        if tool and filters.tools:
-            clauses.append("tool_name IN {tools:Array(String)}")
-        return "WHERE " + " AND ".join(clauses)
-
-    def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
-        return self.client.frame(sql, params)
 
     # -- what the page reads ------------------------------------------------------------------------------
 
     def has_data(self) -> bool:
-        sql = f"WITH {self._tools(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM tool LIMIT 1)"
-        return bool(self.frame(sql, self._params())["held"].iloc[0])
+        sql = f"WITH {self.tools(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM tool LIMIT 1)"
+        return bool(self.frame(sql, self.params())["held"].iloc[0])
 
     def time_bounds(self) -> pd.DataFrame:
-        sql = f"""WITH {self._tools(None)}
+        sql = f"""WITH {self.tools(None)}
             SELECT min(end_ns) AS first_ns, max(end_ns) AS last_ns, toUInt8(count() > 0) AS rows FROM tool"""
-        frame = self.frame(sql, self._params())
+        frame = self.frame(sql, self.params())
         if not int(frame["rows"].iloc[0]):
             frame[["first_ns", "last_ns"]] = None
         return frame
 
     def filter_options(self) -> pd.DataFrame:
-        sql = f"""WITH {self._tools(None)}
+        sql = f"""WITH {self.tools(None)}
             SELECT kind, value FROM (
                 SELECT DISTINCT 'service' AS kind, service_name AS value FROM tool
                 UNION ALL SELECT DISTINCT 'tool', tool_name FROM tool
@@ -157,11 +91,11 @@ class ClickHouseReader:
                     if(is_cycle, 'cycle', ''), if(is_np, 'no_progress', ''), if(is_pd, 'parallel_duplicate', '')]))
                 FROM tool
             ) ORDER BY kind, value"""
-        return self.frame(sql, self._params())
+        return self.frame(sql, self.params())
 
     def _parts(self, filters: Filters, *, tracked_only: bool) -> str:
-        where = self._where(filters, *(["tracked"] if tracked_only else []))
-        return f"""WITH {self._tools(filters)},
+        where = self.where(filters, *(["tracked"] if tracked_only else []))
+        return f"""WITH {self.tools(filters)},
             parts AS (SELECT service_name, agent, tool_name, tracked, {figure_columns(filters.kind)} FROM tool {where})"""
 
     @staticmethod
@@ -177,9 +111,16 @@ class ClickHouseReader:
                    uniqExactIf(agent, repeated_calls > 0) AS agents_with_loops,
                    max(longest_run) AS longest_run, sum(repeated_ns) / 1e9 AS repeated_seconds
             FROM parts"""
-        frame = self.frame(sql, self._params(filters)).astype(
-            {"tool_calls": "int64", "untracked_calls": "int64", "repeated_calls": "int64", "gentle_reminders": "int64",
-             "detailed_reminders": "int64", "agents_with_loops": "int64", "longest_run": "int64"}
+        frame = self.frame(sql, self.params(filters)).astype(
+            {
+                "tool_calls": "int64",
+                "untracked_calls": "int64",
+                "repeated_calls": "int64",
+                "gentle_reminders": "int64",
+                "detailed_reminders": "int64",
+                "agents_with_loops": "int64",
+                "longest_run": "int64",
+            }
         )
         frame["reminders"] = frame["gentle_reminders"] + frame["detailed_reminders"]
         calls = frame["tool_calls"].where(frame["tool_calls"] > 0)
@@ -193,7 +134,7 @@ class ClickHouseReader:
                    max(longest_run) AS longest_run, sum(repeated_ns) / 1e9 AS wasted_seconds, sum(calls) AS calls
             FROM parts GROUP BY {key} HAVING sum(repeated_calls) > 0
             ORDER BY sum(repeated_calls) DESC, {key}"""
-        frame = self.frame(sql, self._params(filters))
+        frame = self.frame(sql, self.params(filters))
         frame["repeated_share"] = frame["repeated_calls"] / frame["calls"]
         return frame
 
@@ -205,20 +146,20 @@ class ClickHouseReader:
 
     def over_time(self, filters: Filters, bucket_s: float) -> pd.DataFrame:
         bucket_ns = max(1, round(bucket_s * 1_000_000_000))
-        sql = f"""WITH {self._tools(filters)},
-            parts AS (SELECT end_ns, {figure_columns(filters.kind)} FROM tool {self._where(filters, _detected(filters.kind))})
+        sql = f"""WITH {self.tools(filters)},
+            parts AS (SELECT end_ns, {figure_columns(filters.kind)} FROM tool {self.where(filters, _detected(filters.kind))})
             SELECT intDiv(end_ns, {{bucket:Int64}}) * {{bucket:Int64}} AS bucket_ns, sum(repeated_calls) AS repeated_calls,
                    {self._tier_sum(filters, "gentle")} AS gentle_reminders,
                    {self._tier_sum(filters, "detailed")} AS detailed_reminders
             FROM parts GROUP BY bucket_ns ORDER BY bucket_ns"""
-        wide = self.frame(sql, self._params(filters, bucket=bucket_ns))
+        wide = self.frame(sql, self.params(filters, bucket=bucket_ns))
         return long_form(wide.astype("int64"))
 
     def run_lengths(self, filters: Filters) -> pd.DataFrame:
-        sql = f"""WITH {self._tools(filters)}
-            SELECT run_length, count() AS calls FROM tool {self._where(filters, "tracked", "run_length IS NOT NULL")}
+        sql = f"""WITH {self.tools(filters)}
+            SELECT run_length, count() AS calls FROM tool {self.where(filters, "tracked", "run_length IS NOT NULL")}
             GROUP BY run_length ORDER BY run_length"""
-        positions = self.frame(sql, self._params(filters))
+        positions = self.frame(sql, self.params(filters))
         lengths = [int(v) for v in positions["run_length"]]
         calls = [int(v) for v in positions["calls"]]
         runs = [
@@ -230,11 +171,11 @@ class ClickHouseReader:
 
     def unguarded_calls(self, filters: Filters) -> pd.DataFrame:
         """As the store's, plus the tool spans no guard saw (reason ``no_guard``): never a silent zero."""
-        sql = f"""WITH {self._tools(filters)}
+        sql = f"""WITH {self.tools(filters)}
             SELECT if(seen, unguarded_reason, '{NOT_SEEN}') AS reason, tool_name AS tool, count() AS calls FROM tool
-            {self._where(filters, "tracked", "(unguarded_reason IS NOT NULL OR NOT seen)")}
+            {self.where(filters, "tracked", "(unguarded_reason IS NOT NULL OR NOT seen)")}
             GROUP BY reason, tool ORDER BY calls DESC, reason, tool"""
-        return self.frame(sql, self._params(filters))
+        return self.frame(sql, self.params(filters))
 
     def excluded_tools(self, tools: Sequence[str]) -> pd.DataFrame:
         """Of ``tools`` (the filter's, from the tools seen), those the guard's configuration excludes."""
@@ -244,9 +185,9 @@ class ClickHouseReader:
         tiers = tiers_shown(filters)
         if not tiers:
             return 0
-        sql = f"""WITH {self._tools(filters)} SELECT count() AS reminders FROM tool
-            {self._where(filters, "run_length >= 2", "reminder_tier IN {tiers:Array(String)}")}"""
-        return int(self.frame(sql, self._params(filters, tiers=tiers))["reminders"].iloc[0])
+        sql = f"""WITH {self.tools(filters)} SELECT count() AS reminders FROM tool
+            {self.where(filters, "run_length >= 2", "reminder_tier IN {tiers:Array(String)}")}"""
+        return int(self.frame(sql, self.params(filters, tiers=tiers))["reminders"].iloc[0])
 
     def reminder_outcomes(self, filters: Filters, window: int = REMINDER_WINDOW) -> pd.DataFrame:
         return drill.reminder_outcomes(self, filters, window)
@@ -258,8 +199,8 @@ class ClickHouseReader:
         return drill.model_tokens(self, filters, bands, wasted=True)
 
     def has_model_calls(self) -> bool:
-        sql = f"WITH {self._models(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM model LIMIT 1)"
-        return bool(self.frame(sql, self._params())["held"].iloc[0])
+        sql = f"WITH {self.models(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM model LIMIT 1)"
+        return bool(self.frame(sql, self.params())["held"].iloc[0])
 
     def conversations(self, filters: Filters, limit: int = 25) -> pd.DataFrame:
         return drill.conversations(self, filters, limit)
@@ -282,8 +223,7 @@ class ClickHouseReader:
     def loop_start_ns(self, agent_key: str, end_id: int, run_length: int) -> int | None:
         return drill.loop_start_ns(self, agent_key, end_id, run_length)
 
-    def run_timeline(self, agent_key: str, *, focus_ns: int | None = None, before: int = 8, limit: int = 300) -> pd.DataFrame:
+    def run_timeline(
+        self, agent_key: str, *, focus_ns: int | None = None, before: int = 8, limit: int = 300
+    ) -> pd.DataFrame:
         return drill.run_timeline(self, agent_key, focus_ns=focus_ns, before=before, limit=limit)
-
-    def agent_run_keys(self) -> str:
-        return self._scan(AGENT_RUNS, None)

@@ -74,7 +74,7 @@ _KINDS = {
 _STATUS = {StatusCode.UNSET: "Unset", StatusCode.OK: "Ok", StatusCode.ERROR: "Error"}
 
 
-def as_string(value: Any) -> str:
+def as_string(value: Any) -> str:  # noqa: PLR0911 - one answer per value type
     """An attribute value as the Collector's ``pcommon.Value.AsString`` writes it."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -141,7 +141,9 @@ def exporter_row(span: ReadableSpan) -> dict[str, Any]:
         "Events.Attributes": [attributes_map(event.attributes) for event in events],
         "Links.TraceId": [format_trace_id(link.context.trace_id) for link in links],
         "Links.SpanId": [format_span_id(link.context.span_id) for link in links],
-        "Links.TraceState": [link.context.trace_state.to_header() if link.context.trace_state else "" for link in links],
+        "Links.TraceState": [
+            link.context.trace_state.to_header() if link.context.trace_state else "" for link in links
+        ],
         "Links.Attributes": [attributes_map(link.attributes) for link in links],
     }
 

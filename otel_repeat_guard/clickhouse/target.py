@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from otel_repeat_guard.store.schema import StoreError
+
 PASSWORD_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"
 PASSWORD_FILE_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD_FILE"
 USER_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_USER"
@@ -27,7 +29,7 @@ SCHEMES = ("clickhouse", "chdb")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
-class TargetError(ValueError):
+class TargetError(StoreError, ValueError):
     """A store URL that cannot be used, in one line."""
 
 
@@ -76,7 +78,9 @@ def _password(environ: Mapping[str, str]) -> str:
     try:
         return Path(file).read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise TargetError(f"cannot read the ClickHouse password file ${PASSWORD_FILE_ENV} ({file}): {exc.strerror}") from None
+        raise TargetError(
+            f"cannot read the ClickHouse password file ${PASSWORD_FILE_ENV} ({file}): {exc.strerror}"
+        ) from None
 
 
 def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:

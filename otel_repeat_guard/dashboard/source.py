@@ -116,7 +116,7 @@ class SQLiteReader:
 
 def is_clickhouse(store: str) -> bool:
     """Whether ``store`` names a ClickHouse table rather than a SQLite file."""
-    from otel_repeat_guard.clickhouse.target import is_clickhouse as named
+    from otel_repeat_guard.clickhouse.target import is_clickhouse as named  # noqa: PLC0415 - only for ClickHouse
 
     return named(store)
 
@@ -124,8 +124,8 @@ def is_clickhouse(store: str) -> bool:
 def reader_for(store: str) -> Reader:
     """The reader of ``store``: ClickHouse for ``clickhouse://`` and ``chdb://``, else the SQLite file."""
     if is_clickhouse(store):
-        from otel_repeat_guard.clickhouse.reader import ClickHouseReader
-        from otel_repeat_guard.clickhouse.target import parse
+        from otel_repeat_guard.clickhouse.reader import ClickHouseReader  # noqa: PLC0415 - the optional engines
+        from otel_repeat_guard.clickhouse.target import parse  # noqa: PLC0415
 
         return ClickHouseReader(parse(store))
     return SQLiteReader(store)
