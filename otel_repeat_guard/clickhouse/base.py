@@ -40,6 +40,8 @@ class TableReader:
             "tbl": self.target.table,
             "scan_lo": 0 if start is None else max(0, start - SLACK_NS),
             "scan_hi": _FAR if end is None else end,
+            "all_lo": 0,
+            "all_hi": _FAR,
             "include": self._include,
             "exclude": self._exclude,
             "lo": -_FAR if start is None else start,
@@ -57,11 +59,18 @@ class TableReader:
     def scan(fragment: str, filters: Filters | None) -> str:
         return fragment.replace("{services}", SERVICE_CONDITION if filters is not None and filters.services else "")
 
-    def tools(self, filters: Filters | None) -> str:
-        return f"tool AS ({self.scan(TOOL_CALLS, filters)})"
+    @staticmethod
+    def whole(fragment: str) -> str:
+        """``fragment`` scanning the whole table, whatever the range (what a run or conversation holds)."""
+        return fragment.replace("{scan_lo:Int64}", "{all_lo:Int64}").replace("{scan_hi:Int64}", "{all_hi:Int64}")
 
-    def models(self, filters: Filters | None) -> str:
-        return f"model AS ({self.scan(MODEL_CALLS, filters)})"
+    def tools(self, filters: Filters | None, name: str = "tool", *, whole: bool = False) -> str:
+        fragment = self.scan(TOOL_CALLS, filters)
+        return f"{name} AS ({self.whole(fragment) if whole else fragment})"
+
+    def models(self, filters: Filters | None, name: str = "model", *, whole: bool = False) -> str:
+        fragment = self.scan(MODEL_CALLS, filters)
+        return f"{name} AS ({self.whole(fragment) if whole else fragment})"
 
     @staticmethod
     def where(filters: Filters, *extra: str, tool: bool = True) -> str:
@@ -76,4 +85,4 @@ class TableReader:
         return self.client.frame(sql, params)
 
     def agent_run_keys(self) -> str:
-        return self.scan(AGENT_RUNS, None)
+        return self.whole(self.scan(AGENT_RUNS, None))

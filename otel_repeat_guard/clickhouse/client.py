@@ -9,6 +9,7 @@ credentials, a missing database or table, a query ClickHouse rejected.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -171,6 +172,9 @@ class ServerClient:
         except ImportError:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="clickhouse-connect")) from None
         self.target = target
+        # Its driver logs each failure itself; the caller gets it as one line instead.
+        logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
+        logging.getLogger("clickhouse_connect").propagate = False
         try:
             self._client = clickhouse_connect.get_client(
                 host=target.host,

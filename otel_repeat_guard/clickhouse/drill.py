@@ -105,8 +105,8 @@ def model_tokens(reader: TableReader, filters: Filters, bands: Sequence[int], *,
 
 def conversations(reader: TableReader, filters: Filters, limit: int) -> pd.DataFrame:
     where = reader.where(filters, "conversation_id IS NOT NULL", tool=False)
-    every = reader.models(None).replace("model AS", "every AS", 1)
-    sql = f"""WITH {reader.models(filters)}, {every}, {reader.tools(None)},
+    every = reader.models(None, "every", whole=True)
+    sql = f"""WITH {reader.models(filters)}, {every}, {reader.tools(None, whole=True)},
         recent AS (SELECT conversation_id FROM model {where} ORDER BY end_ns DESC LIMIT {{recent:Int64}}),
         listed AS (SELECT DISTINCT conversation_id FROM recent ORDER BY conversation_id LIMIT {{limit:Int64}}),
         runs AS (SELECT conversation_id, agent_key, count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens,
@@ -125,7 +125,7 @@ def conversations(reader: TableReader, filters: Filters, limit: int) -> pd.DataF
 
 
 def conversation_runs(reader: TableReader, conversation: str) -> pd.DataFrame:
-    sql = f"""WITH {reader.models(None)}, {reader.tools(None)},
+    sql = f"""WITH {reader.models(None, whole=True)}, {reader.tools(None, whole=True)},
         runs AS (SELECT agent_key, ifNull(max(agent_name), agent_key) AS agent, min(start_ns) AS first_ns,
                         count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens
                  FROM model WHERE conversation_id = {{conversation:String}} GROUP BY agent_key),
@@ -179,8 +179,8 @@ def loop_start_ns(reader: TableReader, agent_key: str, end_id: int, run_length: 
             ORDER BY end_ns DESC, span_id DESC LIMIT {{n:Int64}})"""
     params = reader.params(key=agent_key, end_id=int(end_id), n=int(run_length))
     params["scan_hi"] = int(end_id)
-    row = reader.frame(sql, params).iloc[0]
-    return None if int(row["calls"]) == 0 else int(row["start_ns"])
+    frame = reader.frame(sql, params)
+    return None if int(frame["calls"].iloc[0]) == 0 else int(frame["start_ns"].iloc[0])
 
 
 def _preview(text: object, chars: int, *, canonical: bool) -> tuple[str | None, str | None]:
@@ -205,8 +205,8 @@ def run_timeline(reader: TableReader, agent_key: str, *, focus_ns: int | None, b
                     SELECT start_ns FROM tool WHERE agent_key = {{key:String}} AND start_ns < {{at:Int64}}
                     UNION ALL SELECT start_ns FROM model WHERE agent_key = {{key:String}} AND start_ns < {{at:Int64}})
                 ORDER BY start_ns DESC LIMIT {{before:Int64}})"""
-        row = reader.frame(sql, {**params, "at": int(focus_ns)}).iloc[0]
-        start = int(row["start_ns"]) if int(row["calls"]) else int(focus_ns)
+        found = reader.frame(sql, {**params, "at": int(focus_ns)})
+        start = int(found["start_ns"].iloc[0]) if int(found["calls"].iloc[0]) else int(focus_ns)
     sql = f"""WITH {reader.tools(None)}, {reader.models(None)}, runs AS ({reader.agent_run_keys()})
         SELECT * FROM (
             SELECT 'tool' AS kind, end_ns AS id, start_ns, end_ns, duration_ns / 1e6 AS duration_ms, tool_name AS name,

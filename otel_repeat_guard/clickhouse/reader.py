@@ -178,8 +178,13 @@ class ClickHouseReader(TableReader):
         return self.frame(sql, self.params(filters))
 
     def excluded_tools(self, tools: Sequence[str]) -> pd.DataFrame:
-        """Of ``tools`` (the filter's, from the tools seen), those the guard's configuration excludes."""
-        return pd.DataFrame({"tool": sorted(t for t in tools if not self._tracked[t])}, dtype=object)
+        """Of ``tools``, those the table holds whose calls the guard's configuration excludes."""
+        excluded = sorted(t for t in tools if not self._tracked[t])
+        if not excluded:
+            return pd.DataFrame({"tool": pd.Series([], dtype=object)})
+        sql = f"""WITH {self.tools(None, whole=True)}
+            SELECT DISTINCT tool_name AS tool FROM tool WHERE tool_name IN {{excluded:Array(String)}} ORDER BY tool"""
+        return self.frame(sql, self.params(excluded=excluded))
 
     def reminder_count(self, filters: Filters) -> int:
         tiers = tiers_shown(filters)
