@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("chdb", reason="the clickhouse extra (make test installs it)")
 
-from otel_repeat_guard.clickhouse.client import ChdbClient  # noqa: E402
-from otel_repeat_guard.clickhouse.target import Target  # noqa: E402
-from tests.clickhouse.filling import demo_spans, fill  # noqa: E402
+from otel_repeat_guard.clickhouse.client import ChdbClient
+from otel_repeat_guard.clickhouse.target import Target
+from tests.clickhouse.filling import demo_spans, fill
 
 
 @pytest.fixture(scope="session")

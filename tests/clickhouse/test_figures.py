@@ -74,7 +74,7 @@ def test_the_store_wide_reads_agree(demo_pair: tuple[Path, Target]) -> None:
     sqlite, clickhouse = SQLiteReader(store), ClickHouseReader(target)
     for name in ("has_data", "time_bounds", "filter_options", "has_model_calls"):
         _same(getattr(sqlite, name)(), getattr(clickhouse, name)())
-    tools = tuple(sorted(sqlite.filter_options().query("kind == 'tool'")["value"])) + ("todo_write",)
+    tools = (*tuple(sorted(sqlite.filter_options().query("kind == 'tool'")["value"])), "todo_write")
     _same(sqlite.excluded_tools(tools), clickhouse.excluded_tools(tools))
     conversation = str(sqlite.conversations(Filters())["conversation"].iloc[0])
     _same(sqlite.conversation_runs(conversation), clickhouse.conversation_runs(conversation))
@@ -109,7 +109,7 @@ def test_the_seam_picks_the_reader_by_the_store_name(demo_pair: tuple[Path, Targ
 
 
 def test_nothing_is_written_to_the_users_table(demo_pair: tuple[Path, Target]) -> None:
-    store, target = demo_pair
+    _store, target = demo_pair
     reader = ClickHouseReader(target)
     sql = "SELECT count() AS n, max(modification_time) AS m FROM system.parts WHERE database = {db:String} AND table = {tbl:String} AND active"
     before = reader.frame(sql, {"db": target.database, "tbl": target.table})
@@ -139,3 +139,16 @@ def test_spans_no_guard_saw_are_a_blind_spot(tmp_path: Path) -> None:
     target = fill(tmp_path / "chdb", memory.get_finished_spans(), database="other", table="spans")
     frame = ClickHouseReader(target).unguarded_calls(Filters())
     assert frame.to_dict("records") == [{"reason": "no_guard", "tool": "search", "calls": 3}]
+
+
+def test_doctor_reports_what_the_guard_could_not_see(
+    demo_pair: tuple[Path, Target], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from otel_repeat_guard.cli import main
+
+    store, target = demo_pair
+    assert main(["doctor", "--store", f"chdb://{target.path}"]) == 1  # the demo's http_get has no arguments
+    out = capsys.readouterr().out
+    headline = SQLiteReader(store).headline(Filters()).iloc[0]
+    assert f"{int(headline['tool_calls']):,} tracked tool calls" in out
+    assert "http_get: no_arguments" in out
