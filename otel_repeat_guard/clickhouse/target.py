@@ -1,4 +1,4 @@
-"""Where a ClickHouse store is: parsed from ``--store`` (or ``$OTEL_REPEAT_GUARD_STORE``), credentials apart.
+"""Where a ClickHouse store is: parsed from ``--store`` (or ``$OTEL_REPEAT_GUARD_DASHBOARD_STORE``), credentials apart.
 
 ``clickhouse://USER@HOST:PORT/DATABASE?table=TABLE[&secure=1]`` names a server (HTTP interface, port 8123 by
 default, 8443 with ``secure=1``); ``chdb://DIR`` names a chdb data directory. Both default to the Collector

@@ -13,7 +13,7 @@ from pathlib import Path
 from otel_repeat_guard.store.schema import DB_ENV, DEFAULT_DB
 
 TRACE_URL_ENV = "OTEL_REPEAT_GUARD_TRACE_URL"
-STORE_ENV = "OTEL_REPEAT_GUARD_STORE"
+STORE_ENV = "OTEL_REPEAT_GUARD_DASHBOARD_STORE"
 """A ClickHouse store URL (``clickhouse://…``, ``chdb://DIR``) the dashboard reads instead of the SQLite file."""
 JAEGER_TRACE_URL = "http://localhost:16686/trace/{trace_id}"
 """The template the compose stack sets (its Jaeger); the dashboard links to no trace UI unless one is set."""
@@ -25,7 +25,7 @@ class Settings:
     db: Path
     trace_url: str | None = None
     clickhouse: str | None = None
-    """The ClickHouse store URL (``--store`` / ``$OTEL_REPEAT_GUARD_STORE``); None: the SQLite store ``db``."""
+    """The ClickHouse store URL (``--store`` / ``$OTEL_REPEAT_GUARD_DASHBOARD_STORE``); None: the SQLite store ``db``."""
     """The trace link template (``--trace-url`` / ``$OTEL_REPEAT_GUARD_TRACE_URL``); None: no trace links."""
 
     @classmethod
