@@ -128,7 +128,7 @@ def questions(reader: ClickHouseReader, day: Filters) -> dict[str, Callable[[], 
 def cold_page(target: Target) -> float:
     from streamlit.testing.v1 import AppTest
 
-    import otel_repeat_guard.dashboard.app as app
+    from otel_repeat_guard.dashboard import app
 
     os.environ[STORE_ENV] = f"chdb://{target.path}"
     began = time.perf_counter()
