@@ -1,4 +1,4 @@
-# The dashboard (and demo agent) image: otel-repeat-guard with its dashboard, ingest and OTLP extras.
+# The dashboard (and demo agent) image: otel-repeat-guard with its dashboard, ingest and OTLP extras (and the ClickHouse server client).
 FROM python:3.11.10-slim-bookworm
 
 ENV PIP_NO_CACHE_DIR=1 \
@@ -10,7 +10,7 @@ WORKDIR /src
 # hatch_build.py: the wheel's mypyc hook; this slim image has no C compiler, so it builds the pure-Python package.
 COPY pyproject.toml README.md hatch_build.py ./
 COPY otel_repeat_guard ./otel_repeat_guard
-RUN pip install '.[dashboard,ingest,otlp]' && mkdir -p /var/lib/repeat-guard
+RUN pip install '.[dashboard,ingest,otlp,clickhouse-server]' && mkdir -p /var/lib/repeat-guard
 COPY deploy/dashboard-entrypoint.sh /usr/local/bin/dashboard-entrypoint.sh
 
 EXPOSE 8501

@@ -20,7 +20,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.dashboard.settings import TRACE_URL_ENV, check_trace_url
+from otel_repeat_guard.dashboard.settings import STORE_ENV, TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
@@ -95,6 +95,12 @@ def _version_text() -> str:
     return f"%(prog)s {__version__} ({build_mode()})"
 
 
+STORE_HELP = (
+    "read the OpenTelemetry Collector's ClickHouse table instead: clickhouse://USER@HOST:8123/DB?table=otel_traces "
+    "or chdb://DIR (password from $OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD or _PASSWORD_FILE, never the URL)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
@@ -137,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "A store of an older schema is upgraded in place first.",
     )
     dashboard.add_argument("--db", type=Path, default=None, help=db_help)
+    dashboard.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     _add_dashboard_options(dashboard)
 
     ingest = commands.add_parser(
@@ -168,12 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
         "came from, how their agent runs were resolved, and each blind spot with the setting that fixes it. "
         "Exit code 0 when every recognised call can be compared, 1 otherwise.",
     )
-    doctor.add_argument("paths", type=Path, nargs="+", metavar="FILE", help="the file exporter's output files")
+    doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
+    doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
 def run_doctor(args: argparse.Namespace) -> int:
+    if args.store is not None or not args.paths:
+        if args.store is None or args.paths:
+            raise CliError("doctor reads either collector files (FILE ...) or a ClickHouse table (--store URL)")
+        return clickhouse_doctor(args.store, as_json=args.json)
     try:
         from otel_repeat_guard.doctor import diagnose, read_files, render  # noqa: PLC0415 - needs the ingest extra
     except ImportError as exc:
@@ -347,10 +359,11 @@ def _checked_trace_url(trace_url: str) -> str:
         raise CliError(f"--trace-url: {exc}") from None
 
 
-def dashboard_command(db: Path, host: str, port: int, trace_url: str | None) -> list[str]:
-    """The Streamlit command line for the dashboard."""
+def dashboard_command(db: Path | None, host: str, port: int, trace_url: str | None) -> list[str]:
+    """The Streamlit command line for the dashboard (on the SQLite store ``db``, checked first, if given)."""
     check_dashboard_extra()
-    check_store(db, must_exist=True)
+    if db is not None:
+        check_store(db, must_exist=True)
     if trace_url is not None:
         _checked_trace_url(trace_url)
     return [
@@ -385,10 +398,37 @@ def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | Non
         print(f"upgraded the store {db} in place from schema {old} to {SCHEMA_VERSION}", flush=True)
     env = dict(os.environ)
     env[DB_ENV] = str(db.resolve())
+    return _serve(command, env, str(db), host, port, trace_url)
+
+
+def run_clickhouse_dashboard(store: str, *, host: str, port: int, trace_url: str | None) -> int:
+    """The dashboard on a ClickHouse table: checked (reachable, credentials, table) before Streamlit starts."""
+    from otel_repeat_guard.clickhouse.commands import check_store_url  # noqa: PLC0415 - the clickhouse extra
+
+    check_dashboard_extra()
+    if trace_url is not None:
+        _checked_trace_url(trace_url)
+    target = check_store_url(store)
+    command = dashboard_command(None, host, port, trace_url)
+    env = dict(os.environ)
+    env[STORE_ENV] = store  # the URL holds no password (refused there): that stays in its variable or file
+    return _serve(command, env, target.describe(), host, port, trace_url)
+
+
+def clickhouse_doctor(store: str, *, as_json: bool) -> int:
+    """``doctor --store``: what the guard could and could not see in the table; 1 if anything was unseen."""
+    from otel_repeat_guard.clickhouse.commands import doctor, render  # noqa: PLC0415 - the clickhouse extra
+
+    report = doctor(store)
+    print(render(report, as_json=as_json))
+    return 0 if report.comparable else 1
+
+
+def _serve(command: list[str], env: dict[str, str], shown: str, host: str, port: int, trace_url: str | None) -> int:
     if trace_url is not None:
         env[TRACE_URL_ENV] = trace_url
     shown_host = f"[{host}]" if ":" in host else host
-    print(f"dashboard for {db} at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
+    print(f"dashboard for {shown} at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
     process = subprocess.Popen(command, env=env)
 
     def stop(signum: int, frame: object) -> None:  # SIGTERM: take the server down with us
@@ -408,6 +448,14 @@ def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | Non
         signal.signal(signal.SIGTERM, previous)
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    if args.store is None:
+        return run_dashboard(args.db, host=args.host, port=args.port, trace_url=args.trace_url)
+    if args.db is not None:
+        raise CliError("--db and --store name two stores: give one")
+    return run_clickhouse_dashboard(args.store, host=args.host, port=args.port, trace_url=args.trace_url)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -417,7 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_ingest(args)
         if args.command == "doctor":
             return run_doctor(args)
-        return run_dashboard(args.db, host=args.host, port=args.port, trace_url=args.trace_url)
+        return _dashboard(args)
     except (CliError, StoreError) as exc:
         print(f"otel-repeat-guard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

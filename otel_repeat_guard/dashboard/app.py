@@ -45,6 +45,13 @@ Tool spans (`gen_ai.operation.name = execute_tool`) and model calls (`chat`) app
 """
 
 
+CLICKHOUSE_FEED_HELP = """
+This ClickHouse table holds no tool spans (`gen_ai.operation.name = execute_tool`) yet. Point the Collector's
+`clickhouse` exporter at it, and add the guard to your agents' processes so their spans carry its findings
+(`repeat_tool_guard.*` events and attributes); see docs/operations.md, "Teams that run ClickHouse".
+"""
+
+
 def _bucket_seconds(db: str, filters: Filters) -> float:
     """A width giving 30-60 points over the part of the range that holds calls."""
     bounds = reads.time_bounds(db).iloc[0]
@@ -64,11 +71,11 @@ def _content(settings: Settings, filters: Filters, kinds: tuple[str, ...]) -> No
     try:
         _draw(settings, filters, kinds)
     except (StoreError, sqlite3.Error) as exc:
-        _store_failed(str(settings.db), exc)
+        _store_failed(settings.store, exc)
 
 
 def _draw(settings: Settings, filters: Filters, kinds: tuple[str, ...]) -> None:
-    db = str(settings.db)
+    db = settings.store
     words = wording(filters.kind, kinds)
     # Every section's query first, then the drawing: a store that fails part-way through
     # (a damaged page in one table) shows one message, not half a page.
@@ -108,11 +115,11 @@ def main() -> None:
         "Tool calls that LLM agents repeated with identical arguments, as seen by otel-repeat-guard: "
         "what the loops cost, whether the reminders worked, and what happened in each run."
     )
-    db = str(settings.db)
+    db = settings.store
     try:
         bounds = reads.time_bounds(db) if reads.has_data(db) else None
         if bounds is None or int(bounds.iloc[0]["rows"]) == 0:
-            st.info(FEED_HELP.format(db=db))
+            st.info(CLICKHOUSE_FEED_HELP if settings.clickhouse else FEED_HELP.format(db=db))
             return
         filters, auto, kinds = sidebar.draw(db, reads.filter_options(db), bounds)
         body = st.fragment(run_every=REFRESH_SECONDS if auto else None)(_content)

@@ -1,22 +1,22 @@
-"""The page's one cached-query helper: each query keeps its own answers, kept for the same arguments."""
+"""The page's one cached-question helper: each question keeps its own answers, kept for the same arguments."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from otel_repeat_guard.dashboard import reads
 from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard.source import Reader
 
 ASKED: list[str] = []
 
 
-def _first(conn: sqlite3.Connection, n: int) -> str:
+def _first(reader: Reader, n: int) -> str:
     ASKED.append("first")
     return f"first {n}"
 
 
-def _second(conn: sqlite3.Connection, n: int) -> str:
+def _second(reader: Reader, n: int) -> str:
     ASKED.append("second")
     return f"second {n}"
 

@@ -16,6 +16,7 @@ import yaml
 from tests.backends.servers import ROOT, find_tool
 
 SERVICES = {"volume-init", "otel-collector", "jaeger", "prometheus", "grafana", "dashboard", "demo-agent"}
+CLICKHOUSE_PROFILE = {"clickhouse", "otel-collector-clickhouse", "dashboard-clickhouse"}
 ONE_SHOT = {"volume-init"}
 
 
@@ -49,14 +50,14 @@ def published(service: dict[str, Any]) -> dict[int, int]:
 
 def test_services_images_and_healthchecks(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert set(services) == SERVICES
+    assert set(services) == SERVICES | CLICKHOUSE_PROFILE
     for name, service in services.items():
         image = service.get("image")
         assert image, f"{name} has no image"
         if "build" not in service:
             repository, _, tag = image.rpartition(":")
             assert repository and tag and tag != "latest", f"{name}: image {image} is not pinned"
-            assert re.fullmatch(r"v?\d+\.\d+\.\d+", tag), f"{name}: {image} is not pinned to a release"
+            assert re.fullmatch(r"v?\d+\.\d+\.\d+(\.\d+)?", tag), f"{name}: {image} is not pinned to a release"
         if name not in ONE_SHOT:
             test = service.get("healthcheck", {}).get("test")
             assert test and test[0] == "CMD", f"{name} has no healthcheck"
@@ -225,3 +226,29 @@ def test_grafana_needs_a_login_and_a_password_of_the_users(compose: dict[str, An
     assert grafana["GF_USERS_ALLOW_SIGN_UP"] == "false"
     password = grafana["GF_SECURITY_ADMIN_PASSWORD"]
     assert re.fullmatch(r"\$\{GRAFANA_ADMIN_PASSWORD:\?[^}]+\}", password), password  # compose refuses without it
+
+
+def test_the_clickhouse_profile_is_off_by_default_and_needs_a_password(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name in CLICKHOUSE_PROFILE:
+        assert services[name].get("profiles") == ["clickhouse"], f"{name} would start with a plain `up`"
+    for name in SERVICES:
+        assert "profiles" not in services[name]
+    server = services["clickhouse"]
+    assert 'test -n "$$CLICKHOUSE_PASSWORD"' in " ".join(server["entrypoint"])  # no server without one
+    assert env(server)["CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT"] == "0"
+    command = services["dashboard-clickhouse"]["command"]
+    store = command[command.index("--store") + 1]
+    assert (
+        store.startswith("clickhouse://otel@clickhouse:8123/")
+        and ":" not in store.split("@")[0][len("clickhouse://") :]
+    )
+    assert env(services["dashboard-clickhouse"])["OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"] == "${CLICKHOUSE_PASSWORD:-}"
+
+
+def test_the_clickhouse_collector_writes_the_table_the_dashboard_reads() -> None:
+    collector = load("deploy/otel-collector-clickhouse.yaml")
+    exporter = collector["exporters"]["clickhouse"]
+    assert (exporter["database"], exporter["traces_table_name"]) == ("otel", "otel_traces")
+    assert exporter["password"] == "${env:CLICKHOUSE_PASSWORD}"
+    assert collector["service"]["pipelines"]["traces"]["exporters"] == ["clickhouse"]

@@ -170,7 +170,13 @@ def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: float) -> pd
             FROM ({rows}) GROUP BY bucket_ns
         """
         frames.append(read(conn, sql, [bucket_ns, bucket_ns, *gentle_params, *detailed_params, *params]))
-    wide = _summed_by_bucket(frames)
+    return long_form(_summed_by_bucket(frames))
+
+
+def long_form(wide: pd.DataFrame) -> pd.DataFrame:
+    """Per-bucket counts (``bucket_ns``, ``repeated_calls``, ``gentle_reminders``, ``detailed_reminders``) in long
+    form: ``bucket``, ``series``, ``count``."""
+    wide = wide.copy()
     wide["bucket"] = pd.to_datetime(wide["bucket_ns"], unit="ns", utc=True)
     long = wide.melt(
         id_vars=["bucket"],

@@ -1,0 +1,150 @@
+"""The SQL that reads the store's rows out of the exporter's ``otel_traces``: tool calls and model calls.
+
+It reads what the guard recorded on each span, as the embedded store does (``store.records``): its facts
+(``repeat_tool_guard.run``, ``.run_name``, ``.issuer``, ``.wasted``: the agent run, the model call that
+issued a tool call, whether that call charged the model call's tokens) and its events (the run length, the
+reminders, the cycle, no-progress and parallel-duplicate detections, why a call could not be compared).
+Every attribute is a string in that table. A tool span with neither facts nor guard events was made where
+no guard ran: ``seen`` is 0 and the dashboard lists it among the blind spots.
+
+Each fragment filters on ``Timestamp`` (the span's start) and ``ServiceName`` first, the table's partition
+and ordering key, then on the call's end. Values are parameters: ``{name:Type}`` bound by ClickHouse.
+"""
+
+from __future__ import annotations
+
+from otel_repeat_guard.facts import ISSUER, RUN, RUN_NAME, WASTED
+from otel_repeat_guard.recorder import (
+    CYCLE_EVENT,
+    NO_PROGRESS_EVENT,
+    PARALLEL_DUPLICATE_EVENT,
+    REMINDER_EVENT,
+    REPEAT_EVENT,
+    UNGUARDED_EVENT,
+)
+
+NOT_SEEN = "no_guard"
+"""The blind-spot reason of a tool span the guard never saw (no facts, no events)."""
+
+SLACK_NS = 86_400 * 1_000_000_000
+"""How long before a range's first end a call may have started and still end inside it (the scan's margin)."""
+
+TABLE = "{db:Identifier}.{tbl:Identifier}"
+
+
+def like(pattern: str) -> str:
+    """A tool-name pattern (``*``: any run of characters, the rest literal) as a LIKE pattern."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped.replace("*", "%")
+
+
+# The last event named ``name`` (0: none; ClickHouse then reads an empty map), and one of its attributes.
+_LAST = "arrayLastIndex(n -> n = '{name}', Events.Name)"
+
+
+def _event(name: str, alias: str) -> str:
+    return f"Events.Attributes[{_LAST.format(name=name)}] AS {alias}"
+
+
+def _reminder(kind: str, alias: str) -> str:
+    """The tier of the span's last reminder of ``kind`` (a reminder without a kind is a repeat's), or NULL."""
+    kinds = "('', 'repeat')" if kind == "repeat" else f"('{kind}')"
+    index = (
+        f"arrayLastIndex((n, a) -> n = '{REMINDER_EVENT}' AND a['repeat_tool_guard.kind'] IN {kinds}, "
+        "Events.Name, Events.Attributes)"
+    )
+    return f"nullIf(Events.Attributes[{index}]['repeat_tool_guard.tier'], '') AS {alias}"
+
+
+SCAN = f"""
+    FROM {TABLE}
+    WHERE Timestamp >= fromUnixTimestamp64Nano({{scan_lo:Int64}}) AND Timestamp <= fromUnixTimestamp64Nano({{scan_hi:Int64}})
+      {{services}}
+"""
+"""The bounded scan every fragment starts with; ``{services}`` is empty or the service condition."""
+
+SERVICE_CONDITION = "AND ServiceName IN {services:Array(String)}"
+
+TOOL_CALLS = f"""
+    SELECT
+        toUnixTimestamp64Nano(Timestamp) AS start_ns,
+        start_ns + toInt64(Duration) AS end_ns,
+        toInt64(Duration) AS duration_ns,
+        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
+        SpanAttributes['gen_ai.tool.name'] AS tool_name,
+        SpanAttributes['{RUN}'] AS run_fact,
+        {_event(REPEAT_EVENT, "rep")},
+        {_event(UNGUARDED_EVENT, "ung")},
+        {_event(CYCLE_EVENT, "cyc")},
+        {_event(NO_PROGRESS_EVENT, "nop")},
+        multiIf(run_fact != '', run_fact, SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+                rep['repeat_tool_guard.agent_id'] != '', rep['repeat_tool_guard.agent_id'],
+                concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId))) AS agent_key,
+        if(run_fact != '' AND SpanAttributes['{RUN_NAME}'] != '', SpanAttributes['{RUN_NAME}'],
+           nullIf(SpanAttributes['gen_ai.agent.name'], '')) AS agent_name,
+        ifNull(agent_name, agent_key) AS agent,
+        (empty({{include:Array(String)}}) OR arrayExists(p -> tool_name LIKE p, {{include:Array(String)}}))
+            AND NOT arrayExists(p -> tool_name LIKE p, {{exclude:Array(String)}}) AS tracked,
+        ifNull(toInt64OrNull(rep['repeat_tool_guard.run_length']), if(tracked, toNullable(toInt64(1)), NULL)) AS run_length,
+        {_reminder("repeat", "reminder_tier")},
+        multiIf(ung['repeat_tool_guard.reason'] != '', ung['repeat_tool_guard.reason'],
+                tracked AND SpanAttributes['gen_ai.agent.id'] = '' AND ParentSpanId = '', 'no_agent', NULL) AS unguarded_reason,
+        run_fact != '' OR arrayExists(n -> startsWith(n, 'repeat_tool_guard.'), Events.Name) AS seen,
+        StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') OR SpanAttributes['gen_ai.tool.status'] = 'error'
+            OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception') AS error,
+        nullIf(rep['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
+        SpanAttributes['gen_ai.tool.call.arguments'] AS arguments,
+        SpanAttributes['{ISSUER}'] AS issuer,
+        SpanAttributes['{WASTED}'] = 'true' AS wasted,
+        {_reminder("cycle", "cycle_tier")},
+        {_reminder("no_progress", "np_tier")},
+        {_reminder("parallel_duplicate", "pd_tier")},
+        has(Events.Name, '{CYCLE_EVENT}') OR cycle_tier IS NOT NULL AS is_cycle,
+        toInt64OrNull(cyc['repeat_tool_guard.period']) AS period,
+        toInt64OrNull(cyc['repeat_tool_guard.repetitions']) AS repetitions,
+        period * repetitions AS cycle_length,
+        has(Events.Name, '{NO_PROGRESS_EVENT}') OR np_tier IS NOT NULL AS is_np,
+        toInt64OrNull(nop['repeat_tool_guard.run_length']) AS np_length,
+        has(Events.Name, '{PARALLEL_DUPLICATE_EVENT}') OR pd_tier IS NOT NULL AS is_pd
+    {SCAN}
+      AND SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+"""
+"""One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures."""
+
+MODEL_CALLS = f"""
+    SELECT
+        toUnixTimestamp64Nano(Timestamp) AS start_ns,
+        start_ns + toInt64(Duration) AS end_ns,
+        toInt64(Duration) AS duration_ns,
+        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        TraceId AS trace_id, SpanId AS span_id,
+        multiIf(SpanAttributes['{RUN}'] != '', SpanAttributes['{RUN}'],
+                SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+                concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId))) AS agent_key,
+        coalesce(nullIf(SpanAttributes['{RUN_NAME}'], ''), nullIf(SpanAttributes['gen_ai.agent.name'], '')) AS agent_name,
+        ifNull(agent_name, agent_key) AS agent,
+        coalesce(nullIf(SpanAttributes['gen_ai.response.model'], ''), nullIf(SpanAttributes['gen_ai.request.model'], ''),
+                 nullIf(SpanAttributes['llm.model_name'], '')) AS model,
+        coalesce(nullIf(SpanAttributes['gen_ai.provider.name'], ''), nullIf(SpanAttributes['gen_ai.system'], '')) AS provider,
+        if(toInt64OrNull(SpanAttributes['gen_ai.usage.input_tokens']) >= 0,
+           toInt64OrNull(SpanAttributes['gen_ai.usage.input_tokens']), NULL) AS input_tokens,
+        if(toInt64OrNull(SpanAttributes['gen_ai.usage.output_tokens']) >= 0,
+           toInt64OrNull(SpanAttributes['gen_ai.usage.output_tokens']), NULL) AS output_tokens,
+        ifNull(input_tokens + output_tokens, toInt64OrNull(SpanAttributes['llm.usage.total_tokens'])) AS total_tokens,
+        coalesce(nullIf(SpanAttributes['gen_ai.conversation.id'], ''), nullIf(SpanAttributes['session.id'], '')) AS conversation_id,
+        StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') AS error,
+        SpanAttributes['gen_ai.output.messages'] AS output
+    {SCAN}
+      AND SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content')
+"""
+"""One row per model-call span, with the store's ``model_calls`` columns."""
+
+AGENT_RUNS = f"""
+    SELECT concat(if(SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+                     if(SpanAttributes['gen_ai.agent.name'] != '', SpanAttributes['gen_ai.agent.name'], toString(SpanName))),
+                  '#', SpanId) AS agent_key
+    {SCAN}
+      AND SpanAttributes['gen_ai.operation.name'] IN ('invoke_agent', 'create_agent')
+"""
+"""The keys of the agent-run spans (as the guard keys a run found through its span): a run that ended."""

@@ -1,0 +1,208 @@
+"""The two engines that answer the reader's SQL: a ClickHouse server (``clickhouse-connect``) and chdb.
+
+Every value travels as a query parameter (``{name:Type}`` in the SQL text, bound by ClickHouse itself), the
+table's database and name included (``{db:Identifier}``). Each failure becomes one
+:class:`ClickHouseStoreError` line naming the target and the cause: refused connection, refused
+credentials, a missing database or table, a query ClickHouse rejected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+import pandas as pd
+
+from otel_repeat_guard.clickhouse.target import PASSWORD_ENV, PASSWORD_FILE_ENV, Target
+from otel_repeat_guard.store.schema import StoreError
+
+Value = int | float | str | Sequence[str] | Sequence[int]
+
+_CODE = re.compile(r"Code: (\d+)")
+_AUTH_CODES = {
+    192,
+    193,
+    194,
+    195,
+    516,
+}  # UNKNOWN_USER, WRONG_PASSWORD, REQUIRED_PASSWORD, IP_ADDRESS_NOT_ALLOWED, AUTHENTICATION_FAILED
+_MISSING_CODES = {60, 81}  # UNKNOWN_TABLE, UNKNOWN_DATABASE
+SETTINGS = {"prefer_column_name_to_alias": 1}
+"""The reader's SQL names its results as the store's columns (``SUM(calls) AS calls``): a column's name wins."""
+_MISSING_CLIENT = (
+    "reading ClickHouse needs the clickhouse extra: pip install 'otel-repeat-guard[clickhouse]' ({name} is missing)"
+)
+
+
+class ClickHouseStoreError(StoreError):
+    """The ClickHouse store cannot be read; the message (one line) says which and why."""
+
+
+class Client(Protocol):
+    """What the reader needs of an engine: a query's rows as a DataFrame."""
+
+    target: Target
+
+    def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame: ...
+
+    def close(self) -> None: ...
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first meaningful line of an engine's message, bounded."""
+    for raw in str(text).splitlines():
+        line = raw.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return "(no message)"
+
+
+def explain(target: Target, exc: BaseException) -> ClickHouseStoreError:
+    """One line for what went wrong reading ``target``."""
+    message = first_line(str(exc))
+    code_match = _CODE.search(str(exc))
+    code = int(code_match.group(1)) if code_match else None
+    where = target.describe()
+    if code in _AUTH_CODES:
+        return ClickHouseStoreError(
+            f"ClickHouse at {where} refused the credentials of user {target.user!r} "
+            f"(the password comes from ${PASSWORD_ENV} or ${PASSWORD_FILE_ENV})"
+        )
+    if code in _MISSING_CODES:
+        return ClickHouseStoreError(
+            f"ClickHouse at {where} has no table {target.database}.{target.table}: "
+            "is the Collector's clickhouse exporter writing there (database and traces_table_name)?"
+        )
+    refused = ("Connection refused", "Failed to establish", "Max retries exceeded", "timed out", "Name or service")
+    if any(text in str(exc) for text in refused):
+        return ClickHouseStoreError(f"cannot reach ClickHouse at {where}: {_network_cause(str(exc))}")
+    return ClickHouseStoreError(f"ClickHouse at {where} failed: {message}")
+
+
+def _network_cause(text: str) -> str:
+    for cause in ("Connection refused", "timed out", "Name or service not known"):
+        if cause in text:
+            return cause.lower()
+    return first_line(text, 160)
+
+
+def _literal(value: Value) -> str:
+    """A parameter's value as ClickHouse parses a query parameter's text (chdb takes text only)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return repr(value)
+    items = []
+    for item in value:
+        if isinstance(item, str):
+            escaped = item.replace("\\", "\\\\").replace("'", "\\'")
+            items.append(f"'{escaped}'")
+        else:
+            items.append(repr(int(item)))
+    return "[" + ",".join(items) + "]"
+
+
+class ChdbClient:
+    """chdb on a data directory. chdb holds one session per process: this module shares it per directory."""
+
+    _lock = threading.Lock()
+    _sessions: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, target: Target) -> None:
+        try:
+            from chdb import session as chdb_session  # noqa: PLC0415 - optional: the clickhouse extra
+        except ImportError:
+            raise ClickHouseStoreError(_MISSING_CLIENT.format(name="chdb")) from None
+        self.target = target
+        key = str(target.path)
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                for other in list(self._sessions.values()):  # one session at a time: close the other directory's
+                    other.close()
+                self._sessions.clear()
+                try:
+                    session = chdb_session.Session(key)  # type: ignore[no-untyped-call]
+                    for name, value in SETTINGS.items():
+                        session.query(f"SET {name} = {value}")  # type: ignore[no-untyped-call]
+                except Exception as exc:
+                    raise explain(target, exc) from None
+                self._sessions[key] = session
+        self._session = session
+
+    def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
+        text = {name: _literal(value) for name, value in params.items()}
+        try:
+            with self._lock:
+                result = self._session.query(sql, "DataFrame", params=text)
+        except Exception as exc:
+            raise explain(self.target, exc) from None
+        return result if isinstance(result, pd.DataFrame) else pd.DataFrame()
+
+    def execute(self, sql: str, params: Mapping[str, Value] | None = None) -> None:
+        """A statement with no rows (tests and benchmarks build their tables with it)."""
+        text = {name: _literal(value) for name, value in (params or {}).items()}
+        try:
+            with self._lock:
+                self._session.query(sql, "CSV", params=text)
+        except Exception as exc:
+            raise explain(self.target, exc) from None
+
+    def close(self) -> None:
+        """Nothing per reader: the directory's session lives as long as the process (see :func:`close_all`)."""
+
+    @classmethod
+    def close_all(cls) -> None:
+        with cls._lock:
+            for session in cls._sessions.values():
+                session.close()
+            cls._sessions.clear()
+
+
+class ServerClient:
+    """A ClickHouse server through ``clickhouse-connect`` (HTTP). Connecting checks the credentials."""
+
+    def __init__(self, target: Target, *, connect_timeout: float = 5, timeout: float = 60) -> None:
+        try:
+            import clickhouse_connect  # noqa: PLC0415 - optional: the clickhouse extra
+        except ImportError:
+            raise ClickHouseStoreError(_MISSING_CLIENT.format(name="clickhouse-connect")) from None
+        self.target = target
+        # Its driver logs each failure itself; the caller gets it as one line instead.
+        logging.getLogger("clickhouse_connect").addHandler(logging.NullHandler())
+        logging.getLogger("clickhouse_connect").propagate = False
+        try:
+            self._client = clickhouse_connect.get_client(
+                host=target.host,
+                port=target.port,
+                username=target.user,
+                password=target.password,
+                database=target.database,
+                secure=target.secure,
+                connect_timeout=connect_timeout,
+                send_receive_timeout=timeout,
+                autogenerate_session_id=False,
+                settings=dict(SETTINGS),
+            )
+        except Exception as exc:
+            raise explain(target, exc) from None
+
+    def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
+        try:
+            frame: pd.DataFrame = self._client.query_df(sql, parameters=dict(params))
+        except Exception as exc:
+            raise explain(self.target, exc) from None
+        return frame
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # closing a broken connection: nothing left to tell
+            self._client.close()
+
+
+def connect(target: Target) -> Client:
+    """The client for ``target``: chdb for a directory, else the server."""
+    return ChdbClient(target) if target.embedded else ServerClient(target)

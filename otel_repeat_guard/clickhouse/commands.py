@@ -1,0 +1,101 @@
+"""The command line's ClickHouse side: checking a ``--store`` URL before use, and ``doctor --store``.
+
+Every failure is a :class:`~otel_repeat_guard.store.schema.StoreError` of one line, which the CLI prints and
+exits 2 on, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from otel_repeat_guard.blind_spots import explain as explain_reason
+from otel_repeat_guard.clickhouse.calls import NOT_SEEN
+from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, connect
+from otel_repeat_guard.clickhouse.reader import ClickHouseReader
+from otel_repeat_guard.clickhouse.target import Target, parse
+from otel_repeat_guard.dashboard.queries.filters import Filters
+
+
+def open_reader(store: str) -> ClickHouseReader:
+    """A reader of ``store`` whose table exists and is reachable with the credentials given."""
+    target = parse(store)
+    client = connect(target)
+    sql = "SELECT count() AS tables FROM system.tables WHERE database = {db:String} AND name = {tbl:String}"
+    if int(client.frame(sql, {"db": target.database, "tbl": target.table})["tables"].iloc[0]) == 0:
+        client.close()
+        raise ClickHouseStoreError(
+            f"ClickHouse at {target.describe()} has no table {target.database}.{target.table}: "
+            "is the Collector's clickhouse exporter writing there (database and traces_table_name)?"
+        )
+    return ClickHouseReader(target, client=client)
+
+
+def check_store_url(store: str) -> Target:
+    """The target of ``store`` after checking that its table can be read (then closed again)."""
+    reader = open_reader(store)
+    reader.close()
+    return reader.target
+
+
+@dataclass
+class Report:
+    """What the guard could and could not see in a ClickHouse table, over a time range."""
+
+    store: str
+    tool_calls: int = 0
+    untracked_calls: int = 0
+    repeated_calls: int = 0
+    reminders: int = 0
+    blind_spots: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def comparable(self) -> bool:
+        return not self.blind_spots
+
+
+def doctor(store: str, start_ns: int | None = None, end_ns: int | None = None) -> Report:
+    """The guard's view of the table's tool spans in ``[start_ns, end_ns]`` (call ends, epoch ns)."""
+    reader = open_reader(store)
+    try:
+        filters = Filters(start_ns=start_ns, end_ns=end_ns)
+        headline = reader.headline(filters).iloc[0]
+        report = Report(
+            store=reader.target.describe(),
+            tool_calls=int(headline["tool_calls"]),
+            untracked_calls=int(headline["untracked_calls"]),
+            repeated_calls=int(headline["repeated_calls"]),
+            reminders=int(headline["reminders"]),
+        )
+        for row in reader.unguarded_calls(filters).to_dict("records"):
+            reason = str(row["reason"])
+            report.blind_spots.append(
+                {"reason": reason, "tool": str(row["tool"]), "calls": int(row["calls"]), "why": _why(reason)}
+            )
+        return report
+    finally:
+        reader.close()
+
+
+def _why(reason: str) -> str:
+    if reason == NOT_SEEN:
+        return (
+            "no guard facts or events on the span: the guard was not in the process that made it "
+            "(add it there, or run `otel-repeat-guard ingest --from … --replay`)"
+        )
+    return explain_reason(reason)
+
+
+def render(report: Report, *, as_json: bool) -> str:
+    """The report as text (or JSON)."""
+    if as_json:
+        return json.dumps({**asdict(report), "comparable": report.comparable}, indent=2)
+    lines = [
+        f"{report.store}: {report.tool_calls:,} tracked tool calls ({report.untracked_calls:,} of excluded tools), "
+        f"{report.repeated_calls:,} in loops, {report.reminders:,} reminders",
+    ]
+    if report.comparable:
+        lines.append("every tracked tool call was seen and compared by the guard")
+    for spot in report.blind_spots:
+        lines.append(f"  {spot['calls']:>8,}  {spot['tool']}: {spot['reason']}: {spot['why']}")
+    return "\n".join(lines)

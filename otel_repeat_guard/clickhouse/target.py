@@ -1,0 +1,126 @@
+"""Where a ClickHouse store is: parsed from ``--store`` (or ``$OTEL_REPEAT_GUARD_DASHBOARD_STORE``), credentials apart.
+
+``clickhouse://USER@HOST:PORT/DATABASE?table=TABLE[&secure=1]`` names a server (HTTP interface, port 8123 by
+default, 8443 with ``secure=1``); ``chdb://DIR`` names a chdb data directory. Both default to the Collector
+exporter's database ``otel`` and table ``otel_traces``.
+
+The password never travels on the command line (where ``ps`` and shell history would show it): a URL with
+one is refused. It comes from ``$OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD``, else from the file that
+``$OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD_FILE`` names (a Docker or Kubernetes secret), else it is empty.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from otel_repeat_guard.store.schema import StoreError
+
+PASSWORD_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"
+PASSWORD_FILE_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD_FILE"
+USER_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_USER"
+DEFAULT_DATABASE = "otel"
+DEFAULT_TABLE = "otel_traces"
+SCHEMES = ("clickhouse", "chdb")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class TargetError(StoreError, ValueError):
+    """A store URL that cannot be used, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One ClickHouse table to read: on a server (``host``) or in a chdb directory (``path``)."""
+
+    database: str = DEFAULT_DATABASE
+    table: str = DEFAULT_TABLE
+    host: str | None = None
+    port: int = 8123
+    user: str = "default"
+    secure: bool = False
+    path: Path | None = None
+    password: str = field(default="", repr=False)
+
+    @property
+    def embedded(self) -> bool:
+        return self.path is not None
+
+    def describe(self) -> str:
+        """The target as the user may see it (never the password)."""
+        if self.path is not None:
+            return f"chdb://{self.path} ({self.database}.{self.table})"
+        scheme = "https" if self.secure else "http"
+        return f"{self.user}@{scheme}://{self.host}:{self.port} ({self.database}.{self.table})"
+
+
+def is_clickhouse(store: str) -> bool:
+    """Whether ``store`` names a ClickHouse store rather than a SQLite file."""
+    return store.partition("://")[0].lower() in SCHEMES and "://" in store
+
+
+def _identifier(value: str, what: str) -> str:
+    if not _IDENTIFIER.match(value):
+        raise TargetError(f"the {what} name {value!r} is not a plain ClickHouse identifier (letters, digits, _)")
+    return value
+
+
+def _password(environ: Mapping[str, str]) -> str:
+    if environ.get(PASSWORD_ENV):
+        return environ[PASSWORD_ENV]
+    file = environ.get(PASSWORD_FILE_ENV)
+    if not file:
+        return ""
+    try:
+        return Path(file).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise TargetError(
+            f"cannot read the ClickHouse password file ${PASSWORD_FILE_ENV} ({file}): {exc.strerror}"
+        ) from None
+
+
+def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
+    """The target ``store`` names; a TargetError (one line) when it cannot be used."""
+    env = os.environ if environ is None else environ
+    parts = urlsplit(store)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise TargetError(f"unknown store scheme {parts.scheme!r}: use clickhouse://… or chdb://…")
+    query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
+    unknown = sorted(set(query) - {"table", "database", "secure"})
+    if unknown:
+        raise TargetError(f"unknown store URL option(s): {', '.join(unknown)} (known: table, database, secure)")
+    table = _identifier(query.get("table") or DEFAULT_TABLE, "table")
+    if scheme == "chdb":
+        path = unquote(parts.netloc + parts.path)
+        if not path:
+            raise TargetError("chdb:// needs a data directory: chdb://DIR")
+        database = _identifier(query.get("database") or DEFAULT_DATABASE, "database")
+        return Target(database=database, table=table, path=Path(path))
+    if parts.password is not None:
+        raise TargetError(
+            f"a password in the store URL is refused (the command line is visible to others): "
+            f"set ${PASSWORD_ENV}, or ${PASSWORD_FILE_ENV} to a file holding it"
+        )
+    if not parts.hostname:
+        raise TargetError("clickhouse:// needs a host: clickhouse://USER@HOST:8123/DATABASE?table=otel_traces")
+    secure = query.get("secure", "").lower() in ("1", "true", "yes")
+    try:
+        port = parts.port or (8443 if secure else 8123)
+    except ValueError:
+        raise TargetError(f"the port in {store!r} is not a number from 1 to 65535") from None
+    database = _identifier(parts.path.strip("/") or query.get("database") or DEFAULT_DATABASE, "database")
+    user = unquote(parts.username) if parts.username else env.get(USER_ENV) or "default"
+    return Target(
+        database=database,
+        table=table,
+        host=parts.hostname,
+        port=port,
+        user=user,
+        secure=secure,
+        password=_password(env),
+    )

@@ -1,0 +1,24 @@
+"""A chdb ``otel_traces`` filled from the demo scenario's spans, beside the embedded store they also went to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("chdb", reason="the clickhouse extra (make test installs it)")
+
+from otel_repeat_guard.clickhouse.client import ChdbClient
+from otel_repeat_guard.clickhouse.target import Target
+from tests.clickhouse.filling import demo_spans, fill
+
+
+@pytest.fixture(scope="session")
+def demo_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Target]]:
+    """(the SQLite store, the chdb target) holding the same demo spans."""
+    root = tmp_path_factory.mktemp("clickhouse")
+    spans = demo_spans(root / "store.db")
+    target = fill(root / "chdb", spans)
+    yield root / "store.db", target
+    ChdbClient.close_all()
