@@ -13,6 +13,7 @@ and ordering key, then on the call's end. Values are parameters: ``{name:Type}``
 
 from __future__ import annotations
 
+from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
 from otel_repeat_guard.facts import ISSUER, RUN, RUN_NAME, WASTED
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -112,6 +113,13 @@ TOOL_CALLS = f"""
 """
 """One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures."""
 
+
+def _count(keys: tuple[str, ...]) -> str:
+    """The first of ``keys`` (the usage reader's, constants) whose text is a non-negative integer, else NULL."""
+    read = [f"toInt64OrNull(SpanAttributes['{key}'])" for key in keys]
+    return "coalesce(" + ", ".join(f"if({value} >= 0, {value}, NULL)" for value in read) + ")"
+
+
 MODEL_CALLS = f"""
     SELECT
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
@@ -127,10 +135,10 @@ MODEL_CALLS = f"""
         coalesce(nullIf(SpanAttributes['gen_ai.response.model'], ''), nullIf(SpanAttributes['gen_ai.request.model'], ''),
                  nullIf(SpanAttributes['llm.model_name'], '')) AS model,
         coalesce(nullIf(SpanAttributes['gen_ai.provider.name'], ''), nullIf(SpanAttributes['gen_ai.system'], '')) AS provider,
-        if(toInt64OrNull(SpanAttributes['gen_ai.usage.input_tokens']) >= 0,
-           toInt64OrNull(SpanAttributes['gen_ai.usage.input_tokens']), NULL) AS input_tokens,
-        if(toInt64OrNull(SpanAttributes['gen_ai.usage.output_tokens']) >= 0,
-           toInt64OrNull(SpanAttributes['gen_ai.usage.output_tokens']), NULL) AS output_tokens,
+        {_count(INPUT_TOKEN_KEYS)} AS input_tokens,
+        {_count(OUTPUT_TOKEN_KEYS)} AS output_tokens,
+        {_count(CACHE_READ_KEYS)} AS cache_read_tokens,
+        {_count(CACHE_WRITE_KEYS)} AS cache_write_tokens,
         ifNull(input_tokens + output_tokens, toInt64OrNull(SpanAttributes['llm.usage.total_tokens'])) AS total_tokens,
         coalesce(nullIf(SpanAttributes['gen_ai.conversation.id'], ''), nullIf(SpanAttributes['session.id'], '')) AS conversation_id,
         StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') AS error,

@@ -82,7 +82,8 @@ def model_tokens(reader: TableReader, filters: Filters, bands: Sequence[int], *,
     where = reader.where(filters, tool=False)
     sums = """count() AS calls, sum(ifNull(input_tokens, 0)) AS input_tokens, sum(ifNull(output_tokens, 0)) AS output_tokens,
         sum(ifNull(total_tokens, ifNull(input_tokens, 0) + ifNull(output_tokens, 0))) AS total_tokens,
-        sum(input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls"""
+        sum(input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls,
+        sum(ifNull(cache_read_tokens, 0)) AS cache_read_tokens, sum(ifNull(cache_write_tokens, 0)) AS cache_write_tokens"""
     if not wasted:
         sql = f"""WITH {reader.models(filters)}
             SELECT agent, model, provider, {band} AS band, {sums} FROM model {where}
