@@ -117,7 +117,7 @@ class Guard:
             self._conventions,
             max_live_spans,
             self._run_over,
-            is_model_call=lambda name, attributes: bool(self.route(name, attributes) & self.model_bits),
+            is_model_call=router.is_model_call,
         )
         self.steps = PendingSteps(max_agents)
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
