@@ -19,6 +19,9 @@ ISSUER: Final = "repeat_tool_guard.issuer"
 """On a tool call: the span id (16 hex digits) of the model call that asked for it."""
 WASTED: Final = "repeat_tool_guard.wasted"
 """On a tool call: True when it is the call that charged its issuer's tokens as wasted (each model call once)."""
+WRAPS: Final = "repeat_tool_guard.wraps_model_call"
+"""On a model call: True when another model call started inside it (a framework's span around its client's span
+of the same request). The store keeps the inner one, which records what was billed, as the model call."""
 CALL_EVENT: Final = "repeat_tool_guard.call"
 """The event of a call counted from a model's request, with no tool span of its own: the store's row for it."""
 

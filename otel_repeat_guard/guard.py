@@ -385,14 +385,15 @@ class Guard:
         last step.
 
         A model call nested in this one (the client's span under a framework's) already left its step,
-        with the content: that step stays. A span marked as a model call only after it started (Haystack's
-        synchronous components, Semantic Kernel's ``chat``) is handled as starting now: the run's unanswered
-        calls are counted, their events on it.
+        with the content: that step stays, and so does that call's row in the store (``WRAPS`` on this one).
+        A span marked as a model call only after it started (Haystack's synchronous components, Semantic
+        Kernel's ``chat``) is handled as starting now: the run's unanswered calls are counted, their events on it.
         """
         context = span.context
         if context is None:
             return None
         started_run = self._model_runs.pop(context.span_id, None) if self._model_runs else None
+        wraps = self.runs.wraps_model_call(context.span_id) if self.runs.wrapping else False  # facts or not
         late = started_run is None
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
@@ -403,15 +404,14 @@ class Guard:
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        decision = Decision([], [], model_facts(run, attributes) if self.facts else None)
         started = span.start_time or 0
-        if idle:
+        inside = not idle and self.steps.latest_end(run.key) >= started  # the run's last step came from a call inside
+        read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
+        decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
+        if idle or inside:
             return decision
-        if self.steps.latest_end(run.key) >= started:
-            return decision  # the run's last step came from a model call inside this one
         if late and self.steps.steps:
             merge(decision, self._count_unanswered(run))
-        read = self._router.request_reader(mask) if keep else None
         if read is not None:
             self.steps.add(
                 run.key, Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0), started

@@ -16,7 +16,7 @@ from otel_repeat_guard.conventions import MISSING, EventLike, failed
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetector
-from otel_repeat_guard.facts import run_facts
+from otel_repeat_guard.facts import WRAPS, run_facts
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.runs import Run
 
@@ -28,13 +28,19 @@ def positive_int(name: str, value: object) -> int:
     return value
 
 
-def model_facts(run: Run, attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """A model span's run, as its tool spans are keyed: by its own ``gen_ai.agent.id`` when it has one."""
+def model_facts(run: Run, attributes: Mapping[str, Any], wraps: bool = False) -> dict[str, Any]:
+    """A model span's run, as its tool spans are keyed: by its own ``gen_ai.agent.id`` when it has one; with
+    ``wraps``, that a model call started inside it (``WRAPS``) and its own request is not the run's step, so the
+    store keeps the inner call as the model call of this request."""
     agent_id = attributes.get(AGENT_ID)
     if agent_id.__class__ is str and agent_id:
         name = attributes.get(AGENT_NAME)
-        return run_facts(agent_id, name if name.__class__ is str and name else agent_id)
-    return run.facts
+        facts = run_facts(agent_id, name if name.__class__ is str and name else agent_id)
+    else:
+        facts = run.facts
+    if wraps:
+        facts[WRAPS] = True
+    return facts
 
 
 def merge(into: Decision, more: Decision | None) -> None:

@@ -85,6 +85,7 @@ class RunResolver:
         "marked",
         "max_live_spans",
         "owned",
+        "wrapping",
     )
 
     def __init__(
@@ -103,6 +104,9 @@ class RunResolver:
         self.owned: dict[int, Run] = {}
         """Run span id -> the run it stands for (read directly by the processor's hot path)."""
         self.marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
+        self.wrapping: dict[int, None] = {}
+        """Open model-call spans a model call started inside (a framework's span around its client's): the guard
+        takes each out as it ends (:meth:`wraps_model_call`)."""
         self._agent_runs: dict[str, dict[str, None]] = {}  # agent id -> keys of its open runs
         self._remote_parent: dict[int, int] = {}  # open span with a remote parent -> that parent's span id
         self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
@@ -183,14 +187,24 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 return
-            if not self._is_model_call(ancestor.name, attributes_of(ancestor)):  # a model call nested in another
+            if not self._is_model_call(ancestor.name, attributes_of(ancestor)):
                 marked[span_id] = None
                 if len(marked) > self.max_live_spans:
                     evict_oldest(marked)
+            else:  # a model call nested in another: the outer one records the same request
+                wrapping = self.wrapping
+                wrapping[span_id] = None
+                if len(wrapping) > self.max_live_spans:
+                    evict_oldest(wrapping)
             grandparent = ancestor.parent
             if grandparent is None:
                 return
             span_id = grandparent.span_id
+
+    def wraps_model_call(self, span_id: int) -> bool:
+        """Whether a model call started inside the model-call span ``span_id``, which is ending (forgotten here)."""
+        wrapping = self.wrapping
+        return bool(wrapping) and wrapping.pop(span_id, 0) is None
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""

@@ -41,7 +41,7 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
-from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
+from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED, WRAPS
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -431,7 +431,8 @@ def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> Agen
 def model_call_row(
     span: ReadableSpan, router: SpanRouter, *, store_outputs: bool, preview_chars: int
 ) -> ModelCallRow | None:
-    """The row for ``span`` if the conventions' router marks it as a model call, else None.
+    """The row for ``span`` if the conventions' router marks it as a model call, else None; None too when the
+    guard found another model call inside it (``WRAPS``: the inner span is the row for the same request).
 
     Its agent: the span's own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key
     of its parent, exactly as for a first tool call, so the exporter gives it its run's key when the
@@ -441,7 +442,7 @@ def model_call_row(
     if context is None:
         return None
     name, attributes, _ = contents_of(span)
-    if not router.route(name, attributes) & router.model_bits:
+    if not router.route(name, attributes) & router.model_bits or attributes.get(WRAPS) is True:
         return None
     info = read_model_call(attributes)
     trace_id = format_trace_id(context.trace_id)
