@@ -1,16 +1,18 @@
 """Model-call spans in the shapes that hide what they are: a framework's span around its client's, marked a
-model call only at its end (Haystack). The facts the guard writes say one run, one issuer, one stored model call."""
+model call only at its end (Haystack), and a model span that records how it finished but not what it said
+(google-adk's legacy schema). The facts the guard writes say one run, one issuer, one stored model call."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id
 
-from otel_repeat_guard.facts import ISSUER, RUN, WRAPS
+from otel_repeat_guard.facts import ISSUER, RUN, WASTED, WRAPS
 
 from .conftest import Harness, make_harness
 
@@ -94,3 +96,36 @@ def test_a_generator_span_whose_own_request_is_the_step_is_not_marked_as_wrappin
     assert [(s.attributes or {}).get(WRAPS) for s in generators] == [None, None]
     issuers = [(s.attributes or {}).get(ISSUER) for s in _spans(h, "execute_tool lookup")]
     assert issuers == [format_span_id(s.context.span_id) for s in generators]  # type: ignore[union-attr]
+
+
+def test_a_model_span_that_says_how_it_finished_but_not_what_it_said_issues_the_tool_calls_after_it() -> None:
+    """google-adk's legacy schema: ``generate_content`` with usage and Gemini's ``STOP``, the request recorded
+    only on ADK's own ``call_llm`` span around it (no model mark), the tool span a sibling of ``call_llm``."""
+    h, reader = _harness()
+    attributes: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "weather"}
+    with h.tracer.start_as_current_span("invoke_agent weather", attributes=attributes):
+        for i in range(3):
+            with h.tracer.start_as_current_span("call_llm"):
+                start = {"gen_ai.operation.name": "generate_content"}
+                with h.tracer.start_as_current_span("generate_content scripted", attributes=start) as model:
+                    model.set_attribute("gen_ai.response.finish_reasons", ("stop",))
+                    model.set_attribute("gen_ai.usage.input_tokens", 1000 * (i + 1))
+                    model.set_attribute("gen_ai.usage.output_tokens", 11 + i)
+            _tool(h, i)
+    models = _spans(h, "generate_content scripted")
+    tools = _spans(h, "execute_tool lookup")
+    assert [(s.attributes or {}).get(ISSUER) for s in tools] == [format_span_id(s.context.span_id) for s in models]  # type: ignore[union-attr]
+    assert [(s.attributes or {}).get(WASTED) for s in tools] == [None, True, True]
+    assert _wasted_tokens(reader) == {"input": 2000 + 3000, "output": 12 + 13}
+
+
+def test_a_model_span_with_no_word_of_its_answer_is_still_never_kept() -> None:
+    """No output, no finish reason, no events: nothing says it could have asked for tools (the hot path's chat span)."""
+    h, _ = _harness()
+    with h.agent_run("a"):
+        with h.tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}):
+            pass
+        _tool(h, 0)
+    (tool,) = _spans(h, "execute_tool lookup")
+    assert ISSUER not in (tool.attributes or {})
+    assert not h.guard._guard.steps.steps  # nothing was kept
