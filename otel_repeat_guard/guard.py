@@ -102,7 +102,7 @@ class Guard:
             self._conventions,
             max_live_spans,
             self._run_over,
-            is_model_call=lambda name, attributes: bool(self.route(name, attributes) & self.model_bits),
+            is_model_call=router.is_model_call,
         )
         self.steps = PendingSteps(max_agents)
         self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
@@ -388,6 +388,7 @@ class Guard:
         if context is None:
             return None
         started_run = self._model_runs.pop(context.span_id, None) if self._model_runs else None
+        wraps = self.runs.wraps_model_call(context.span_id)  # taken out as it ends, facts or not
         late = started_run is None
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
@@ -399,14 +400,13 @@ class Guard:
         if run is None:
             return None
         started = span.start_time or 0
-        inner = idle or self.steps.latest_end(run.key) >= started  # or its step came from a model call inside it
-        wraps = inner and self.runs.wraps_model_call(context.span_id)  # that call is the one of record, not this
-        decision = Decision([], [], model_facts(run, attributes, wraps) if self.facts else None)
-        if inner:
+        inside = not idle and self.steps.latest_end(run.key) >= started  # the run's last step came from a call inside
+        read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
+        decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
+        if idle or inside:
             return decision
         if late and self.steps.steps:
             merge(decision, self._count_unanswered(run))
-        read = self._router.request_reader(mask) if keep else None
         if read is not None:
             self.steps.add(
                 run.key, Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0), started

@@ -22,6 +22,7 @@ from typing import Any
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
 from otel_repeat_guard.rules import evict_oldest
 
+_FINISH_REASONS = "gen_ai.response.finish_reasons"
 _TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call"})
 _REQUEST_KEYS = (
     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",  # OpenInference
@@ -31,17 +32,22 @@ _REQUEST_KEYS = (
 
 def may_request(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
     """Whether a model-call span may hold tool-call requests, or say it asked for tools: a few dict
-    lookups, so a text answer (most model calls) is never kept as a step, let alone parsed."""
+    lookups, so a text answer (most model calls) is never kept as a step, let alone parsed.
+
+    A span that says how the model finished but not what it said (content capture off; google-adk's
+    legacy schema, which records the response on its own ``call_llm`` span) may have asked for tools
+    whatever the reason (Gemini finishes a request for tools with ``STOP``): it is kept, unread, so
+    the tool spans that answer it find the model call that issued them."""
     output = attributes.get("gen_ai.output.messages")
     if output is not None:  # a text answer, unless the finish reason says the text is not all of it
         return not isinstance(output, str) or "tool_call" in output or _finished_for_tools(attributes)
     if _REQUEST_KEYS[0] in attributes or _REQUEST_KEYS[1] in attributes:
         return True
-    return _finished_for_tools(attributes) or bool(len(events))  # the older gen_ai.choice events
+    return _FINISH_REASONS in attributes or bool(len(events))  # the older gen_ai.choice events
 
 
 def _finished_for_tools(attributes: Mapping[str, Any]) -> bool:
-    reasons = attributes.get("gen_ai.response.finish_reasons")
+    reasons = attributes.get(_FINISH_REASONS)
     if reasons is not None and isinstance(reasons, Sequence):
         for reason in reasons:
             if isinstance(reason, str) and reason in _TOOL_FINISH:

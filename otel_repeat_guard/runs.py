@@ -10,7 +10,9 @@ nearest first:
    concurrent runs of one agent object never share a chain;
 2. else the nearest ancestor that **encloses the run's model calls**: every model-call span
    marks its live ancestors when it starts (a model-call span itself is never marked, so a
-   client call nested in a framework's model span still finds the run), so two runs under
+   client call nested in a framework's model span still finds the run; an ancestor is a model
+   call by its model mark, or by an attribute only a model call carries, which some
+   instrumentations set before the mark: :meth:`SpanRouter.is_model_call`), so two runs under
    one outer span (an HTTP request serving several runs, a trace around a batch) get two chains;
 3. else the **local root**, the top of the span's live ancestor chain that is not an RPC
    client span (a parentless ``MCP send`` span is a call, not an agent loop).

@@ -77,7 +77,17 @@ class SpanRouter:
     no marks (a user's own) is asked about every span, as :func:`find_tool_call` would.
     """
 
-    __slots__ = ("_always", "_by_attribute", "_by_name", "_models", "_tools", "conventions", "model_bits", "tool_bits")
+    __slots__ = (
+        "_always",
+        "_by_attribute",
+        "_by_name",
+        "_models",
+        "_request_keys",
+        "_tools",
+        "conventions",
+        "model_bits",
+        "tool_bits",
+    )
 
     def __init__(self, conventions: Sequence[Convention]) -> None:
         self.conventions = tuple(conventions)
@@ -97,6 +107,8 @@ class SpanRouter:
                     table[value] = table.get(value, 0) | bit
         self._by_name = by_name
         self._by_attribute = tuple(by_attribute.items())
+        keys = (key for convention in self.conventions for key in getattr(convention, "model_request_keys", ()))
+        self._request_keys = tuple(dict.fromkeys(keys))
         self._tools: dict[int, ToolCallReader | None] = {}
         self._models: dict[int, RequestReader | None] = {}
 
@@ -107,6 +119,13 @@ class SpanRouter:
             if value.__class__ is str:
                 mask |= values.get(value, 0)
         return mask
+
+    def is_model_call(self, name: str, attributes: Mapping[str, Any]) -> bool:
+        """Whether an open span is a model call: it carries a model mark, or an attribute only a model call's
+        span carries (``model_request_keys``: an instrumentation that sets the mark only at the span's end)."""
+        if self.route(name, attributes) & self.model_bits:
+            return True
+        return any(key in attributes for key in self._request_keys)
 
     def marks_before(self, kind: type[Convention]) -> tuple[frozenset[str], tuple[tuple[str, str], ...]] | None:
         """The tool marks of the conventions configured before the first ``kind`` one, as (span names,

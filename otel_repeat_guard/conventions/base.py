@@ -155,11 +155,16 @@ class BuiltInConvention:
     which are model calls. The router that sends each span to the right readers is built
     from these declarations (see :func:`otel_repeat_guard.conventions.span_router`), so
     ``read`` and ``requested_calls`` only ever see spans that carry one of their marks.
+    ``model_request_keys`` name attributes only a model call's span carries, which some
+    instrumentations set when the call starts and the model mark only at its end: an open
+    span with one of them is a model call when the run resolver asks (a model call nested
+    in it belongs to the run above it, not to it).
     """
 
     __slots__ = ()
     tool_marks: ClassVar[tuple[Mark, ...]] = ()
     model_marks: ClassVar[tuple[Mark, ...]] = ()
+    model_request_keys: ClassVar[tuple[str, ...]] = ()
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

@@ -68,6 +68,9 @@ class OpenInferenceConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(_KIND, "TOOL"),)
     model_marks = (Mark(_KIND, "LLM"),)
+    model_request_keys = ("llm.input_messages.0.message.role", "llm.model_name", "llm.invocation_parameters")
+    """Attributes of LLM spans only. The Haystack instrumentor sets the request's messages as a chat generator's
+    span starts and its kind only at its end, after the client's own model-call span inside it."""
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":

@@ -144,11 +144,8 @@ def gs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path
         yield from on_board(request.param, monkeypatch, guarded)
 
 
-def test_the_whole_chain_agrees(gs: Guarded, request: pytest.FixtureRequest) -> None:
+def test_the_whole_chain_agrees(gs: Guarded) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
-    if request.node.callspec.id == "legacy-schema1":
-        reason = "issue 21, open: under ADK's legacy schema no model call is kept as an issuer (wasted tokens 0)"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     llm = RecordingLlm(model="scripted", fixed=LOOP)
     callback = repeat_guard_before_model_callback(guard=gs.guard, inbox=gs.inbox)
     text, _ = asyncio.run(_run(make_agent(llm, callback), "Weather in Paris?"))

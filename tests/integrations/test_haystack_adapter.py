@@ -121,11 +121,8 @@ def assert_overlapped(server: FakeOpenAI) -> None:
         assert order.index(one) < len(order) - 1 - order[::-1].index(other), order
 
 
-def test_the_whole_chain_agrees(board: Switchboard, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_the_whole_chain_agrees(board: Switchboard, tmp_path: Path) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
-    if request.node.callspec.id == "haystack+openai-client":
-        reason = "issue 21, open: the client's model calls are keyed to each OpenAIChatGenerator.run span (11 run keys)"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     with FakeOpenAI(LOOP) as server, with_store(tmp_path) as gs, wired(board, gs):
         assert make_agent(gs, server).run(messages=PARIS_PROMPT)["last_message"].text == FINAL_ANSWER
     assert_reminders_reached_model(conversation(server, "Paris"))

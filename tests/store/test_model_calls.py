@@ -243,6 +243,26 @@ def test_a_model_call_stored_twice_is_one_row(tmp_path: Path) -> None:
     assert (first.stored, first.duplicates, again.stored, again.duplicates) == (1, 0, 0, 1)
 
 
+def test_a_model_span_the_guard_says_wraps_another_is_no_row_and_the_inner_one_is(tmp_path: Path) -> None:
+    """The guard's ``repeat_tool_guard.wrapper`` fact (a framework's span around its client's, one request)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span(
+        "generator", attributes={**OPENINFERENCE, "repeat_tool_guard.wrapper": True}
+    ):
+        tracer.start_span("ChatCompletion", attributes=OPENINFERENCE).end()
+    exporter = SQLiteSpanExporter(tmp_path / "store.db")
+    exporter.write(memory.get_finished_spans())
+    exporter.shutdown()
+    (inner,) = [s for s in memory.get_finished_spans() if s.name == "ChatCompletion"]
+    assert query(tmp_path / "store.db", "SELECT span_id FROM model_calls") == [(f"{inner.context.span_id:016x}",)]  # type: ignore[union-attr]
+
+
 def test_the_agent_filter_never_lists_a_run_key_its_run_named(tmp_path: Path) -> None:
     """A repeat carries the guard's run key before the run span names it: the filter list keeps only the name."""
     db = tmp_path / "store.db"
