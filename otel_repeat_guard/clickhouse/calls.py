@@ -66,12 +66,15 @@ SCAN = f"""
 
 SERVICE_CONDITION = "AND ServiceName IN {services:Array(String)}"
 
-TOOL_CALLS = f"""
-    SELECT
+_SPAN_COLUMNS = """
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
         start_ns + toInt64(Duration) AS end_ns,
         toInt64(Duration) AS duration_ns,
-        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,"""
+"""Every call's times and service, as the embedded store keeps them."""
+
+TOOL_CALLS = f"""
+    SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
         SpanAttributes['gen_ai.tool.name'] AS tool_name,
         SpanAttributes['{RUN}'] AS run_fact,
@@ -121,11 +124,7 @@ def _count(keys: tuple[str, ...]) -> str:
 
 
 MODEL_CALLS = f"""
-    SELECT
-        toUnixTimestamp64Nano(Timestamp) AS start_ns,
-        start_ns + toInt64(Duration) AS end_ns,
-        toInt64(Duration) AS duration_ns,
-        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+    SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id,
         multiIf(SpanAttributes['{RUN}'] != '', SpanAttributes['{RUN}'],
                 SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
