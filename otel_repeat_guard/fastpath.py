@@ -1,9 +1,9 @@
 """The common GenAI tool span, read in place: one function instead of the conventions' reader and
 :meth:`otel_repeat_guard.guard.Guard.tool_call`, its reference, which it must decide exactly as.
 
-It takes a GenAI tool span with its tool's name and short arguments text, no agent of its own, straight
-under the span of its run, nothing pending, nothing opt-in; anything else answers ``GENERAL`` and goes the
-general way. ``fast_path=False`` on the processor switches it off: a property test
+It takes a GenAI tool span with its tool's name and short arguments text, with or without an agent of its
+own, under its run's span or a step of it (its run found by the guard's own ``_run_of``), nothing pending,
+nothing opt-in; anything else answers ``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a property test
 (tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
 """
 
@@ -18,12 +18,13 @@ from opentelemetry.trace import SpanContext
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.conventions import EventLike
+from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME, TOOL_ARGUMENTS, TOOL_NAME
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.requested import PendingSteps
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.runs import RunResolver
+from otel_repeat_guard.runs import Run, RunResolver
 
 GENERAL: Any = object()
 """What the plain-span reading answers for a span it leaves to the general path."""
@@ -33,7 +34,7 @@ class PlainToolSpans:
     """The plain-span read plan, built once per guard over the guard's own state (which it only reads and
     counts in, as ``Guard.tool_call`` does)."""
 
-    __slots__ = ("chains", "facts", "marks_before", "repeated", "runs", "steps", "tracked")
+    __slots__ = ("chains", "facts", "marks_before", "repeated", "run_of", "runs", "steps", "tracked")
 
     def __init__(
         self,
@@ -44,11 +45,13 @@ class PlainToolSpans:
         marks_before: tuple[tuple[str, str], ...],
         facts: bool,
         repeated: Callable[..., Decision | None],
+        run_of: Callable[[ReadableSpan, str | None, str | None], Run | None],
     ) -> None:
         self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
         self.marks_before = marks_before  # OpenLLMetry's traceloop.span.kind, by default: another vocabulary's
         self.facts = facts
         self.repeated = repeated  # Guard.repeated: a repeat is worded as the general path words it
+        self.run_of = run_of  # Guard._run_of: the run, resolved as the general path resolves it
 
     def read(
         self,
@@ -69,8 +72,6 @@ class PlainToolSpans:
             or not tool
             or arguments.__class__ is not str
             or len(arguments) >= RAW_KEY_MIN_CHARS
-            or AGENT_ID in attributes
-            or AGENT_NAME in attributes
             or steps.steps  # a model step to answer, or
             or steps.counted  # calls counted from requests (their call ids): the general path
         ):
@@ -78,7 +79,12 @@ class PlainToolSpans:
         for mark, marked in self.marks_before:  # OpenLLMetry's traceloop.span.kind, by default
             if attributes.get(mark) == marked:
                 return GENERAL
-        run = None if parent is None else self.runs.owned.get(parent.span_id)
+        if AGENT_ID in attributes or AGENT_NAME in attributes:
+            run = self.run_of(span, *gen_ai_agent(attributes))
+        else:  # nearly always: the span straight above stands for the run (one lookup)
+            run = None if parent is None else self.runs.owned.get(parent.span_id)
+            if run is None and parent is not None:
+                run = self.run_of(span, None, None)
         if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
             return GENERAL
         if chains.pending and chains.waiting(run.key):  # a reminder of this run waits for its outcome

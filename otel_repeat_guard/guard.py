@@ -116,7 +116,7 @@ class Guard:
         self._plain = None
         if fast_path and plain:
             self._plain = PlainToolSpans(
-                self.steps, self.chains, self.runs, self.tracked, marks_before, self.facts, self.repeated
+                self.steps, self.chains, self.runs, self.tracked, marks_before, self.facts, self.repeated, self._run_of
             )
 
     # -- the harness's questions ---------------------------------------------------------

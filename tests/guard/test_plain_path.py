@@ -23,7 +23,8 @@ from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS
 
 LONG = '{"q": "' + "x" * RAW_KEY_MIN_CHARS + '"}'
 ARGUMENTS = ['{"q": 1}', '{ "q" : 1 }', '{"q": 2}', LONG, "not json", None]
-VARIANTS = ("plain", "agent_id", "call_id", "traceloop", "pydantic_name", "failed", "nested", "untracked")
+AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}
+VARIANTS = ("plain", "agent_id", "own_agent", "call_id", "traceloop", "pydantic_name", "failed", "nested", "untracked")
 
 step = st.one_of(
     st.tuples(
@@ -61,12 +62,12 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
     provider.add_span_processor(guard)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("plain-path")
-    agent = tracer.start_span("invoke_agent coder", attributes={"gen_ai.operation.name": "invoke_agent"})
+    agent = tracer.start_span("invoke_agent coder", attributes=AGENT)
     for i, (kind, first, arguments, variant) in enumerate(steps):
         context = set_span_in_context(agent)
         if kind == "new_run":
             agent.end()
-            agent = tracer.start_span("invoke_agent coder", attributes={"gen_ai.operation.name": "invoke_agent"})
+            agent = tracer.start_span("invoke_agent coder", attributes=AGENT)
         elif kind == "model":
             attributes: dict[str, Any] = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 10}
             if first:
@@ -83,6 +84,8 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
                 span.set_attribute("gen_ai.tool.call.arguments", arguments)
             if variant == "agent_id":
                 span.set_attribute("gen_ai.agent.id", "explicit")
+            elif variant == "own_agent":  # the agent whose run encloses it
+                span.set_attribute("gen_ai.agent.id", "coder")
             elif variant == "call_id":
                 span.set_attribute("gen_ai.tool.call.id", f"call_{i}")
             elif variant == "traceloop":

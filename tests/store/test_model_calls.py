@@ -252,9 +252,7 @@ def test_a_model_span_the_guard_says_wraps_another_is_no_row_and_the_inner_one_i
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("t")
-    with tracer.start_as_current_span(
-        "generator", attributes={**OPENINFERENCE, "repeat_tool_guard.wrapper": True}
-    ):
+    with tracer.start_as_current_span("generator", attributes={**OPENINFERENCE, "repeat_tool_guard.wrapper": True}):
         tracer.start_span("ChatCompletion", attributes=OPENINFERENCE).end()
     exporter = SQLiteSpanExporter(tmp_path / "store.db")
     exporter.write(memory.get_finished_spans())
