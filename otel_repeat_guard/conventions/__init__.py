@@ -74,10 +74,22 @@ class SpanRouter:
     ``route(name, attributes)`` answers a bit mask: bit ``k`` when the span carries a tool mark
     of ``conventions[k]``, bit ``len(conventions) + k`` for a model-call mark. It is 0 for nearly
     every span, at the cost of one dict lookup per marked attribute. A convention that declares
-    no marks (a user's own) is asked about every span, as :func:`find_tool_call` would.
+    no marks (a user's own) is asked about every span, as :func:`find_tool_call` would. A span
+    whose name ends as one of a convention's ``not_model_names`` carries none of its model bits.
     """
 
-    __slots__ = ("_always", "_by_attribute", "_by_name", "_models", "_tools", "conventions", "model_bits", "tool_bits")
+    __slots__ = (
+        "_always",
+        "_by_attribute",
+        "_by_name",
+        "_models",
+        "_not_model_bits",
+        "_not_models",
+        "_tools",
+        "conventions",
+        "model_bits",
+        "tool_bits",
+    )
 
     def __init__(self, conventions: Sequence[Convention]) -> None:
         self.conventions = tuple(conventions)
@@ -97,6 +109,12 @@ class SpanRouter:
                     table[value] = table.get(value, 0) | bit
         self._by_name = by_name
         self._by_attribute = tuple(by_attribute.items())
+        self._not_models = tuple(
+            (1 << (count + k), endings)
+            for k, convention in enumerate(self.conventions)
+            if (endings := tuple(getattr(convention, "not_model_names", ())))
+        )
+        self._not_model_bits = sum(bit for bit, _ in self._not_models)
         self._tools: dict[int, ToolCallReader | None] = {}
         self._models: dict[int, RequestReader | None] = {}
 
@@ -106,6 +124,10 @@ class SpanRouter:
             value = attributes.get(key)
             if value.__class__ is str:
                 mask |= values.get(value, 0)
+        if mask & self._not_model_bits:  # only a span with the model mark of a convention that declares names
+            for bit, endings in self._not_models:
+                if mask & bit and name.endswith(endings):
+                    mask &= ~bit
         return mask
 
     def marks_before(self, kind: type[Convention]) -> tuple[frozenset[str], tuple[tuple[str, str], ...]] | None:

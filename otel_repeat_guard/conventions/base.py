@@ -152,11 +152,15 @@ class BuiltInConvention:
     which are model calls. The router that sends each span to the right readers is built
     from these declarations (see :func:`otel_repeat_guard.conventions.span_router`), so
     ``read`` and ``requested_calls`` only ever see spans that carry one of their marks.
+
+    ``not_model_names`` says what the marks alone get wrong, by how span names end (a class's
+    method, whatever the class): spans that carry a model mark but call no model.
     """
 
     __slots__ = ()
     tool_marks: ClassVar[tuple[Mark, ...]] = ()
     model_marks: ClassVar[tuple[Mark, ...]] = ()
+    not_model_names: ClassVar[tuple[str, ...]] = ()
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

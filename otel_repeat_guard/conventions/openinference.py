@@ -63,11 +63,16 @@ class OpenInferenceConvention(BuiltInConvention):
     (LlamaIndex, smolagents) is unwrapped to its keyword arguments. Agent runs are named
     by ``agent.name``, else by the span name (set at start, while ``agent.name`` only
     arrives at the span's end).
+
+    LlamaIndex's instrumentation kinds every traced method of an LLM object ``LLM``, and sets every
+    attribute only at a span's end. Its ``FunctionCallingLLM._prepare_chat_with_tools`` builds the
+    request and calls no model: not a model call.
     """
 
     __slots__ = ()
     tool_marks = (Mark(_KIND, "TOOL"),)
     model_marks = (Mark(_KIND, "LLM"),)
+    not_model_names = ("._prepare_chat_with_tools",)
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":
