@@ -153,14 +153,17 @@ class BuiltInConvention:
     from these declarations (see :func:`otel_repeat_guard.conventions.span_router`), so
     ``read`` and ``requested_calls`` only ever see spans that carry one of their marks.
 
-    ``not_model_names`` says what the marks alone get wrong, by how span names end (a class's
-    method, whatever the class): spans that carry a model mark but call no model.
+    Two more declarations say what the marks alone get wrong about a span shape, by how span
+    names end (a class's method, whatever the class): ``not_model_names``, spans that carry a
+    model mark but call no model; ``step_names``, per-step spans that hold a run's model calls
+    while its tool calls run in a sibling step (the resolver climbs past them: never the run).
     """
 
     __slots__ = ()
     tool_marks: ClassVar[tuple[Mark, ...]] = ()
     model_marks: ClassVar[tuple[Mark, ...]] = ()
     not_model_names: ClassVar[tuple[str, ...]] = ()
+    step_names: ClassVar[tuple[str, ...]] = ()
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

@@ -66,13 +66,16 @@ class OpenInferenceConvention(BuiltInConvention):
 
     LlamaIndex's instrumentation kinds every traced method of an LLM object ``LLM``, and sets every
     attribute only at a span's end. Its ``FunctionCallingLLM._prepare_chat_with_tools`` builds the
-    request and calls no model: not a model call.
+    request and calls no model: not a model call. A workflow agent's ``run_agent_step`` step holds
+    the model calls and ends before the tools it asked for run, in ``call_tool`` steps beside it, all
+    under the workflow's run span: a step, never the run (nothing but its name says so while it is open).
     """
 
     __slots__ = ()
     tool_marks = (Mark(_KIND, "TOOL"),)
     model_marks = (Mark(_KIND, "LLM"),)
     not_model_names = ("._prepare_chat_with_tools",)
+    step_names = (".run_agent_step",)
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":
