@@ -17,6 +17,11 @@ nearest first:
 3. else the **local root**, the top of the span's live ancestor chain that is not an RPC
    client span (a parentless ``MCP send`` span is a call, not an agent loop).
 
+A **per-step span** is never the run, nor is anything under it: a LangGraph node its model call
+names, or a span whose name ends as a convention's ``step_names`` (LlamaIndex's ``run_agent_step``,
+whose model calls' tools run in a sibling step), so a step's model calls and its tool calls find
+the same run above it.
+
 A span with no live parent in this process has no run, unless its parent is **remote** (in
 another process) and the W3C baggage it arrived with names the run (``repeat_tool_guard.run``,
 :mod:`otel_repeat_guard.baggage`): a worker's tool span then belongs to the agent process's run
@@ -90,6 +95,7 @@ class RunResolver:
         "_on_run_ended",
         "_remote_open",
         "_remote_parent",
+        "_steps",
         "live",
         "marked",
         "max_live_spans",
@@ -109,6 +115,8 @@ class RunResolver:
         self.max_live_spans = max_live_spans
         self._on_run_ended = on_run_ended
         self._is_model_call = is_model_call
+        self._steps = tuple(ending for c in self._conventions for ending in getattr(c, "step_names", ()))
+        """How the names of per-step spans end (every convention's ``step_names``): never the run."""
         self.live: dict[int, Span] = {}  # open spans of this process, by span id
         self.owned: dict[int, Run] = {}
         """Run span id -> the run it stands for (read directly by the processor's hot path)."""
@@ -221,15 +229,15 @@ class RunResolver:
 
     def resolve(self, parent: SpanContext | None, step: str | None = None) -> Run | None:
         """The run that a span with this parent belongs to (see the module docstring). ``step`` names the
-        per-step spans to climb past (a LangGraph node, which its model call names): they are never the run."""
+        per-step spans to climb past (a LangGraph node, which its model call names), as the conventions'
+        ``step_names`` do for every span: they are never the run."""
         if parent is None or not parent.is_valid:
             return None
         owned, live, marked = self.owned, self.live, self.marked
-        span_id = parent.span_id
+        span_id = parent.span_id if step is None else self._above_step(parent.span_id, step)
         enclosing: tuple[int, Span] | None = None
         root: tuple[int, Span] | None = None
-        if step is not None:
-            span_id = self._above_step(span_id, step)
+        steps = self._steps
         for _ in range(_MAX_ANCESTRY):
             known = owned.get(span_id)
             if known is not None and (enclosing is None or known.how in _OUTRANK_ENCLOSING):
@@ -237,11 +245,15 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 break
-            run = find_agent_run(self._conventions, ancestor.name, attributes_of(ancestor))
-            if run is not None:
-                return self._own(span_id, run, ancestor.name)
-            if enclosing is None and span_id in marked:
-                enclosing = (span_id, ancestor)
+            name = ancestor.name
+            if steps and name.endswith(steps):  # a per-step span: the run is above it, and so is what encloses it
+                enclosing = None
+            else:
+                run = find_agent_run(self._conventions, name, attributes_of(ancestor))
+                if run is not None:
+                    return self._own(span_id, run, name)
+                if enclosing is None and span_id in marked:
+                    enclosing = (span_id, ancestor)
             if ancestor.kind is not SpanKind.CLIENT:  # an RPC's client span (MCP's "send") is no agent loop
                 root = (span_id, ancestor)
             grandparent = ancestor.parent

@@ -74,7 +74,8 @@ class SpanRouter:
     ``route(name, attributes)`` answers a bit mask: bit ``k`` when the span carries a tool mark
     of ``conventions[k]``, bit ``len(conventions) + k`` for a model-call mark. It is 0 for nearly
     every span, at the cost of one dict lookup per marked attribute. A convention that declares
-    no marks (a user's own) is asked about every span, as :func:`find_tool_call` would.
+    no marks (a user's own) is asked about every span, as :func:`find_tool_call` would. A span
+    whose name ends as one of a convention's ``not_model_names`` carries none of its model bits.
     """
 
     __slots__ = (
@@ -82,6 +83,8 @@ class SpanRouter:
         "_by_attribute",
         "_by_name",
         "_models",
+        "_not_model_bits",
+        "_not_models",
         "_request_keys",
         "_tools",
         "conventions",
@@ -109,6 +112,12 @@ class SpanRouter:
         self._by_attribute = tuple(by_attribute.items())
         keys = (key for convention in self.conventions for key in getattr(convention, "model_request_keys", ()))
         self._request_keys = tuple(dict.fromkeys(keys))
+        self._not_models = tuple(
+            (1 << (count + k), endings)
+            for k, convention in enumerate(self.conventions)
+            if (endings := tuple(getattr(convention, "not_model_names", ())))
+        )
+        self._not_model_bits = sum(bit for bit, _ in self._not_models)
         self._tools: dict[int, ToolCallReader | None] = {}
         self._models: dict[int, RequestReader | None] = {}
 
@@ -118,6 +127,10 @@ class SpanRouter:
             value = attributes.get(key)
             if value.__class__ is str:
                 mask |= values.get(value, 0)
+        if mask & self._not_model_bits:  # only a span with the model mark of a convention that declares names
+            for bit, endings in self._not_models:
+                if mask & bit and name.endswith(endings):
+                    mask &= ~bit
         return mask
 
     def is_model_call(self, name: str, attributes: Mapping[str, Any]) -> bool:
@@ -125,7 +138,9 @@ class SpanRouter:
         span carries (``model_request_keys``: an instrumentation that sets the mark only at the span's end)."""
         if self.route(name, attributes) & self.model_bits:
             return True
-        return any(key in attributes for key in self._request_keys)
+        if not any(key in attributes for key in self._request_keys):
+            return False
+        return not any(name.endswith(endings) for _, endings in self._not_models)  # marked but calls no model
 
     def marks_before(self, kind: type[Convention]) -> tuple[frozenset[str], tuple[tuple[str, str], ...]] | None:
         """The tool marks of the conventions configured before the first ``kind`` one, as (span names,

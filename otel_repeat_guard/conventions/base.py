@@ -159,12 +159,19 @@ class BuiltInConvention:
     instrumentations set when the call starts and the model mark only at its end: an open
     span with one of them is a model call when the run resolver asks (a model call nested
     in it belongs to the run above it, not to it).
+
+    Two more declarations say what the marks alone get wrong about a span shape, by how span
+    names end (a class's method, whatever the class): ``not_model_names``, spans that carry a
+    model mark but call no model; ``step_names``, per-step spans that hold a run's model calls
+    while its tool calls run in a sibling step (the resolver climbs past them: never the run).
     """
 
     __slots__ = ()
     tool_marks: ClassVar[tuple[Mark, ...]] = ()
     model_marks: ClassVar[tuple[Mark, ...]] = ()
     model_request_keys: ClassVar[tuple[str, ...]] = ()
+    not_model_names: ClassVar[tuple[str, ...]] = ()
+    step_names: ClassVar[tuple[str, ...]] = ()
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

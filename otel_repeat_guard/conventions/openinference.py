@@ -63,6 +63,12 @@ class OpenInferenceConvention(BuiltInConvention):
     (LlamaIndex, smolagents) is unwrapped to its keyword arguments. Agent runs are named
     by ``agent.name``, else by the span name (set at start, while ``agent.name`` only
     arrives at the span's end).
+
+    LlamaIndex's instrumentation kinds every traced method of an LLM object ``LLM``, and sets every
+    attribute only at a span's end. Its ``FunctionCallingLLM._prepare_chat_with_tools`` builds the
+    request and calls no model: not a model call. A workflow agent's ``run_agent_step`` step holds
+    the model calls and ends before the tools it asked for run, in ``call_tool`` steps beside it, all
+    under the workflow's run span: a step, never the run (nothing but its name says so while it is open).
     """
 
     __slots__ = ()
@@ -71,6 +77,8 @@ class OpenInferenceConvention(BuiltInConvention):
     model_request_keys = ("llm.input_messages.0.message.role", "llm.model_name", "llm.invocation_parameters")
     """Attributes of LLM spans only. The Haystack instrumentor sets the request's messages as a chat generator's
     span starts and its kind only at its end, after the client's own model-call span inside it."""
+    not_model_names = ("._prepare_chat_with_tools",)
+    step_names = (".run_agent_step",)
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":

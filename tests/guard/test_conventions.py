@@ -465,3 +465,16 @@ def test_every_genai_invocation_operation_is_a_run_and_the_older_name_still_is()
         assert genai.agent_run(f"{operation} planner", {}) == AgentRun(agent_id=None, agent_name="planner")
     assert genai.agent_run("chat gpt-4o", {"gen_ai.operation.name": "chat"}) is None
     assert genai.agent_run("invoke_workflowish", {}) == AgentRun(agent_id=None, agent_name=None)
+
+
+def test_a_span_that_carries_a_model_mark_but_calls_no_model_routes_as_no_model_call() -> None:
+    """LlamaIndex's ``_prepare_chat_with_tools`` (of whichever LLM class) builds a request under the LLM kind."""
+    from otel_repeat_guard.conventions import SpanRouter
+
+    router = SpanRouter(DEFAULT_CONVENTIONS)
+    llm = {"openinference.span.kind": "LLM"}
+    assert router.route("OpenAI.astream_chat", llm) & router.model_bits
+    assert not router.route("OpenAI._prepare_chat_with_tools", llm) & router.model_bits
+    assert not router.route("Anthropic._prepare_chat_with_tools", llm) & router.model_bits
+    chat = {"gen_ai.operation.name": "chat"}  # only the declaring convention's mark is cleared
+    assert router.route("OpenAI._prepare_chat_with_tools", chat) & router.model_bits

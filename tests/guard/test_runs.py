@@ -117,3 +117,33 @@ def test_the_node_a_model_call_ran_in_is_read_from_openinference_metadata() -> N
     assert langgraph_node({"metadata": '{"langgraph_step": 3, "langgraph_node": "model"}'}) == "model"
     for attributes in ({}, {"metadata": "{}"}, {"metadata": '"langgraph_node"'}, {"metadata": 5}):
         assert langgraph_node(attributes) is None
+
+
+def test_a_span_named_as_a_conventions_step_is_a_step_of_the_run_above_it() -> None:
+    """LlamaIndex's workflow agents: ``run_agent_step`` holds the model calls and ends before the tools it asked
+    for run in a ``call_tool`` step beside it; the step's name is all that says so while it is open."""
+    feed, tracer = _setup()
+    with tracer.start_as_current_span("FunctionAgent.run") as workflow:
+        with tracer.start_as_current_span("MyAgent.run_agent_step"), tracer.start_as_current_span("chat") as chat:
+            model = feed.resolver.resolve(chat.parent)
+        with tracer.start_as_current_span("BaseWorkflowAgent.call_tool"):
+            tool = _resolve_here(feed, tracer)
+    assert model is not None and (model.name, model.how, model.span_id) == (
+        "FunctionAgent.run",
+        "enclosing_span",
+        workflow.get_span_context().span_id,
+    )
+    assert tool == model
+    assert feed.ended == [model]  # the step's end ends no run
+
+
+def test_what_a_step_span_encloses_is_never_the_run() -> None:
+    feed, tracer = _setup()
+    with (
+        tracer.start_as_current_span("FunctionAgent.run"),
+        tracer.start_as_current_span("BaseWorkflowAgent.run_agent_step"),
+        tracer.start_as_current_span("inside the step"),
+        tracer.start_as_current_span("chat") as chat,
+    ):
+        run = feed.resolver.resolve(chat.parent)
+    assert run is not None and run.name == "FunctionAgent.run"

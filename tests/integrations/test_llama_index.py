@@ -38,7 +38,7 @@ from .oi_cases import (
     kind,
     runs,
 )
-from .scenario import FINAL_ANSWER, SCRIPT, SHORT_SCRIPT, Guarded, lookup_result, require, run_lengths
+from .scenario import EXPECTED_RUNS, FINAL_ANSWER, SCRIPT, SHORT_SCRIPT, Guarded, lookup_result, require, run_lengths
 
 os.environ.setdefault("OPENAI_API_KEY", "offline")
 require("llama_index.core")
@@ -230,12 +230,43 @@ def test_two_concurrent_runs_of_one_agent_have_separate_chains(
 # -- never silently blind ------------------------------------------------------------------------
 
 
-@KINDS
-def test_with_inputs_hidden_the_counter_and_doctor_report_the_blind_spot(
+@pytest.mark.parametrize("agent_kind", ["function"])
+def test_with_inputs_hidden_a_function_agents_model_request_stands_in(
     g: Guarded, server: FakeOpenAI, instrumented: Instrumented, agent_kind: str
 ) -> None:
-    """OPENINFERENCE_HIDE_INPUTS: the tool span's input.value is ``__REDACTED__``; with no call id on it, the
-    model's request cannot stand in, so every call is one the guard recognised but could not compare."""
+    """OPENINFERENCE_HIDE_INPUTS: the tool span's input.value is ``__REDACTED__`` and it has no call id, but
+    the FunctionAgent's model request (outputs are not hidden) names each call, in the same run: matched
+    by tool name, the guard sees the whole scenario, and nothing is left unguarded."""
+    instrumented.reinstrument(TraceConfig(hide_inputs=True))
+    try:
+        assert answers([run_once(make_agent(agent_kind, server))]) == [FINAL_ANSWER]
+    finally:
+        instrumented.reinstrument()
+    spans = g.exporter.get_finished_spans()
+    tools = [s for s in spans if kind(s) == "TOOL"]
+    assert {(s.attributes or {}).get("input.value") for s in tools} == {"__REDACTED__"}
+    assert run_lengths(tools) == EXPECTED_RUNS
+    assert [(r.tool_name, r.run_length, r.tier) for r in g.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+    ]
+    assert g.unguarded() == {}
+    from otel_repeat_guard.doctor import diagnose
+
+    report = diagnose(spans)
+    assert report.exit_code == 0
+    assert {t.tool: dict(t.arguments_from) for t in report.tools} == {
+        "lookup": {"model_request": 6},
+        "broken_lookup": {"model_request": 2},
+    }
+
+
+@pytest.mark.parametrize("agent_kind", ["react"])
+def test_with_inputs_hidden_the_counter_and_doctor_report_a_react_agents_blind_spot(
+    g: Guarded, server: FakeOpenAI, instrumented: Instrumented, agent_kind: str
+) -> None:
+    """OPENINFERENCE_HIDE_INPUTS: the tool span's input.value is ``__REDACTED__``; the ReActAgent's model request
+    is text, with no structured call to stand in, so every call is one the guard recognised but could not compare."""
     instrumented.reinstrument(TraceConfig(hide_inputs=True))
     try:
         assert answers([run_once(make_agent(agent_kind, server))]) == [FINAL_ANSWER]

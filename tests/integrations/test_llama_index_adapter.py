@@ -156,11 +156,6 @@ def paris_run_id(g: Guarded) -> str:
     return str(agent_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 21, open: LlamaIndex's model calls are keyed to each per-step run_agent_step span "
-    "(11 run keys, not 1; no timeline model calls; wasted tokens 0), and FunctionAgent stores 20 model calls for 10",
-)
 @KINDS
 def test_the_whole_chain_agrees(instrumented: Instrumented, agent_kind: str, tmp_path: Path) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""

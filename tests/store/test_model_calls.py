@@ -155,6 +155,20 @@ def test_model_calls_and_tool_calls_of_one_run_share_its_key(tmp_path: Path) -> 
     assert [row[0] for row in outputs[1:]] == ["I will read the file.", "done"]
 
 
+def test_a_llama_index_request_builder_span_is_not_a_model_call(tmp_path: Path) -> None:
+    """LlamaIndex's instrumentation kinds ``FunctionCallingLLM._prepare_chat_with_tools`` an LLM span; it calls
+    no model (the ``astream_chat`` beside it does), so the run has one model call, not two."""
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    run = agent.run("weather")
+    builder = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini", "output.value": '{"messages": []}'}
+    agent.model(run, builder, name="OpenAI._prepare_chat_with_tools")
+    agent.model(run, OPENINFERENCE, name="OpenAI.astream_chat")
+    run.end()
+    agent.close()
+    assert query(db, "SELECT model, input_tokens FROM model_calls") == [("claude-sonnet-4-5", 3000)]
+
+
 def test_a_run_span_exported_before_its_model_calls(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     agent = Agent(db)
