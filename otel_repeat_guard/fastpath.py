@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanContext
 
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
 from otel_repeat_guard.chains import ChainStore
-from otel_repeat_guard.conventions import EventLike
+from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall
 from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME, TOOL_ARGUMENTS, TOOL_NAME
 from otel_repeat_guard.patterns import ToolFilter
@@ -66,7 +66,7 @@ class PlainToolSpans:
         the span of its run, nothing pending. Anything else answers GENERAL."""
         tool = attributes.get(TOOL_NAME)
         arguments = attributes.get(TOOL_ARGUMENTS)
-        steps, chains = self.steps, self.chains
+        steps = self.steps
         if (
             tool.__class__ is not str
             or not tool
@@ -85,6 +85,45 @@ class PlainToolSpans:
             run = None if parent is None else self.runs.owned.get(parent.span_id)
             if run is None and parent is not None:
                 run = self.run_of(span, None, None)
+        return self._count(span, run, tool, arguments, attributes, events, ended)
+
+    def call(
+        self,
+        span: ReadableSpan,
+        call: RawToolCall,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        ended: int | None,
+    ) -> Any:
+        """A tool span of any vocabulary, read by its convention's reader (OpenInference's, OpenLLMetry's, a
+        GenAI span the in-place reading left): counted here when its arguments were recorded and are short
+        and nothing is pending, exactly as ``Guard.tool_call`` would. Anything else answers GENERAL."""
+        tool, arguments, agent_id, agent_name, error, _ = call
+        steps = self.steps
+        if (
+            arguments is MISSING
+            or (arguments.__class__ is str and len(arguments) >= RAW_KEY_MIN_CHARS)
+            or steps.steps
+            or steps.counted
+        ):
+            return GENERAL
+        run = self.run_of(span, agent_id, agent_name)
+        return self._count(span, run, tool, arguments, attributes, events, ended, error)
+
+    def _count(
+        self,
+        span: ReadableSpan,
+        run: Run | None,
+        tool: str,
+        arguments: Any,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        ended: int | None,
+        error: bool = False,
+    ) -> Any:
+        """Count a plain call in its run, as ``Guard._count`` would with nothing opt-in: GENERAL when it has no
+        run, is not tracked, or its run has a reminder waiting for its outcome."""
+        chains, steps = self.chains, self.steps
         if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
             return GENERAL
         if chains.pending and chains.waiting(run.key):  # a reminder of this run waits for its outcome
@@ -98,4 +137,4 @@ class PlainToolSpans:
         if length < 2:
             return Decision([], [], run.facts) if self.facts else None
         facts = run.facts if self.facts else None
-        return self.repeated(run, tool, arguments, key, length, span, attributes, events, facts)
+        return self.repeated(run, tool, arguments, key, length, span, attributes, events, facts, error)

@@ -200,7 +200,8 @@ class Guard:
         reader = self._tool_readers[mask & self._tool_bits]
         call = None if reader is None else reader(name, attributes, events)
         if call is not None:
-            return self.tool_call(span, call, attributes, events)
+            plain = GENERAL if self._plain is None else self._plain.call(span, call, attributes, events, ended)
+            return self.tool_call(span, call, attributes, events) if plain is GENERAL else plain
         if mask & self.model_bits:
             return self.model_ended(span, mask, name, attributes, events, parent)
         return None

@@ -24,7 +24,23 @@ from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS
 LONG = '{"q": "' + "x" * RAW_KEY_MIN_CHARS + '"}'
 ARGUMENTS = ['{"q": 1}', '{ "q" : 1 }', '{"q": 2}', LONG, "not json", None]
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}
-VARIANTS = ("plain", "agent_id", "own_agent", "call_id", "traceloop", "pydantic_name", "failed", "nested", "untracked")
+VOCABULARIES = {
+    "openinference": (("openinference.span.kind", "TOOL"), "tool.name", "input.value", "ARGS"),
+    "openinference_kwargs": (("openinference.span.kind", "TOOL"), "tool.name", "input.value", '{"kwargs": ARGS}'),
+    "openllmetry": (("traceloop.span.kind", "tool"), "traceloop.entity.name", "traceloop.entity.input", "ARGS"),
+}
+VARIANTS = (
+    "plain",
+    "agent_id",
+    "own_agent",
+    "call_id",
+    *VOCABULARIES,
+    "traceloop",
+    "pydantic_name",
+    "failed",
+    "nested",
+    "untracked",
+)
 
 step = st.one_of(
     st.tuples(
@@ -78,9 +94,16 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
                 context = set_span_in_context(tracer.start_span("step", context=context))
             name = "running tool" if variant == "pydantic_name" else f"execute_tool {first}"
             span = tracer.start_span(name, context=context)
-            span.set_attribute("gen_ai.operation.name", "execute_tool")
-            span.set_attribute("gen_ai.tool.name", "shell" if variant == "untracked" else first)
-            if arguments is not None:
+            tool = "shell" if variant == "untracked" else first
+            if variant in VOCABULARIES:  # another vocabulary's tool span, read by its convention
+                mark, tool_key, arguments_key, wrap = VOCABULARIES[variant]
+                span.set_attributes({mark[0]: mark[1], tool_key: tool})
+                if arguments is not None:
+                    span.set_attribute(arguments_key, wrap.replace("ARGS", arguments))
+            else:
+                span.set_attribute("gen_ai.operation.name", "execute_tool")
+                span.set_attribute("gen_ai.tool.name", tool)
+            if arguments is not None and variant not in VOCABULARIES:
                 span.set_attribute("gen_ai.tool.call.arguments", arguments)
             if variant == "agent_id":
                 span.set_attribute("gen_ai.agent.id", "explicit")
