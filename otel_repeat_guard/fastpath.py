@@ -1,9 +1,11 @@
-"""The common GenAI tool span, read in place: one function instead of the conventions' reader and
-:meth:`otel_repeat_guard.guard.Guard.tool_call`, its reference, which it must decide exactly as.
+"""Plain tool calls, counted lean: the same decision as :meth:`otel_repeat_guard.guard.Guard.tool_call`, its
+reference, without what a plain call never needs.
 
-It takes a GenAI tool span with its tool's name and short arguments text, with or without an agent of its
-own, under its run's span or a step of it (its run found by the guard's own ``_run_of``), nothing pending,
-nothing opt-in; anything else answers ``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a property test
+``read`` takes a GenAI tool span in place (instead of the conventions' router and reader) with its tool's
+name and short arguments text, with or without an agent of its own, under its run's span or a step of it
+(its run found by the guard's own ``_run_of``); ``call`` takes any vocabulary's tool call after its
+convention's reader. Both need nothing pending and nothing opt-in; anything else answers ``GENERAL`` and
+goes the general way. ``fast_path=False`` on the processor switches it off: a property test
 (tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
 """
 

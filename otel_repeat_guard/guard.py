@@ -9,9 +9,10 @@ the model call that issued a call, whether it charged that call's tokens as wast
 attributes (see :mod:`otel_repeat_guard.recorder`), so the store, the metrics and ``doctor`` use the
 guard's answer and never derive it again.
 
-The common GenAI tool span is read by one plan (:class:`otel_repeat_guard.fastpath.PlainToolSpans`), its reference
-being :meth:`Guard.tool_call`: ``fast_path=False`` on the processor switches it off, and a property
-test holds the two equal.
+A plain tool call (nothing pending, nothing opt-in) is counted by one lean plan
+(:class:`otel_repeat_guard.fastpath.PlainToolSpans`): a GenAI span read in place, any other vocabulary's after
+its convention's reader. Its reference is :meth:`Guard.tool_call`: ``fast_path=False`` on the processor
+switches it off, and a property test holds the two equal.
 """
 
 from __future__ import annotations
