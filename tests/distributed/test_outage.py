@@ -35,7 +35,9 @@ def test_killing_redis_mid_run_never_reaches_the_agent_and_the_chain_continues_a
     durable_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, "otel_repeat_guard")
-    agent = AgentProcess(GuardConfig(chain_store=durable_redis.url, thresholds=(3, 6)))
+    # A generous timeout: this test is about an outage, and on a loaded machine the first command after the
+    # restart (a new connection, an fsync'd append) can take longer than the default 50 ms.
+    agent = AgentProcess(GuardConfig(chain_store=durable_redis.url, thresholds=(3, 6), store_timeout_ms=2000))
     with agent.agent_run("poller"):
         run_key = agent.guard.current_agent_id()
         assert run_key is not None
