@@ -122,14 +122,14 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         try:
-            span_id, name, attributes = start_of(span)
+            span_id, name, attributes, kept = start_of(span)
             if self._follow_remote:
                 parent = span.parent
                 if parent is not None and parent.is_remote and (run_key := run_in(parent_context)) is not None:
                     self._runs.remote_child(span, parent, run_key, attributes)
             runs = self._runs  # the live-span map, written here without a call (every span)
             live = runs.live
-            live[span_id] = span
+            live[span_id] = kept  # what resolving a run needs of it, not the span (span_events.LiveSpan)
             if len(live) > runs.max_live_spans:
                 evict_oldest(live)
             decision = self._guard.started(span, name, attributes) if attributes else None  # most have none yet

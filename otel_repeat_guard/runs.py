@@ -44,7 +44,7 @@ from opentelemetry.trace import SpanContext, SpanKind
 from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
 from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.span_events import attributes_of
+from otel_repeat_guard.span_events import LiveSpan
 
 _MAX_ANCESTRY = 64
 AGENT_ID_RUN = "agent_id_run"
@@ -117,7 +117,7 @@ class RunResolver:
         self._is_model_call = is_model_call
         self._steps = tuple(ending for c in self._conventions for ending in getattr(c, "step_names", ()))
         """How the names of per-step spans end (every convention's ``step_names``): never the run."""
-        self.live: dict[int, Span] = {}  # open spans of this process, by span id
+        self.live: dict[int, LiveSpan] = {}  # what it needs of the open spans of this process, by span id
         self.owned: dict[int, Run] = {}
         """Run span id -> the run it stands for (read directly by the processor's hot path)."""
         self.marked: dict[int, None] = {}  # open spans that enclose a model call (an ordered set)
@@ -202,11 +202,11 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 return
-            into = wrappers if self._is_model_call(ancestor.name, attributes_of(ancestor)) else marked
+            _, _, grandparent, _, attributes = ancestor
+            into = wrappers if self._is_model_call(_name(ancestor), attributes) else marked
             into[span_id] = None  # a model call nested in another marks it a wrapper instead
             if len(into) > self.max_live_spans:
                 evict_oldest(into)
-            grandparent = ancestor.parent
             if grandparent is None:
                 return
             span_id = grandparent.span_id
@@ -235,8 +235,8 @@ class RunResolver:
             return None
         owned, live, marked = self.owned, self.live, self.marked
         span_id = parent.span_id if step is None else self._above_step(parent.span_id, step)
-        enclosing: tuple[int, Span] | None = None
-        root: tuple[int, Span] | None = None
+        enclosing: tuple[int, str] | None = None
+        root: tuple[int, str] | None = None
         steps = self._steps
         for _ in range(_MAX_ANCESTRY):
             known = owned.get(span_id)
@@ -245,25 +245,25 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 break
-            name = ancestor.name
+            _, _, grandparent, kind, attributes = ancestor
+            name = _name(ancestor)
             if steps and name.endswith(steps):  # a per-step span: the run is above it, and so is what encloses it
                 enclosing = None
             else:
-                run = find_agent_run(self._conventions, name, attributes_of(ancestor))
+                run = find_agent_run(self._conventions, name, attributes)
                 if run is not None:
                     return self._own(span_id, run, name)
                 if enclosing is None and span_id in marked:
-                    enclosing = (span_id, ancestor)
-            if ancestor.kind is not SpanKind.CLIENT:  # an RPC's client span (MCP's "send") is no agent loop
-                root = (span_id, ancestor)
-            grandparent = ancestor.parent
+                    enclosing = (span_id, name)
+            if kind is not SpanKind.CLIENT:  # an RPC's client span (MCP's "send") is no agent loop
+                root = (span_id, name)
             if grandparent is None:
                 break
             span_id = grandparent.span_id
         if enclosing is not None:
-            return self._own(enclosing[0], None, enclosing[1].name, "enclosing_span")
+            return self._own(enclosing[0], None, enclosing[1], "enclosing_span")
         if root is not None:
-            return self._own(root[0], None, root[1].name, "local_root")
+            return self._own(root[0], None, root[1], "local_root")
         return None
 
     def _above_step(self, span_id: int, step: str) -> int:
@@ -272,11 +272,14 @@ class RunResolver:
         live, at = self.live, span_id
         for _ in range(_MAX_ANCESTRY):
             ancestor = live.get(at)
-            if ancestor is None or ancestor.parent is None:
+            if ancestor is None:
                 return span_id
-            if ancestor.name == step:
-                return ancestor.parent.span_id
-            at = ancestor.parent.span_id
+            _, _, parent, _, _ = ancestor
+            if parent is None:
+                return span_id
+            if _name(ancestor) == step:
+                return parent.span_id
+            at = parent.span_id
         return span_id
 
     def _own(self, span_id: int, run: AgentRun | None, span_name: str, how: str = "agent_span") -> Run:
@@ -291,3 +294,11 @@ class RunResolver:
             with self._lock:
                 self._agent_runs.setdefault(agent_id, {})[found.key] = None
         return found
+
+
+def _name(live: LiveSpan) -> str:
+    """An open span's name now (an instrumentation may rename a span while it is open), or at its start if the
+    application dropped it unended."""
+    reference, started_as, _, _, _ = live
+    span = reference()
+    return started_as if span is None else span.name

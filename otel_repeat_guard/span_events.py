@@ -17,16 +17,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
+from weakref import ReferenceType, ref
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 EventSpec = tuple[str, Mapping[str, AttributeValue]]
 
 _NO_ATTRIBUTES: Mapping[str, Any] = {}
+
+LiveSpan = tuple["ReferenceType[Span]", str, "SpanContext | None", SpanKind, Mapping[str, Any]]
+"""What the run resolver keeps of an open span (``RunResolver.live``), never the span itself: a weak reference
+to it (for its name, which may change while it is open), its name at its start (should the application drop it
+unended), its parent, its kind, and its attributes (the dict the SDK updates in place). So a span that the
+application abandons costs the guard a few hundred bytes, not the span with its events and links."""
 
 
 def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
@@ -52,14 +59,17 @@ def ending_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]
     return span._name, attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
-def start_of(span: Span) -> tuple[int, str, Mapping[str, Any]]:
-    """A starting span's id, name and attributes (as :func:`contents_of` reads them): what the guard
-    reads of every span that starts, without the ``context`` property's call."""
+def start_of(span: Span) -> tuple[int, str, Mapping[str, Any], LiveSpan]:
+    """A starting span's id, name and attributes (as :func:`contents_of` reads them), and what the run
+    resolver keeps of it while it is open: what the guard reads of every span that starts, without the
+    ``context``, ``parent`` and ``kind`` properties' calls."""
     held = span._attributes  # noqa: SLF001 - see the module docstring
     attributes = getattr(held, "_dict", None)
     if type(attributes) is not dict:
         attributes = _NO_ATTRIBUTES if held is None else held
-    return span._context.span_id, span._name, attributes  # type: ignore[union-attr]  # noqa: SLF001
+    name = span._name  # noqa: SLF001
+    live = (ref(span), name, span._parent, span._kind, attributes)  # noqa: SLF001
+    return span._context.span_id, name, attributes, live  # type: ignore[union-attr]  # noqa: SLF001
 
 
 def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:

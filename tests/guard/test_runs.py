@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.trace import SpanKind, use_span
+from opentelemetry.trace import SpanKind, set_span_in_context, use_span
 
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS
 from otel_repeat_guard.runs import Run, RunResolver
+from otel_repeat_guard.span_events import start_of
 
 
 class Feed(SpanProcessor):
@@ -22,7 +24,8 @@ class Feed(SpanProcessor):
         )
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        self.resolver.live[span.context.span_id] = span  # as the processor's on_start
+        span_id, _, _, kept = start_of(span)
+        self.resolver.live[span_id] = kept  # as the processor's on_start
         if span.name == "chat":
             self.resolver.mark_model_call(span.parent)
 
@@ -147,3 +150,24 @@ def test_what_a_step_span_encloses_is_never_the_run() -> None:
     ):
         run = feed.resolver.resolve(chat.parent)
     assert run is not None and run.name == "FunctionAgent.run"
+
+
+def test_a_span_renamed_while_open_is_read_by_its_new_name() -> None:
+    feed, tracer = _setup()
+    with tracer.start_as_current_span("task") as outer:
+        outer.update_name("invoke_agent helper")  # as pydantic-ai and OpenInference's Agents SDK tracer do
+        outer.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
+        run = _resolve_here(feed, tracer)
+    assert run is not None and (run.name, run.how) == ("helper", "agent_span")
+
+
+def test_an_agent_span_the_application_dropped_unended_still_holds_its_run() -> None:
+    feed, tracer = _setup()
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"}
+    agent = tracer.start_span("invoke_agent helper", attributes=attributes)
+    agent_id = agent.get_span_context().span_id
+    tool = tracer.start_span("execute_tool grep", context=set_span_in_context(agent))
+    del agent  # never ended, no longer referenced by anybody: the resolver keeps only what it needs
+    gc.collect()
+    run = feed.resolver.resolve(tool.get_span_context())
+    assert run is not None and (run.name, run.span_id) == ("helper", agent_id)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import set_span_in_context
+from opentelemetry.trace import SpanKind, set_span_in_context
 
 from otel_repeat_guard.span_events import (
     append_to_ending_span,
@@ -89,7 +91,7 @@ def test_the_cheap_readers_see_exactly_what_the_public_accessors_do() -> None:
     assert dict(attributes_of(span)) == dict(span.attributes or {})
     assert list(contents_of(span)[2]) == list(span.events)
     assert contents_of(span)[:2] == ("s", attributes_of(span))
-    assert start_of(span) == (span.context.span_id, "s", attributes_of(span))
+    assert start_of(span)[:3] == (span.context.span_id, "s", attributes_of(span))
     span.end()
     assert dict(attributes_of(span)) == {"a": 1, "b": "x"}
     assert ending_of(span)[3:] == (span.parent, span.end_time)
@@ -135,3 +137,18 @@ def test_recorded_facts_respect_the_span_attribute_limit() -> None:
     (exported,) = exporter.get_finished_spans()
     assert dict(exported.attributes or {}) == {"own": "kept"}  # a key it holds is updated; a new one is dropped
     assert exported.dropped_attributes == 1
+
+
+def test_what_the_resolver_keeps_of_an_open_span_follows_it_without_holding_it() -> None:
+    provider = TracerProvider()
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("parent") as parent:
+        span = tracer.start_span("s", kind=SpanKind.CLIENT, attributes={"a": 1})
+    _, _, _, (reference, started_as, parent_context, kind, attributes) = start_of(span)
+    assert (reference(), started_as, parent_context, kind) == (span, "s", parent.get_span_context(), SpanKind.CLIENT)
+    span.set_attribute("b", "x")  # set after the start, in place: the resolver sees it
+    span.update_name("renamed")
+    assert dict(attributes) == {"a": 1, "b": "x"} and reference().name == "renamed"  # type: ignore[union-attr]
+    del span
+    gc.collect()
+    assert reference() is None  # an abandoned span is not kept alive by what the resolver keeps

@@ -7,6 +7,7 @@ import time
 import tracemalloc
 
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import set_span_in_context
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
 
@@ -114,3 +115,27 @@ def test_spans_never_ended_stay_bounded_and_oldest_are_evicted_first() -> None:
     held = _traced(lambda: None)
     assert len(guard._runs.live) == 1_000
     assert held < 2_000_000
+
+
+def test_a_hundred_thousand_abandoned_spans_hold_what_resolving_needs_not_the_spans() -> None:
+    guard = RepeatGuardSpanProcessor()  # max_live_spans=100,000: every one of them is kept
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    tracer = provider.get_tracer("abandon")
+
+    def abandon() -> None:  # agent runs started, a tool call started in each, none ended, all dropped
+        for i in range(50_000):
+            run = tracer.start_span("invoke_agent researcher", attributes=_agent(i))
+            tracer.start_span("execute_tool grep", context=set_span_in_context(run), attributes=_GREP)
+
+    held = _traced(abandon)
+    assert len(guard._runs.live) == 100_000
+    assert held < 64 * 2**20, f"{held:,} bytes held by 100,000 abandoned spans"
+    print(f"100,000 abandoned spans hold {held:,} bytes ({held / 100_000:.0f} per span)")
+
+
+_GREP = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep", "gen_ai.tool.call.arguments": '{"q": 1}'}
+
+
+def _agent(i: int) -> dict[str, str]:
+    return {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher", "gen_ai.agent.id": f"a-{i}"}
