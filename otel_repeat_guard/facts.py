@@ -22,6 +22,10 @@ WASTED: Final = "repeat_tool_guard.wasted"
 WRAPPER: Final = "repeat_tool_guard.wrapper"
 """On a model call: True when a model-call span ran inside it (a framework's span around its client's) and
 this one issued nothing itself: the inner span is the call of record, and the store keeps no row for this one."""
+NESTED: Final = "repeat_tool_guard.nested_in"
+"""On a tool call: the span id (16 hex digits) of the tool span of the same call that encloses it (an MCP
+server's span under its client's, :mod:`otel_repeat_guard.nesting`): that span is the call of record, counted
+once, and the store keeps no row for this one."""
 CALL_EVENT: Final = "repeat_tool_guard.call"
 """The event of a call counted from a model's request, with no tool span of its own: the store's row for it."""
 

@@ -85,8 +85,12 @@ class PlainToolSpans:
             run = self.run_of(span, *gen_ai_agent(attributes))
         else:  # nearly always: the span straight above stands for the run (one lookup)
             run = None if parent is None else self.runs.owned.get(parent.span_id)
-            if run is None and parent is not None:
+            if run is not None:  # straight under its run's span: no tool span of the same call encloses it
+                return self._count(span, run, tool, arguments, attributes, events, ended)
+            if parent is not None:
                 run = self.run_of(span, None, None)
+        if run is not None and self.runs.same_call_above(parent, run, tool, arguments, None) is not None:
+            return GENERAL  # a tool span of the same call encloses it: counted once, the general way
         return self._count(span, run, tool, arguments, attributes, events, ended)
 
     def call(
@@ -100,7 +104,7 @@ class PlainToolSpans:
         """A tool span of any vocabulary, read by its convention's reader (OpenInference's, OpenLLMetry's, a
         GenAI span the in-place reading left): counted here when its arguments were recorded and are short
         and nothing is pending, exactly as ``Guard.tool_call`` would. Anything else answers GENERAL."""
-        tool, arguments, agent_id, agent_name, error, _ = call
+        tool, arguments, agent_id, agent_name, error, call_id = call
         steps = self.steps
         if (
             arguments is MISSING
@@ -110,6 +114,8 @@ class PlainToolSpans:
         ):
             return GENERAL
         run = self.run_of(span, agent_id, agent_name)
+        if run is not None and self.runs.same_call_above(span.parent, run, tool, arguments, call_id) is not None:
+            return GENERAL  # a tool span of the same call encloses it: counted once, the general way
         return self._count(span, run, tool, arguments, attributes, events, ended, error)
 
     def _count(

@@ -31,11 +31,7 @@ from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_ke
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
-from otel_repeat_guard.conventions.genai import (
-    EXECUTE_TOOL,
-    OPERATION,
-    GenAIConvention,
-)
+from otel_repeat_guard.conventions.genai import EXECUTE_TOOL, OPERATION, GenAIConvention
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
@@ -47,11 +43,13 @@ from otel_repeat_guard.guard_parts import (
     detectors_for,
     merge,
     model_facts,
+    open_tool_reader,
     outcome_and_key,
     run_of_agent,
     scope_of,
 )
 from otel_repeat_guard.metrics import GuardMetrics
+from otel_repeat_guard.nesting import nested_facts
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
@@ -100,10 +98,7 @@ class Guard:
         self._collapse_parallel = config.collapse_parallel
         self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
         self.runs = RunResolver(
-            self._conventions,
-            max_live_spans,
-            self._run_over,
-            is_model_call=router.is_model_call,
+            self._conventions, max_live_spans, self._run_over, is_model_call=router.is_model_call, read_tool=open_tool_reader(router)
         )
         self.steps = PendingSteps(max_agents)
         self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
@@ -218,8 +213,10 @@ class Guard:
             if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
                 self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
             return None
-        if call_id is not None and self.steps.was_counted(run.key, call_id):
-            return self._quiet(run.facts)  # counted from its request already, before this late tool span ended
+        outer = self.runs.same_call_above(span.parent, run, tool, arguments, call_id)
+        if outer is not None or (call_id is not None and self.steps.was_counted(run.key, call_id)):
+            # the enclosing tool span of the same call counts it, or it was counted from its request already
+            return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
         ends = steps.tool_ends
         ends[run.key] = span.end_time or 0

@@ -14,7 +14,7 @@ from opentelemetry.trace import StatusCode
 from otel_repeat_guard.canonical import canonical_or_none
 from otel_repeat_guard.chains import ChainStore, ChainTracker
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.conventions import MISSING, EventLike, failed
+from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, SpanRouter, failed
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetector
@@ -65,6 +65,17 @@ def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) 
     if wrapper:
         facts[WRAPPER] = True
     return facts
+
+
+def open_tool_reader(router: SpanRouter) -> Callable[[str, Mapping[str, Any]], RawToolCall | None]:
+    """An open span's tool call, if it is a tool span by what it carries so far (its events are not read)."""
+    readers = tuple(router.tool_reader(mask) for mask in range(router.tool_bits + 1))
+
+    def read(name: str, attributes: Mapping[str, Any]) -> RawToolCall | None:
+        reader = readers[router.route(name, attributes) & router.tool_bits]
+        return None if reader is None else reader(name, attributes, ())
+
+    return read
 
 
 def merge(into: Decision, more: Decision | None) -> None:

@@ -41,8 +41,16 @@ from typing import Any, NamedTuple
 from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext, SpanKind
 
-from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
+from otel_repeat_guard.conventions import (
+    AgentRun,
+    Convention,
+    RawToolCall,
+    agent_id_prefilter,
+    agent_run_key,
+    find_agent_run,
+)
 from otel_repeat_guard.facts import run_facts
+from otel_repeat_guard.nesting import same_call
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import LiveSpan
 
@@ -93,6 +101,7 @@ class RunResolver:
         "_lock",
         "_may_name_agent_id",
         "_on_run_ended",
+        "_read_tool",
         "_remote_open",
         "_remote_parent",
         "_steps",
@@ -109,12 +118,14 @@ class RunResolver:
         max_live_spans: int,
         on_run_ended: Callable[[Run], None],
         is_model_call: Callable[[str, Mapping[str, Any]], bool] = lambda name, attributes: False,
+        read_tool: Callable[[str, Mapping[str, Any]], RawToolCall | None] | None = None,
     ) -> None:
         self._conventions = tuple(conventions)
         self._may_name_agent_id = agent_id_prefilter(self._conventions)
         self.max_live_spans = max_live_spans
         self._on_run_ended = on_run_ended
         self._is_model_call = is_model_call
+        self._read_tool = read_tool  # an open span's tool call, if it is a tool span (for same_call_above)
         self._steps = tuple(ending for c in self._conventions for ending in getattr(c, "step_names", ()))
         """How the names of per-step spans end (every convention's ``step_names``): never the run."""
         self.live: dict[int, LiveSpan] = {}  # what it needs of the open spans of this process, by span id
@@ -215,6 +226,28 @@ class RunResolver:
         """Whether a model call started inside the ending model-call span ``span_id``: a wrapper of it when
         marked so at that start, or marked as enclosing it when this span was known as a model call only later."""
         return self.wrappers.pop(span_id, 0) is None or span_id in self.marked
+
+    def same_call_above(
+        self, parent: SpanContext | None, run: Run, tool: str, arguments: Any, call_id: str | None
+    ) -> int | None:
+        """The span id of the open tool span of the same call that encloses a tool span with this parent, within
+        ``run`` (:mod:`otel_repeat_guard.nesting`); None when there is none, nearly always at once: the parent
+        is the run's span itself."""
+        if parent is None or self._read_tool is None:
+            return None
+        live, owned, span_id = self.live, self.owned, parent.span_id
+        for _ in range(_MAX_ANCESTRY):
+            ancestor = live.get(span_id)
+            if ancestor is None or span_id == run.span_id or span_id in owned:
+                return None  # the run's span, or another run's: what is above is no call of this one
+            _, _, grandparent, _, attributes = ancestor
+            outer = self._read_tool(_name(ancestor), attributes)
+            if outer is not None:  # the nearest tool span above: the same call, or another that encloses this one
+                return span_id if same_call(tool, arguments, call_id, outer) else None
+            if grandparent is None:
+                return None
+            span_id = grandparent.span_id
+        return None
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""

@@ -14,7 +14,7 @@ and ordering key, then on the call's end. Values are parameters: ``{name:Type}``
 from __future__ import annotations
 
 from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
-from otel_repeat_guard.facts import ISSUER, RUN, RUN_NAME, WASTED
+from otel_repeat_guard.facts import ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,
@@ -112,9 +112,10 @@ TOOL_CALLS = f"""
         toInt64OrNull(nop['repeat_tool_guard.run_length']) AS np_length,
         has(Events.Name, '{PARALLEL_DUPLICATE_EVENT}') OR pd_tier IS NOT NULL AS is_pd
     {SCAN}
-      AND SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+      AND SpanAttributes['gen_ai.operation.name'] = 'execute_tool' AND NOT mapContains(SpanAttributes, '{NESTED}')
 """
-"""One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures."""
+"""One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures (none for a
+span inside a tool span of the same call: that one is the row, ``facts.NESTED``)."""
 
 
 def _count(keys: tuple[str, ...]) -> str:
@@ -144,8 +145,10 @@ MODEL_CALLS = f"""
         SpanAttributes['gen_ai.output.messages'] AS output
     {SCAN}
       AND SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content')
+      AND SpanAttributes['{WRAPPER}'] != 'true'
 """
-"""One row per model-call span, with the store's ``model_calls`` columns."""
+"""One row per model-call span, with the store's ``model_calls`` columns (none for a framework's span that only
+wraps its client's, ``facts.WRAPPER``)."""
 
 AGENT_RUNS = f"""
     SELECT concat(if(SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],

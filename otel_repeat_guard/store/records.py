@@ -41,7 +41,7 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
-from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED, WRAPPER
+from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -309,11 +309,12 @@ def tool_call_row(
     store_arguments: bool,
     preview_chars: int,
 ) -> ToolCallRow | None:
-    """The row for ``span`` if ``read_tool_call`` reads it as a tool span, else None."""
+    """The row for ``span`` if ``read_tool_call`` reads it as a tool span, else None (also for a span the guard
+    found inside a tool span of the same call, :data:`otel_repeat_guard.facts.NESTED`: that one is the row)."""
     name, attributes, events = contents_of(span)
     call = read_tool_call(name, attributes, events)
     context = span.context
-    if call is None or context is None:
+    if call is None or context is None or NESTED in attributes:
         return None
     tool, arguments, agent_id, agent_name, error, _ = call
     trace_id = format_trace_id(context.trace_id)

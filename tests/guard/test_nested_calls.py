@@ -1,0 +1,116 @@
+"""One call, two tool spans (an MCP client's and its server's, in one process): counted once, stored once.
+The shapes are those of the real instrumentations: the integration tests run them (test_mcp_openllmetry)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.trace import SpanKind, format_span_id
+
+from otel_repeat_guard.facts import NESTED, RUN
+from otel_repeat_guard.store import SQLiteSpanExporter
+
+from .conftest import Harness, make_harness
+
+GREP = {"pattern": "TODO", "path": "src"}
+
+
+def _genai_over_mcp_server(h: Harness, i: int, arguments: dict[str, Any] = GREP) -> None:
+    """A framework's ``execute_tool`` span with the call id and arguments, around the span MCP's server middleware
+    makes for ``tools/call`` (the tool's name only)."""
+    client = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "grep",
+        "gen_ai.tool.call.id": f"call_{i}",
+        "gen_ai.tool.call.arguments": json.dumps(arguments),
+    }
+    with h.tracer.start_as_current_span("execute_tool grep", attributes=client):
+        server = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep"}
+        with h.tracer.start_as_current_span("tools/call grep", kind=SpanKind.SERVER, attributes=server):
+            pass
+
+
+def _openllmetry_both_sides(h: Harness, arguments: dict[str, Any] = GREP) -> None:
+    """OpenLLMetry's client span around the request, and its FastMCP server spans inside it."""
+    entity = {
+        "traceloop.span.kind": "tool",
+        "traceloop.entity.name": "grep",
+        "traceloop.entity.input": json.dumps({"tool_name": "grep", "arguments": arguments}),
+    }
+    with h.tracer.start_as_current_span("grep.tool") as client:
+        client.set_attributes(entity)  # right after the start, before the request is sent
+        with (
+            h.tracer.start_as_current_span("mcp.server", attributes={"traceloop.span.kind": "server"}),
+            h.tracer.start_as_current_span("grep.tool", attributes=entity),
+        ):
+            pass
+
+
+def _stored(h: Harness, db: Path) -> list[tuple[str, int]]:
+    exporter = SQLiteSpanExporter(db)
+    exporter.write(h.exporter.get_finished_spans())
+    exporter.shutdown()
+    with sqlite3.connect(db) as connection:
+        return connection.execute("SELECT span_id, run_length FROM tool_calls ORDER BY start_ns").fetchall()
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_a_framework_tool_span_around_the_mcp_servers_counts_the_call_once(fast_path: bool, tmp_path: Path) -> None:
+    h = make_harness(record_facts=True, fast_path=fast_path)
+    with h.agent_run("coder"):
+        for i in range(3):
+            _genai_over_mcp_server(h, i)
+    outer = [s for s in h.exporter.get_finished_spans() if s.name == "execute_tool grep"]
+    inner = [s for s in h.exporter.get_finished_spans() if s.name == "tools/call grep"]
+    assert [r.run_length for r in h.reminders] == [3]
+    assert [e.attributes["repeat_tool_guard.run_length"] for s in outer for e in s.events] == [2, 3, 3]  # type: ignore[index]
+    assert [(s.attributes or {})[NESTED] for s in inner] == [format_span_id(s.context.span_id) for s in outer]  # type: ignore[union-attr]
+    assert all(not s.events for s in inner) and {(s.attributes or {})[RUN] for s in inner + outer} == {
+        (outer[0].attributes or {})[RUN]
+    }
+    assert _stored(h, tmp_path / "store.db") == [
+        (format_span_id(s.context.span_id), n) for s, n in zip(outer, (1, 2, 3), strict=True)
+    ]  # type: ignore[union-attr]
+
+
+def test_openllmetrys_client_and_server_tool_spans_of_one_call_count_once() -> None:
+    h = make_harness(record_facts=True)
+    with h.agent_run("coder"):
+        for _ in range(3):
+            _openllmetry_both_sides(h)
+    assert [r.run_length for r in h.reminders] == [3]
+    spans = h.exporter.get_finished_spans()
+    names = {s.context.span_id: s.name for s in spans}  # type: ignore[union-attr]
+    nested = [names[s.parent.span_id] for s in spans if NESTED in (s.attributes or {})]  # type: ignore[union-attr]
+    assert nested == ["mcp.server"] * 3  # the server's spans are the nested ones, the clients' are counted
+
+
+def test_a_tool_span_inside_another_call_of_the_same_tool_counts_on_its_own() -> None:
+    h = make_harness(record_facts=True)
+    with h.agent_run("coder"):
+        for _ in range(3):
+            with h.tracer.start_as_current_span("grep.tool") as outer:
+                outer.set_attributes({"traceloop.span.kind": "tool", "traceloop.entity.name": "grep"})
+                outer.set_attribute("traceloop.entity.input", json.dumps({"tool_name": "grep", "arguments": GREP}))
+                inner = {"traceloop.span.kind": "tool", "traceloop.entity.name": "grep"}
+                inner["traceloop.entity.input"] = json.dumps({"tool_name": "grep", "arguments": {"pattern": "x"}})
+                with h.tracer.start_as_current_span("grep.tool", attributes=inner):
+                    pass
+    # grep(x), grep(TODO), grep(x), ...: six calls, each differing from the one before
+    assert not h.reminders
+    assert not any(NESTED in (s.attributes or {}) for s in h.exporter.get_finished_spans())
+
+
+def test_a_tool_that_runs_an_agent_is_not_the_same_call_as_that_agents_tools() -> None:
+    h = make_harness(record_facts=True)
+    with h.agent_run("lead"):
+        client = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep"}
+        with h.tracer.start_as_current_span("execute_tool grep", attributes=client), h.agent_run("helper"):
+            for _ in range(3):  # the helper's own calls, in its own run, under a tool span of the same name
+                h.call("grep", GREP)
+    assert [r.run_length for r in h.reminders] == [3]
+    assert not any(NESTED in (s.attributes or {}) for s in h.exporter.get_finished_spans())
