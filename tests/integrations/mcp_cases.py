@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, MutableSequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import Any
 
 from opentelemetry import trace
@@ -92,8 +92,10 @@ async def agent_loop(
     inbox: ReminderInbox,
     span_name: str = AGENT_LOOP,
     due: bool = False,
+    tool_spans: bool = False,
 ) -> str:
-    """Run one prompt (the last user message in ``messages``) to its final answer; ``messages`` grows."""
+    """Run one prompt (the last user message in ``messages``) to its final answer; ``messages`` grows. With
+    ``tool_spans`` the loop makes a GenAI ``execute_tool`` span around each call, as a framework does."""
     with trace.get_tracer("mcp-agent-harness").start_as_current_span(span_name):
         while True:
             request = list(messages)
@@ -108,8 +110,21 @@ async def agent_loop(
             if not message.tool_calls:
                 return str(message.content)
             for call in message.tool_calls:
-                result = await session.call_tool(call.function.name, json.loads(call.function.arguments))
+                name, arguments = call.function.name, call.function.arguments
+                with framework_tool_span(name, call.id, arguments) if tool_spans else nullcontext():
+                    result = await session.call_tool(name, json.loads(arguments))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result_text(result)})
+
+
+def framework_tool_span(name: str, call_id: str, arguments: str) -> AbstractContextManager[Any]:
+    """The tool span a framework makes around the call it hands an MCP session (pydantic-ai's, the Agents SDK's)."""
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.call.arguments": arguments,
+    }
+    return trace.get_tracer("mcp-agent-framework").start_as_current_span(f"execute_tool {name}", attributes=attributes)
 
 
 async def run_prompts(
@@ -121,10 +136,11 @@ async def run_prompts(
     prompts: int = 1,
     outer: bool = False,
     due: bool = False,
+    tool_spans: bool = False,
 ) -> None:
     """``runs`` concurrent conversations over one MCP session, each answering ``prompts`` prompts in turn,
     each prompt in an agent loop of its own; with ``outer``, all of them under one span named OUTER.
-    ``due`` goes to :func:`agent_loop`."""
+    ``due`` and ``tool_spans`` go to :func:`agent_loop`."""
     import openai
 
     model = openai.AsyncOpenAI(base_url=fake.base_url, api_key="offline")
@@ -135,7 +151,9 @@ async def run_prompts(
             messages: list[dict[str, Any]] = []
             for i in range(prompts):
                 messages.append({"role": "user", "content": "Weather in Paris?" if i == 0 else "And again?"})
-                answer = await agent_loop(session, model, tools, messages, guard=g.guard, inbox=g.inbox, due=due)
+                answer = await agent_loop(
+                    session, model, tools, messages, guard=g.guard, inbox=g.inbox, due=due, tool_spans=tool_spans
+                )
                 assert answer == FINAL_ANSWER
 
         async def conversations() -> None:

@@ -198,6 +198,25 @@ def test_the_whole_chain_agrees(gs: Guarded, transport: str) -> None:
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_frameworks_tool_span_around_the_servers_counts_each_call_once(gs: Guarded, transport: str) -> None:
+    """Issue 24, item 4: a framework's ``execute_tool`` span around each call, and the server's own inside it
+    (directly, or under the ``MCP send`` span): two tool spans of one call, counted and stored once."""
+    with FakeOpenAI(LOOP) as fake:
+        asyncio.run(run_prompts(connect(transport), fake, gs, tool_spans=True))
+    spans = gs.exporter.get_finished_spans()
+    assert sorted(tool_span_names(gs)) == ["execute_tool lookup"] * len(LOOP) + ["tools/call lookup"] * len(LOOP)
+    nested = [s for s in spans if "repeat_tool_guard.nested_in" in (s.attributes or {})]
+    assert [s.name for s in nested] == ["tools/call lookup"] * len(LOOP)  # the server's: the framework's count
+    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
+    assert_whole_chain(gs, expected_whole_chain())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
     with FakeOpenAI(SHORT_SCRIPT) as fake:
         asyncio.run(run_prompts(connect(transport), fake, g, prompts=2))
