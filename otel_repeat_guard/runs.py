@@ -44,7 +44,7 @@ from opentelemetry.trace import SpanContext, SpanKind
 from otel_repeat_guard.conventions import AgentRun, Convention, agent_id_prefilter, agent_run_key, find_agent_run
 from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.span_events import attributes_of
+from otel_repeat_guard.span_events import attributes_of, name_of
 
 _MAX_ANCESTRY = 64
 AGENT_ID_RUN = "agent_id_run"
@@ -165,7 +165,7 @@ class RunResolver:
         itself (by the attributes it started with)."""
         span_id, parent_id = span.context.span_id, parent.span_id
         run = Run(run_key, None, None, None, BAGGAGE)
-        agent_run = find_agent_run(self._conventions, span.name, attributes) is not None
+        agent_run = find_agent_run(self._conventions, name_of(span), attributes) is not None
         owned, children, open_ = self.owned, self._remote_parent, self._remote_open
         with self._lock:
             owned[parent_id] = run  # a tool span whose own parent is the remote one
@@ -202,7 +202,7 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 return
-            into = wrappers if self._is_model_call(ancestor.name, attributes_of(ancestor)) else marked
+            into = wrappers if self._is_model_call(name_of(ancestor), attributes_of(ancestor)) else marked
             into[span_id] = None  # a model call nested in another marks it a wrapper instead
             if len(into) > self.max_live_spans:
                 evict_oldest(into)
@@ -245,7 +245,7 @@ class RunResolver:
             ancestor = live.get(span_id)
             if ancestor is None:
                 break
-            name = ancestor.name
+            name = name_of(ancestor)
             if steps and name.endswith(steps):  # a per-step span: the run is above it, and so is what encloses it
                 enclosing = None
             else:
@@ -261,9 +261,9 @@ class RunResolver:
                 break
             span_id = grandparent.span_id
         if enclosing is not None:
-            return self._own(enclosing[0], None, enclosing[1].name, "enclosing_span")
+            return self._own(enclosing[0], None, name_of(enclosing[1]), "enclosing_span")
         if root is not None:
-            return self._own(root[0], None, root[1].name, "local_root")
+            return self._own(root[0], None, name_of(root[1]), "local_root")
         return None
 
     def _above_step(self, span_id: int, step: str) -> int:
@@ -274,7 +274,7 @@ class RunResolver:
             ancestor = live.get(at)
             if ancestor is None or ancestor.parent is None:
                 return span_id
-            if ancestor.name == step:
+            if name_of(ancestor) == step:
                 return ancestor.parent.span_id
             at = ancestor.parent.span_id
         return span_id

@@ -29,6 +29,13 @@ EventSpec = tuple[str, Mapping[str, AttributeValue]]
 _NO_ATTRIBUTES: Mapping[str, Any] = {}
 
 
+def name_of(span: object) -> str:
+    """The span's name; "" when it is not a string (the SDK never checks one, and mypyc, reading it as the
+    ``str`` the SDK declares, would raise ``TypeError``): both builds read such a span alike."""
+    name = getattr(span, "_name", None)
+    return name if isinstance(name, str) else ""
+
+
 def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
     """The span's name, attributes and events in one call: what the guard reads of every span.
 
@@ -49,7 +56,7 @@ def ending_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]
         attributes = _NO_ATTRIBUTES if held is None else held
     if type(events) is not BoundedList and type(events) is not tuple:
         events = span.events
-    return span._name, attributes, events, span._parent, span._end_time  # noqa: SLF001
+    return name_of(span), attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Mapping[str, Any]]:
@@ -59,7 +66,7 @@ def start_of(span: Span) -> tuple[int, str, Mapping[str, Any]]:
     attributes = getattr(held, "_dict", None)
     if type(attributes) is not dict:
         attributes = _NO_ATTRIBUTES if held is None else held
-    return span._context.span_id, span._name, attributes  # type: ignore[union-attr]  # noqa: SLF001
+    return span._context.span_id, name_of(span), attributes  # type: ignore[union-attr]  # noqa: SLF001
 
 
 def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
@@ -145,8 +152,9 @@ def replace_events(
     span: ReadableSpan, events: Sequence[Event], attributes: Mapping[str, AttributeValue] | None = None
 ) -> ReadableSpan:
     """A copy of an ended span that differs only in its events (and, if given, its attributes)."""
+    name: Any = getattr(span, "name", None)  # as it is, a string or not
     return ReadableSpan(
-        name=span.name,
+        name=name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
