@@ -58,7 +58,7 @@ class ReminderInbox:
                 self._boxes.move_to_end(reminder.agent_id)
             box.append(reminder)
 
-    def drain(self, agent_id: str) -> list[Reminder]:
+    def drain(self, agent_id: object) -> list[Reminder]:
         """Take and return the agent's pending reminders, oldest first; none for an id that is not a string
         (``inbox.drain(guard.current_agent_id())`` outside a span passes None)."""
         if not isinstance(agent_id, str):
@@ -67,7 +67,7 @@ class ReminderInbox:
             box = self._boxes.pop(agent_id, None)
         return list(box) if box else []
 
-    def peek(self, agent_id: str) -> list[Reminder]:
+    def peek(self, agent_id: object) -> list[Reminder]:
         """The agent's pending reminders, oldest first, left in place (none for an id that is not a string)."""
         if not isinstance(agent_id, str):
             return []
@@ -172,7 +172,7 @@ class RedisReminderInbox(ReminderInbox):
                 return
         super().put(reminder)
 
-    def drain(self, agent_id: str) -> list[Reminder]:
+    def drain(self, agent_id: object) -> list[Reminder]:
         local = super().drain(agent_id)  # what was kept here while Redis was down
         if not isinstance(agent_id, str) or not self._health.usable("inbox_drain"):
             return local
@@ -185,7 +185,7 @@ class RedisReminderInbox(ReminderInbox):
         self._health.succeeded()
         return local + [reminder for blob in items if (reminder := _decode(blob)) is not None]
 
-    def peek(self, agent_id: str) -> list[Reminder]:
+    def peek(self, agent_id: object) -> list[Reminder]:
         local = super().peek(agent_id)
         if not isinstance(agent_id, str) or not self._health.usable("inbox_peek"):
             return local
