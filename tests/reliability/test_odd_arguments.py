@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,10 +19,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import GuardConfig, ReminderInbox, RepeatGuardSpanProcessor, configure
+from otel_repeat_guard.baggage import run_in
+from otel_repeat_guard.propagation import RunBaggagePropagator, run_context
 
 ODD = [None, 5, 2.5, b"agent", ["agent"], {"agent": 1}, True, object()]
 """Values a harness may pass where a string (an agent id) or a Context is meant."""
-REPEAT = "repeat_tool_guard.repeat"
+REPEAT, REMINDER_EVENT = "repeat_tool_guard.repeat", "repeat_tool_guard.reminder"
 
 
 def _loop(provider: TracerProvider, name: Any, calls: int = 3) -> None:
@@ -63,9 +66,47 @@ def test_a_span_whose_name_is_not_a_string_is_counted_and_reaches_the_exporter(
     assert [[e.name for e in span.events] for span in spans[:3]] == [
         [],
         [REPEAT],
-        [REPEAT, "repeat_tool_guard.reminder"],
+        [REPEAT, REMINDER_EVENT],
     ]
     assert caplog.records == []  # read as a span named "", not a failure
+
+
+@pytest.mark.parametrize("event", [7, None, b"exception", ("exception",)], ids=repr)
+def test_a_span_event_whose_name_is_not_a_string_costs_no_call(event: Any, caplog: pytest.LogCaptureFixture) -> None:
+    provider, _, exporter = _guarded(False)
+    tracer = provider.get_tracer("tests.odd")
+    run = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "looper"}
+    with (
+        caplog.at_level(logging.ERROR, logger="otel_repeat_guard"),
+        tracer.start_as_current_span("run", attributes=run),
+    ):
+        for _ in range(3):
+            tool = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "grep",
+                "gen_ai.tool.call.arguments": "{}",
+            }
+            span = tracer.start_span("execute_tool grep", attributes=tool)
+            span.add_event(event, {"exception.type": "ValueError"})  # read as no exception, on both builds
+            span.end()
+    guard_events = [[e.name for e in span.events][1:] for span in exporter.get_finished_spans()[:3]]
+    assert guard_events == [[], [REPEAT], [REPEAT, REMINDER_EVENT]]
+    assert caplog.records == []
+
+
+def test_run_propagation_ignores_a_context_that_is_not_one_and_refuses_a_guard_that_is_not_one() -> None:
+    provider, guard, _ = _guarded(False)
+    carrier: dict[str, str] = {}
+    with provider.get_tracer("t").start_as_current_span("run", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        key = guard.current_agent_id()
+        assert key is not None
+        assert run_in(run_context(guard, context=5)) == key  # the current context instead
+        RunBaggagePropagator(guard).inject(carrier, 5)
+    assert carrier == {"baggage": f"repeat_tool_guard.run={quote(key)}"}
+    assert RunBaggagePropagator().extract(carrier, 5) == RunBaggagePropagator().extract(carrier)
+    for call in (lambda: run_context("guard"), lambda: RunBaggagePropagator(5)):  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"^guard must be a RepeatGuardSpanProcessor or None, got "):
+            call()
 
 
 @pytest.mark.parametrize("value", ODD, ids=repr)
