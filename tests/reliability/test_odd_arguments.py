@@ -10,6 +10,7 @@ unit-compiled`` on the wheel; the assertions are the same on both.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -18,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_repeat_guard import GuardConfig, ReminderInbox, RepeatGuardSpanProcessor, configure
+from otel_repeat_guard import AgentRun, GuardConfig, ReminderInbox, RepeatGuardSpanProcessor, ToolCall, configure
 from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.propagation import RunBaggagePropagator, run_context
 
@@ -107,6 +108,47 @@ def test_run_propagation_ignores_a_context_that_is_not_one_and_refuses_a_guard_t
     for call in (lambda: run_context("guard"), lambda: RunBaggagePropagator(5)):  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=r"^guard must be a RepeatGuardSpanProcessor or None, got "):
             call()
+
+
+class _Loose:
+    """A user's convention that answers outside its contract: odd field types, or no ToolCall at all."""
+
+    def __init__(self, call: Any, run: Any) -> None:
+        self.call, self.run = call, run
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[Any]) -> Any:
+        return self.call if name == "tool" else None
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> Any:
+        return self.run if name == "run" else None
+
+
+@pytest.mark.parametrize(
+    ("call", "run", "counted", "warned"),
+    [
+        (ToolCall("grep", "{}", agent_id=5, agent_name=b"a", error="yes", call_id=7), AgentRun(5, 6, 1), 3, False),  # type: ignore[arg-type]
+        (ToolCall("grep", "{}"), AgentRun("a1", None), 3, False),
+        (ToolCall("grep", "{}"), ("a1", "agent", False), 3, False),
+        (ToolCall("grep", "{}"), True, 3, True),  # no AgentRun: the run is the local root
+        (ToolCall(5, "{}"), AgentRun("a1"), 0, True),  # type: ignore[arg-type]  # no tool name: no call
+        (("grep", "{}"), AgentRun("a1"), 0, True),
+        ("grep", AgentRun("a1"), 0, True),
+    ],
+    ids=repr,
+)
+def test_a_users_convention_answering_outside_its_contract_is_read_alike_on_both_builds(
+    call: Any, run: Any, counted: int, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, guard, _ = _guarded(False, conventions=[_Loose(call, run)])
+    tracer = provider.get_tracer("tests.odd")
+    lengths = []
+    with caplog.at_level(logging.WARNING, logger="otel_repeat_guard"), tracer.start_as_current_span("run"):
+        for _ in range(3):
+            tracer.start_span("tool").end()
+            lengths.append(guard.run_length(guard.current_agent_id()))
+    assert lengths == [1, 2, 3][:counted] + [0] * (3 - counted)
+    assert [r.levelno for r in caplog.records] == ([logging.WARNING] if warned else [])  # said once, not per span
+    assert all("not a ToolCall" in r.getMessage() or "not an AgentRun" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("value", ODD, ids=repr)
