@@ -69,6 +69,12 @@ def check_sources(guard: object = None, inbox: object = None) -> tuple[RepeatGua
     return guard, inbox
 
 
+def check_then(then: object) -> None:
+    """An adapter's ``then`` (the callback it runs after its own): None or callable, else a ValueError naming it."""
+    if then is not None and not callable(then):
+        raise ValueError(f"then must be callable or None, got {then!r}")
+
+
 def take_reminders(
     guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, context: Context | None = None
 ) -> list[Reminder]:

@@ -21,6 +21,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_repeat_guard import AgentRun, GuardConfig, ReminderInbox, RepeatGuardSpanProcessor, ToolCall, configure
 from otel_repeat_guard.baggage import run_in
+from otel_repeat_guard.integrations.google_adk import repeat_guard_before_model_callback
+from otel_repeat_guard.integrations.openai_agents import repeat_guard_input_filter
 from otel_repeat_guard.propagation import RunBaggagePropagator, run_context
 
 ODD = [None, 5, 2.5, b"agent", ["agent"], {"agent": 1}, True, object()]
@@ -237,3 +239,9 @@ def test_flags_take_any_truthy_value_alike_on_both_builds() -> None:
     assert guard._guard.facts is True
     assert guard._guard._plain is None  # fast_path=0: every span read the general way
     assert GuardConfig() == guard.config
+
+
+@pytest.mark.parametrize("adapter", [repeat_guard_input_filter, repeat_guard_before_model_callback])
+def test_an_adapters_then_that_is_not_callable_is_a_value_error_naming_it(adapter: Any) -> None:
+    with pytest.raises(ValueError, match=r"^then must be callable or None, got 5$"):
+        adapter(guard=RepeatGuardSpanProcessor(), inbox=ReminderInbox(), then=5)  # before its framework is imported
