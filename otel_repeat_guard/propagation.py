@@ -29,7 +29,7 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 _W3C_BAGGAGE = W3CBaggagePropagator()
 
 
-def run_context(guard: RepeatGuardSpanProcessor | None = None, context: object = None) -> Context:
+def run_context(guard: object = None, context: object = None) -> Context:
     """``context`` (default, or not a ``Context``: the current one) with the baggage entry naming the run its
     current span belongs to, as ``guard`` (default: the installed guard) resolves it; unchanged when there is
     no run. A ``guard`` that is not a guard is a ``ValueError`` naming it."""
@@ -48,7 +48,7 @@ def _checked(guard: object) -> RepeatGuardSpanProcessor:
 
 
 @contextmanager
-def propagate_run(guard: RepeatGuardSpanProcessor | None = None) -> Iterator[str | None]:
+def propagate_run(guard: object = None) -> Iterator[str | None]:
     """Within the block, the current context's baggage names the current run (see :func:`run_context`),
     so whatever injects headers there (``opentelemetry.propagate.inject``) carries it. Yields the run's
     chain key, or None when the current span belongs to no run."""
@@ -68,7 +68,7 @@ class RunBaggagePropagator(textmap.TextMapPropagator):
     defaults to the installed guard, looked up at each injection.
     """
 
-    def __init__(self, guard: RepeatGuardSpanProcessor | None = None) -> None:
+    def __init__(self, guard: object = None) -> None:
         self._guard = None if guard is None else _checked(guard)
 
     def inject(
