@@ -107,7 +107,7 @@ def test_run_propagation_ignores_a_context_that_is_not_one_and_refuses_a_guard_t
         RunBaggagePropagator(guard).inject(carrier, 5)
     assert carrier == {"baggage": f"repeat_tool_guard.run={quote(key)}"}
     assert RunBaggagePropagator().extract(carrier, 5) == RunBaggagePropagator().extract(carrier)
-    for call in (lambda: run_context("guard"), lambda: RunBaggagePropagator(5)):  # type: ignore[arg-type]
+    for call in (lambda: run_context("guard"), lambda: RunBaggagePropagator(5)):
         with pytest.raises(ValueError, match=r"^guard must be a RepeatGuardSpanProcessor or None, got "):
             call()
 
