@@ -20,9 +20,9 @@ RUN_BAGGAGE_KEY = "repeat_tool_guard.run"
 """The baggage entry that names a run's chain key (``Reminder.agent_id``)."""
 
 
-def run_in(context: Context | None = None) -> str | None:
-    """The run named in the baggage of ``context`` (default: the current context), or None."""
-    value = baggage.get_baggage(RUN_BAGGAGE_KEY, context)
+def run_in(context: object = None) -> str | None:
+    """The run named in the baggage of ``context`` (default, or not a ``Context``: the current one), or None."""
+    value = baggage.get_baggage(RUN_BAGGAGE_KEY, context if isinstance(context, Context) else None)
     return value if isinstance(value, str) and value else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -138,8 +139,10 @@ class GuardConfig:
         if not isinstance(store, str) or (store != MEMORY_STORE and not store.startswith(STORE_SCHEMES)):
             raise ValueError(
                 f"chain_store must be {MEMORY_STORE!r} or a Redis URL starting with "
-                f"{', '.join(STORE_SCHEMES)}; got {store!r}"
+                f"{', '.join(STORE_SCHEMES)}; got {safe_url(store) if isinstance(store, str) else store!r}"
             )
+        if store != MEMORY_STORE and (problem := _redis_url_problem(store)) is not None:
+            raise ValueError(f"chain_store is not a valid Redis URL ({problem}), got {safe_url(store)!r}")
         timeout = self.store_timeout_ms
         if not _is_int(timeout) or not 1 <= timeout <= MAX_STORE_TIMEOUT_MS:
             raise ValueError(f"store_timeout_ms must be an integer from 1 to {MAX_STORE_TIMEOUT_MS:,}, got {timeout!r}")
@@ -188,6 +191,7 @@ class GuardConfig:
         """
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
+        variables: dict[str, str] = {}  # each field given, by the variable it came from
         for field in _FIELDS:
             variable = ENV_PREFIX + field.upper()
             raw = env.get(variable)
@@ -198,6 +202,7 @@ class GuardConfig:
                 variable, raw = alias, env[alias]
             if raw is None:
                 continue
+            variables[field] = variable
             if field in _INTS:
                 kwargs[field] = _env_int(variable, field, raw.strip())
             elif field in _BOOLS:
@@ -206,8 +211,14 @@ class GuardConfig:
                 kwargs[field] = raw.strip()
             else:
                 items = _env_list(variable, field, raw)
-                kwargs[field] = [_env_int(variable, field, item) for item in items] if field in _INT_LISTS else items
-        return cls(**kwargs)
+                kwargs[field] = [_env_int(variable, field, i, raw) for i in items] if field in _INT_LISTS else items
+        try:
+            return cls(**kwargs)
+        except ValueError as error:  # it names the field (its first word): name the variable it came from too
+            named = variables.get(str(error).partition(" ")[0])
+            if named is None:
+                raise
+            raise ValueError(f"{named}: {error}") from None
 
 
 def _env_list(variable: str, field: str, raw: str) -> list[str]:
@@ -229,7 +240,32 @@ def _env_bool(variable: str, field: str, raw: str) -> bool:
     return value
 
 
-def _env_int(variable: str, field: str, raw: str) -> int:
+def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> int:
     if _DIGITS.fullmatch(raw) is None:
-        raise ValueError(f"{variable} ({field}) must be an integer, got {raw!r} (plain ASCII digits only)")
+        where = "" if whole is None else f" in {whole!r}"
+        raise ValueError(f"{variable} ({field}) must be an integer, got {raw!r}{where} (plain ASCII digits only)")
     return int(raw)
+
+
+def safe_url(url: str) -> str:
+    """``url`` without its password, for logs and errors."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.partition(":")[0]
+    return f"{scheme}{sep}{user + ':' if user else ':'}***@{host}"
+
+
+def _redis_url_problem(url: str) -> str | None:
+    """What redis-py's own URL parser (the one ``Redis.from_url`` uses) finds wrong with ``url``: None when
+    nothing, or when redis-py (the ``redis`` extra) is not installed, where the scheme check is all there is."""
+    try:
+        connection = importlib.import_module("redis.connection")  # an optional extra, only for a Redis URL
+    except ImportError:
+        return None
+    try:
+        connection.parse_url(url)
+    except Exception as error:  # its ValueError, or whatever a malformed URL makes urllib raise
+        return str(error) or type(error).__name__
+    return None

@@ -45,7 +45,9 @@ class ReminderInbox:
         self._max_agents = max_agents
 
     def put(self, reminder: Reminder) -> None:
-        """Store a reminder; usable directly as ``on_reminder``."""
+        """Store a reminder; usable directly as ``on_reminder``. Anything else is a ``ValueError``."""
+        if not isinstance(reminder, Reminder):
+            raise ValueError(f"reminder must be a Reminder, got {reminder!r}")
         with self._lock:
             box = self._boxes.get(reminder.agent_id)
             if box is None:
@@ -56,14 +58,19 @@ class ReminderInbox:
                 self._boxes.move_to_end(reminder.agent_id)
             box.append(reminder)
 
-    def drain(self, agent_id: str) -> list[Reminder]:
-        """Take and return the agent's pending reminders, oldest first."""
+    def drain(self, agent_id: object) -> list[Reminder]:
+        """Take and return the agent's pending reminders, oldest first; none for an id that is not a string
+        (``inbox.drain(guard.current_agent_id())`` outside a span passes None)."""
+        if not isinstance(agent_id, str):
+            return []
         with self._lock:
             box = self._boxes.pop(agent_id, None)
         return list(box) if box else []
 
-    def peek(self, agent_id: str) -> list[Reminder]:
-        """The agent's pending reminders, oldest first, left in place."""
+    def peek(self, agent_id: object) -> list[Reminder]:
+        """The agent's pending reminders, oldest first, left in place (none for an id that is not a string)."""
+        if not isinstance(agent_id, str):
+            return []
         with self._lock:
             box = self._boxes.get(agent_id)
             return list(box) if box else []
@@ -149,6 +156,8 @@ class RedisReminderInbox(ReminderInbox):
         return self._health
 
     def put(self, reminder: Reminder) -> None:
+        if not isinstance(reminder, Reminder):
+            raise ValueError(f"reminder must be a Reminder, got {reminder!r}")
         if self._health.usable("inbox_put"):
             try:
                 with Quiet():
@@ -163,9 +172,9 @@ class RedisReminderInbox(ReminderInbox):
                 return
         super().put(reminder)
 
-    def drain(self, agent_id: str) -> list[Reminder]:
+    def drain(self, agent_id: object) -> list[Reminder]:
         local = super().drain(agent_id)  # what was kept here while Redis was down
-        if not self._health.usable("inbox_drain"):
+        if not isinstance(agent_id, str) or not self._health.usable("inbox_drain"):
             return local
         try:
             with Quiet():
@@ -176,9 +185,9 @@ class RedisReminderInbox(ReminderInbox):
         self._health.succeeded()
         return local + [reminder for blob in items if (reminder := _decode(blob)) is not None]
 
-    def peek(self, agent_id: str) -> list[Reminder]:
+    def peek(self, agent_id: object) -> list[Reminder]:
         local = super().peek(agent_id)
-        if not self._health.usable("inbox_peek"):
+        if not isinstance(agent_id, str) or not self._health.usable("inbox_peek"):
             return local
         try:
             with Quiet():

@@ -15,6 +15,7 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 _lock = threading.Lock()
 _inbox: list[ReminderInbox] = [ReminderInbox()]  # one item: replaced, never rebound
 _guard: RepeatGuardSpanProcessor | None = None
+_not_installed: list[str] = []  # at most one item: why zero-code setup installed no guard
 
 
 def default_inbox() -> ReminderInbox:
@@ -40,3 +41,15 @@ def set_installed_guard(guard: RepeatGuardSpanProcessor | None) -> RepeatGuardSp
     with _lock:
         previous, _guard = _guard, guard
     return previous
+
+
+def set_not_installed(reason: str | None) -> None:
+    """Zero-code setup was asked for a guard and installed none, for ``reason`` (None: forget it). Framework
+    adapters built without a guard name it when they pass calls through unguarded."""
+    with _lock:
+        _not_installed[:] = [] if reason is None else [reason]
+
+
+def not_installed() -> str | None:
+    """Why zero-code setup installed no guard, or None if it did not try or did not fail."""
+    return _not_installed[0] if _not_installed else None

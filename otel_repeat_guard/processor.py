@@ -11,7 +11,6 @@ import logging
 from collections.abc import Callable, Sequence
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
 
@@ -20,6 +19,7 @@ from otel_repeat_guard.blind_spots import CallAudit
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.guard import Guard
+from otel_repeat_guard.inputs import chain_key, checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.rules import evict_oldest
@@ -49,17 +49,16 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         on_reminder: ReminderCallback | None = None,
         *,
         meter_provider: MeterProvider | None = None,
-        max_agents: int = 100_000,
-        max_live_spans: int = 100_000,
+        max_agents: object = 100_000,  # options the application sets take any value: checked inside (inputs.py)
+        max_live_spans: object = 100_000,
         conventions: Sequence[Convention] = DEFAULT_CONVENTIONS,
         downstream: Sequence[SpanProcessor] = (),
         redact: Callable[[str], str] | None = None,
         audit: Callable[[CallAudit], None] | None = None,
-        fast_path: bool = True,
-        record_facts: bool = False,
+        fast_path: object = True,
+        record_facts: object = False,
     ) -> None:
-        if on_reminder is not None and not callable(on_reminder):
-            raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
+        conventions, downstream = checked_processor_options(on_reminder, conventions, downstream, meter_provider)
         self._guard = guard = Guard(  # checks the other options
             GuardConfig() if config is None else config,
             meter_provider=meter_provider,
@@ -72,8 +71,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             record_facts=bool(record_facts),
         )
         self._runs, self._chains = guard.runs, guard.chains  # the state the hooks keep inline (and tests read)
-        self._on_reminder, self._downstream = on_reminder, tuple(downstream)
-        self._wrapping = bool(self._downstream)
+        self._on_reminder, self._downstream, self._wrapping = on_reminder, downstream, bool(downstream)
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._limits = SpanLimits()
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
@@ -82,31 +80,33 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def config(self) -> GuardConfig:
         return self._guard.config
 
-    def reset(self, agent_id: str) -> None:
-        """A user prompt was submitted: start the agent's chain afresh. ``agent_id`` is a chain key
-        (``Reminder.agent_id``), or a ``gen_ai.agent.id``: then every open run of that agent starts afresh too."""
-        self._guard.harness("reset", agent_id)
+    def reset(self, agent_id: object) -> None:
+        """A user prompt was submitted: start the agent's chain afresh. ``agent_id`` is a chain key (``Reminder.agent_id``)
+        or a ``gen_ai.agent.id`` (each open run of it too); not a string (None: no span), it is ignored, as by all three."""
+        if (key := chain_key(agent_id)) is not None:
+            self._guard.harness("reset", key)
 
-    def forget(self, agent_id: str) -> None:
+    def forget(self, agent_id: object) -> None:
         """The agent is disposed: drop its state (a chain key, or a ``gen_ai.agent.id`` and its open runs)."""
-        self._guard.harness("forget", agent_id)
+        if (key := chain_key(agent_id)) is not None:
+            self._guard.harness("forget", key)
 
-    def run_length(self, agent_id: str) -> int:
+    def run_length(self, agent_id: object) -> int:
         """The agent's current consecutive count, 0 if none."""
-        return self._guard.run_length(agent_id)
+        return 0 if (key := chain_key(agent_id)) is None else self._guard.run_length(key)
 
-    def current_agent_id(self, context: Context | None = None) -> str | None:
+    def current_agent_id(self, context: object = None) -> str | None:
         """The chain key of the agent run that the current span (of ``context``) belongs to, resolved exactly
         as for a tool span started right here (``inbox.drain(guard.current_agent_id())``); None when there is
         no current span of this process."""
-        return self._guard.current_run(trace.get_current_span(context))
+        return self._guard.current_run(trace.get_current_span(context_or_none(context)))
 
-    def model_call_due(self, context: Context | None = None) -> str | None:
-        """A model request is about to go out from the current span (of ``context``): count now what the
-        run's last model call requested that no tool span answered, so their reminders are in the inbox
-        before this request (their events on the current span); returns the run's chain key."""
+    def model_call_due(self, context: object = None) -> str | None:
+        """A model request is about to go out from the current span (of ``context``): count now what the run's last
+        model call requested that no tool span answered, so their reminders are in the inbox before this request
+        (their events on the current span); returns the run's chain key."""
         try:
-            current = trace.get_current_span(context)
+            current = trace.get_current_span(context_or_none(context))
             key, decision = self._guard.model_call_due(current)
             if decision is not None:
                 if current.is_recording():
@@ -120,7 +120,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     # -- SpanProcessor -------------------------------------------------------------
 
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+    def on_start(self, span: Span, parent_context: object = None) -> None:
         try:
             span_id, name, attributes, kept = start_of(span)
             if self._follow_remote:
@@ -143,7 +143,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
-            processor.on_start(span, parent_context=parent_context)
+            processor.on_start(span, parent_context=context_or_none(parent_context))
 
     def _decide(self, span: ReadableSpan) -> Decision | None:
         return self._guard.ended(span)
@@ -159,7 +159,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 record_on_ending_span(span, decision.events, decision.facts)
                 self._deliver(decision.reminders)
         except Exception:
-            logger.exception("repeat guard failed at the end of span %r; the span is unaffected", span.name)
+            logger.exception("repeat guard failed at the end of span %r; the span is unaffected", shown_name(span))
 
     def on_end(self, span: ReadableSpan) -> None:
         forwarded = span
@@ -178,7 +178,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 if span_id in runs.owned or span_id in runs.marked:
                     runs.ended(span_id)
         except Exception:
-            logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", span.name)
+            logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", shown_name(span))
         for processor in self._downstream:
             processor.on_end(forwarded)
 
@@ -186,8 +186,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         for processor in self._downstream:
             processor.shutdown()
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return all([processor.force_flush(timeout_millis) for processor in self._downstream])
+    def force_flush(self, timeout_millis: object = 30000) -> bool:  # a float too, as the SDK's processors take
+        return all([processor.force_flush(flush_timeout(timeout_millis)) for processor in self._downstream])
 
     def _deliver(self, reminders: list[Reminder]) -> None:
         if self._on_reminder is None:

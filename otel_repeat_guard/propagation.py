@@ -22,24 +22,33 @@ from opentelemetry.context import Context, attach, detach, get_current
 from opentelemetry.propagators import textmap
 
 from otel_repeat_guard.baggage import run_in, with_run
+from otel_repeat_guard.inputs import context_or_none
 from otel_repeat_guard.installed import installed_guard
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 _W3C_BAGGAGE = W3CBaggagePropagator()
 
 
-def run_context(guard: RepeatGuardSpanProcessor | None = None, context: Context | None = None) -> Context:
-    """``context`` (default: the current one) with the baggage entry naming the run its current span
-    belongs to, as ``guard`` (default: the installed guard) resolves it; unchanged when there is no run."""
-    chosen = guard if guard is not None else installed_guard()
+def run_context(guard: object = None, context: object = None) -> Context:
+    """``context`` (default, or not a ``Context``: the current one) with the baggage entry naming the run its
+    current span belongs to, as ``guard`` (default: the installed guard) resolves it; unchanged when there is
+    no run. A ``guard`` that is not a guard is a ``ValueError`` naming it."""
+    chosen = _checked(guard) if guard is not None else installed_guard()
+    context = context_or_none(context)
     run_key = None if chosen is None else chosen.current_agent_id(context)
     if run_key is None:
         return context if context is not None else get_current()
     return with_run(run_key, context)
 
 
+def _checked(guard: object) -> RepeatGuardSpanProcessor:
+    if not isinstance(guard, RepeatGuardSpanProcessor):
+        raise ValueError(f"guard must be a RepeatGuardSpanProcessor or None, got {guard!r}")
+    return guard
+
+
 @contextmanager
-def propagate_run(guard: RepeatGuardSpanProcessor | None = None) -> Iterator[str | None]:
+def propagate_run(guard: object = None) -> Iterator[str | None]:
     """Within the block, the current context's baggage names the current run (see :func:`run_context`),
     so whatever injects headers there (``opentelemetry.propagate.inject``) carries it. Yields the run's
     chain key, or None when the current span belongs to no run."""
@@ -59,13 +68,13 @@ class RunBaggagePropagator(textmap.TextMapPropagator):
     defaults to the installed guard, looked up at each injection.
     """
 
-    def __init__(self, guard: RepeatGuardSpanProcessor | None = None) -> None:
-        self._guard = guard
+    def __init__(self, guard: object = None) -> None:
+        self._guard = None if guard is None else _checked(guard)
 
     def inject(
         self,
         carrier: textmap.CarrierT,
-        context: Context | None = None,
+        context: object = None,
         setter: textmap.Setter[textmap.CarrierT] = textmap.default_setter,
     ) -> None:
         _W3C_BAGGAGE.inject(carrier, run_context(self._guard, context), setter)
@@ -73,10 +82,10 @@ class RunBaggagePropagator(textmap.TextMapPropagator):
     def extract(
         self,
         carrier: textmap.CarrierT,
-        context: Context | None = None,
+        context: object = None,
         getter: textmap.Getter[textmap.CarrierT] = textmap.default_getter,
     ) -> Context:
-        return _W3C_BAGGAGE.extract(carrier, context, getter)
+        return _W3C_BAGGAGE.extract(carrier, context_or_none(context), getter)
 
     @property
     def fields(self) -> set[str]:

@@ -1,6 +1,7 @@
 """Where the Redis chain store's names were first: they live in :mod:`otel_repeat_guard.state.redis` (the
 store) and :mod:`otel_repeat_guard.state.connection` (the connection and its failures) now."""
 
+from otel_repeat_guard.config import safe_url
 from otel_repeat_guard.state.connection import (
     INBOX_DRAIN,
     INBOX_PREFIX,
@@ -14,7 +15,6 @@ from otel_repeat_guard.state.connection import (
     StoreHealth,
     connect,
     failure_counter,
-    safe_url,
     store_health,
     text_of,
 )

@@ -52,7 +52,7 @@ from otel_repeat_guard.conventions import (
 from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.nesting import same_call
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.span_events import LiveSpan
+from otel_repeat_guard.span_events import LiveSpan, name_of
 
 _MAX_ANCESTRY = 64
 AGENT_ID_RUN = "agent_id_run"
@@ -176,7 +176,7 @@ class RunResolver:
         itself (by the attributes it started with)."""
         span_id, parent_id = span.context.span_id, parent.span_id
         run = Run(run_key, None, None, None, BAGGAGE)
-        agent_run = find_agent_run(self._conventions, span.name, attributes) is not None
+        agent_run = find_agent_run(self._conventions, name_of(span), attributes) is not None
         owned, children, open_ = self.owned, self._remote_parent, self._remote_open
         with self._lock:
             owned[parent_id] = run  # a tool span whose own parent is the remote one
@@ -334,4 +334,4 @@ def _name(live: LiveSpan) -> str:
     application dropped it unended."""
     reference, started_as, _, _, _ = live
     span = reference()
-    return started_as if span is None else span.name
+    return started_as if span is None else name_of(span)

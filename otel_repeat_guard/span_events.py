@@ -36,6 +36,13 @@ unended), its parent, its kind, and its attributes (the dict the SDK updates in 
 application abandons costs the guard a few hundred bytes, not the span with its events and links."""
 
 
+def name_of(span: object) -> str:
+    """The span's name; "" when it is not a string (the SDK never checks one, and mypyc, reading it as the
+    ``str`` the SDK declares, would raise ``TypeError``): both builds read such a span alike."""
+    name = getattr(span, "_name", None)
+    return name if isinstance(name, str) else ""
+
+
 def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
     """The span's name, attributes and events in one call: what the guard reads of every span.
 
@@ -56,7 +63,7 @@ def ending_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]
         attributes = _NO_ATTRIBUTES if held is None else held
     if type(events) is not BoundedList and type(events) is not tuple:
         events = span.events
-    return span._name, attributes, events, span._parent, span._end_time  # noqa: SLF001
+    return name_of(span), attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Mapping[str, Any], LiveSpan]:
@@ -67,7 +74,7 @@ def start_of(span: Span) -> tuple[int, str, Mapping[str, Any], LiveSpan]:
     attributes = getattr(held, "_dict", None)
     if type(attributes) is not dict:
         attributes = _NO_ATTRIBUTES if held is None else held
-    name = span._name  # noqa: SLF001
+    name = name_of(span)
     live = (ref(span), name, span._parent, span._kind, attributes)  # noqa: SLF001
     return span._context.span_id, name, attributes, live  # type: ignore[union-attr]  # noqa: SLF001
 
@@ -155,8 +162,9 @@ def replace_events(
     span: ReadableSpan, events: Sequence[Event], attributes: Mapping[str, AttributeValue] | None = None
 ) -> ReadableSpan:
     """A copy of an ended span that differs only in its events (and, if given, its attributes)."""
+    name: Any = getattr(span, "name", None)  # as it is, a string or not
     return ReadableSpan(
-        name=span.name,
+        name=name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.inputs import flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
 
@@ -60,9 +61,11 @@ class GuardTelemetry:
     guard: RepeatGuardSpanProcessor
     inbox: ReminderInbox | None
 
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        traces = self.tracer_provider.force_flush(timeout_millis)
-        return self.meter_provider.force_flush(timeout_millis) and traces
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        """Flush both providers; ``timeout_millis`` as the SDK takes it (an int or a float; anything else: 30 s)."""
+        timeout = flush_timeout(timeout_millis)
+        traces = self.tracer_provider.force_flush(timeout)
+        return self.meter_provider.force_flush(timeout) and traces
 
     def shutdown(self) -> None:
         """Flush and stop both providers (do this before the process exits)."""
@@ -255,6 +258,17 @@ def configure(
     )
 
 
+def _check_options(resource_attributes: object, span_exporters: object, metric_readers: object, store: object) -> None:
+    """configure()'s options that would otherwise fail deep in the SDK: a ValueError naming the one that is wrong."""
+    if resource_attributes is not None and not isinstance(resource_attributes, Mapping):
+        raise ValueError(f"resource_attributes must be a mapping or None, got {resource_attributes!r}")
+    for option, value in (("span_exporters", span_exporters), ("metric_readers", metric_readers)):
+        if value is not None and (isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable)):
+            raise ValueError(f"{option} must be a sequence or None, got {value!r}")
+    if not isinstance(store, (bool, str, Path)) or store == "":
+        raise ValueError(f"store must be True, False or a path, got {store!r}")
+
+
 def _build(
     config: GuardConfig | None,
     on_reminder: ReminderCallback | None,
@@ -266,6 +280,7 @@ def _build(
     store_arguments: bool,
 ) -> GuardTelemetry:
     environ = os.environ
+    _check_options(resource_attributes, span_exporters, metric_readers, store)
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
     readers = list(_env_metric_readers(environ) if metric_readers is None else metric_readers)

@@ -22,7 +22,13 @@ from opentelemetry import trace
 
 from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
 from otel_repeat_guard.inbox import reminder_inbox
-from otel_repeat_guard.installed import default_inbox, installed_guard, set_installed_guard, use_default_inbox
+from otel_repeat_guard.installed import (
+    default_inbox,
+    installed_guard,
+    set_installed_guard,
+    set_not_installed,
+    use_default_inbox,
+)
 from otel_repeat_guard.integrations._clients import client_adapters, enable_client_adapters
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
@@ -55,11 +61,9 @@ def install(provider: object | None = None, config: GuardConfig | None = None) -
     provider = trace.get_tracer_provider() if provider is None else provider
     add = getattr(provider, "add_span_processor", None)
     if add is None:
-        logger.warning(
-            "%s is set but the tracer provider is %s, not the SDK's: no spans to watch, guard not installed",
-            ENABLED_ENV,
-            type(provider).__name__,
-        )
+        reason = f"{ENABLED_ENV} is set but the tracer provider is {type(provider).__name__}, not the SDK's"
+        logger.warning("%s: no spans to watch, guard not installed", reason)
+        set_not_installed(reason)
         return None
     config = GuardConfig.from_env() if config is None else config
     if config.shared_store:  # runs that span processes: reminders raised in a worker reach this process's inbox
@@ -72,11 +76,15 @@ def install(provider: object | None = None, config: GuardConfig | None = None) -
 
 
 def post_instrument(*_args: object, **_kwargs: object) -> None:
-    """The ``opentelemetry_post_instrument`` entry point. Never raises."""
+    """The ``opentelemetry_post_instrument`` entry point. Never raises: a bad value is one error line naming
+    the variable and the value, the program runs unguarded, and framework adapters built without a guard
+    pass their calls through, saying why (:func:`~otel_repeat_guard.installed.not_installed`)."""
     try:
         if enabled():
             adapters = client_adapters()  # an unknown name fails before anything is installed
             if install() is not None:
                 enable_client_adapters(adapters)
     except Exception as exc:
-        logger.error("repeat guard not installed: %s", exc)
+        reason = " ".join(str(exc).split()) or type(exc).__name__  # one line, whatever the message holds
+        logger.error("repeat guard not installed, the program runs unguarded: %s", reason)
+        set_not_installed(reason)

@@ -8,6 +8,7 @@ any object with the :class:`Convention` methods: ``[my_convention, *DEFAULT_CONV
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from otel_repeat_guard.conventions.base import (
     ToolCall,
     agent_run_key,
     failed,
+    str_or_none,
 )
 from otel_repeat_guard.conventions.declarative import AttributeConvention, SpanMatcher
 from otel_repeat_guard.conventions.genai import GenAIConvention
@@ -38,6 +40,9 @@ DEFAULT_CONVENTIONS: tuple[Convention, ...] = (
 )
 """Every built-in vocabulary, in the order they are asked (the first that recognizes a span wins)."""
 
+
+logger = logging.getLogger("otel_repeat_guard")
+_warned: set[int] = set()  # the user conventions that answered outside their contract, each said once
 
 ToolCallReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], RawToolCall | None]
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
@@ -56,12 +61,50 @@ def find_tool_call(
 
 
 def find_agent_run(conventions: Sequence[Convention], name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
-    """The agent run read by the first convention that recognizes the span, if any."""
+    """The agent run read by the first convention that recognizes the span, if any (a user's convention's
+    answer held to :class:`AgentRun`'s types, see :func:`sound_agent_run`)."""
     for convention in conventions:
-        run = convention.agent_run(name, attributes)
+        read: Any = convention.agent_run  # Any: its answer is checked here, not by a cast that raises
+        run = read(name, attributes)
         if run is not None:
-            return run
+            return run if isinstance(convention, BuiltInConvention) else sound_agent_run(convention, run)
     return None
+
+
+def _odd(convention: object, answer: object, what: str) -> None:
+    if id(convention) not in _warned:
+        _warned.add(id(convention))
+        kind = type(convention).__name__
+        logger.warning("convention %s answered %r, not %s: ignored (said once per convention)", kind, answer, what)
+
+
+def sound_agent_run(convention: object, run: object) -> AgentRun | None:
+    """A user convention's ``agent_run`` answer as :class:`AgentRun` declares it, alike on both builds: an id
+    or name that is not a non-empty string is unknown; an answer that is no ``AgentRun`` is none (warned once)."""
+    if not isinstance(run, tuple) or len(run) != 3:
+        _odd(convention, run, "an AgentRun")
+        return None
+    agent_id, agent_name, nested = run
+    sound = AgentRun(str_or_none(agent_id), str_or_none(agent_name), nested is True)
+    return run if isinstance(run, AgentRun) and run == sound else sound
+
+
+def sound_tool_calls(convention: object, read: Callable[..., Any]) -> ToolCallReader:
+    """A user convention's ``tool_call`` with its answer held to :class:`ToolCall`'s types, alike on both builds
+    (compiled, a wrong type would raise ``TypeError`` where Python duck-types): a tool name that is not a
+    non-empty string makes no call (warned once), an agent id, agent name or call id that is not one is unknown."""
+
+    def sound(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+        call = read(name, attributes, events)
+        if call is None:
+            return None
+        if not isinstance(call, tuple) or len(call) != 6 or not isinstance(call[0], str) or not call[0]:
+            _odd(convention, call, "a ToolCall with a tool name")
+            return None
+        tool, arguments, agent_id, agent_name, error, call_id = call
+        return tool, arguments, str_or_none(agent_id), str_or_none(agent_name), error is True, str_or_none(call_id)
+
+    return sound
 
 
 def _only_built_in(conventions: Sequence[Convention]) -> bool:
@@ -167,7 +210,7 @@ class SpanRouter:
         if mask in self._tools:
             return self._tools[mask]
         readers = tuple(
-            c.read if isinstance(c, BuiltInConvention) else c.tool_call
+            c.read if isinstance(c, BuiltInConvention) else sound_tool_calls(c, c.tool_call)
             for k, c in enumerate(self.conventions)
             if mask >> k & 1
         )

@@ -126,6 +126,12 @@ def first_present(attributes: Mapping[str, Any], keys: Sequence[str]) -> Any:
     return MISSING
 
 
+def event_name(event: object) -> Any:
+    """An event's name, compared as it is: the SDK never checks that it is a string, and mypyc, reading it as
+    the ``str`` ``EventLike`` declares, would raise ``TypeError`` (so the compiled build would lose the call)."""
+    return getattr(event, "name", None)
+
+
 def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
     """Whether a tool span says its call failed or was denied (span status aside).
 
@@ -137,7 +143,7 @@ def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
     if attributes.get("gen_ai.tool.status") == "error" or attributes.get("gen_ai.task.status") == "failure":
         return True
     # len() first: iterating the SDK's event list copies it under a lock, and most spans have none
-    return bool(len(events)) and any(event.name == "exception" for event in events)
+    return bool(len(events)) and any(event_name(event) == "exception" for event in events)
 
 
 RawToolCall = tuple[str, Any, str | None, str | None, bool, str | None]

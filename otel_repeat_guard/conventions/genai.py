@@ -18,6 +18,7 @@ from otel_repeat_guard.conventions.base import (
     RawToolCall,
     RequestedCall,
     call_id_of,
+    event_name,
     gen_ai_agent,
     str_or_none,
     tool_name,
@@ -41,7 +42,7 @@ runs), each a run of the calls under it; ``invoke_agent`` alone is the older con
 def _arguments_from_events(events: Sequence[EventLike]) -> Any:
     """strands-agents' default schema: the arguments are the ``content`` of a ``gen_ai.tool.message`` event."""
     for event in events:
-        if event.name == "gen_ai.tool.message":
+        if event_name(event) == "gen_ai.tool.message":
             attributes = event.attributes or {}
             content = attributes.get("content", MISSING)
             if content is not MISSING:

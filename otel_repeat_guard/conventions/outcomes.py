@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.conventions.base import MISSING, EventLike, first_present
+from otel_repeat_guard.conventions.base import MISSING, EventLike, event_name, first_present
 
 RESULT_KEYS: Final = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output", "tool_response")
 _DEPTH: Final = 6  # envelopes nest a few levels at most
@@ -49,7 +49,7 @@ def unwrap_envelope(value: Any) -> Any:
 
 def _error(attributes: Mapping[str, Any], events: Sequence[EventLike], status_description: str | None) -> Any:
     for event in events if len(events) else ():
-        if event.name == "exception":
+        if event_name(event) == "exception":
             found = event.attributes or {}
             return {"error": found.get("exception.type"), "message": found.get("exception.message")}
     kind = attributes.get("error.type")

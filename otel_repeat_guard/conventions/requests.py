@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall, str_or_none
+from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall, event_name, str_or_none
 
 _OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 
@@ -70,7 +70,7 @@ def gen_ai_choice_events(events: Sequence[EventLike]) -> list[RequestedCall]:
     """The older GenAI ``gen_ai.choice`` span events: ``tool_calls`` on the event, or in its ``message``."""
     out: list[RequestedCall] = []
     for event in events:
-        if event.name != "gen_ai.choice":
+        if event_name(event) != "gen_ai.choice":
             continue
         attributes = event.attributes or {}
         calls = _parsed(attributes.get("tool_calls"))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 from opentelemetry.context import Context
+from opentelemetry.metrics import NoOpMeterProvider
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.installed import default_inbox, installed_guard
+from otel_repeat_guard.installed import default_inbox, installed_guard, not_installed
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder, RepeatGuardStop
 
@@ -16,26 +18,61 @@ logger = logging.getLogger("otel_repeat_guard")
 
 REMINDER_OPEN = "<system-reminder>"
 REMINDER_CLOSE = "</system-reminder>"
+_lock = threading.Lock()
+_unguarded: list[RepeatGuardSpanProcessor] = []  # at most one: the guard of adapters built with none installed
+_warned: set[str] = set()  # why adapters run unguarded, each said once
+
+
+def unguarded() -> RepeatGuardSpanProcessor:
+    """The guard an adapter built without one uses: on no tracer provider, it sees no span, so it finds no
+    run and the adapter passes every call through unchanged."""
+    with _lock:
+        if not _unguarded:
+            _unguarded.append(RepeatGuardSpanProcessor(meter_provider=NoOpMeterProvider()))
+        return _unguarded[0]
+
+
+def _warn_unguarded() -> None:
+    reason = not_installed()
+    if reason is not None:  # zero-code setup failed: what was wrong, not a generic hint
+        why = f"the repeat guard was not installed ({reason})"
+    else:
+        why = (
+            "no repeat guard is installed for this process (install one before building adapters: configure(), "
+            "OTEL_REPEAT_GUARD_ENABLED=true under opentelemetry-instrument, or pass guard=...)"
+        )
+    with _lock:
+        if why in _warned:
+            return
+        _warned.add(why)
+    logger.warning("framework adapters built now pass every model call through unguarded: %s", why)
 
 
 def check_sources(guard: object = None, inbox: object = None) -> tuple[RepeatGuardSpanProcessor, ReminderInbox]:
-    """An adapter's ``guard`` and ``inbox``, validated at construction, loudly.
+    """An adapter's ``guard`` and ``inbox``, validated at construction, loudly (ValueError naming the one
+    that is wrong).
 
-    Left out, they are the process-wide ones that ``configure()`` or zero-code setup installed.
+    Left out, they are the process-wide ones that ``configure()`` or zero-code setup installed. With no
+    guard installed, the adapter never stops the program: it passes calls through unguarded
+    (:func:`unguarded`), and one warning says why (the failed setup's reason, when it failed).
     """
     if guard is None:
         guard = installed_guard()
         if guard is None:
-            raise ValueError(
-                "guard is required: no guard is installed for this process (use configure(), "
-                "OTEL_REPEAT_GUARD_ENABLED=true under opentelemetry-instrument, or pass guard=...)"
-            )
+            _warn_unguarded()
+            guard = unguarded()
     inbox = default_inbox() if inbox is None else inbox
     if not isinstance(guard, RepeatGuardSpanProcessor):
         raise ValueError(f"guard must be a RepeatGuardSpanProcessor, got {guard!r}")
     if not isinstance(inbox, ReminderInbox):
         raise ValueError(f"inbox must be a ReminderInbox, got {inbox!r}")
     return guard, inbox
+
+
+def check_then(then: object) -> None:
+    """An adapter's ``then`` (the callback it runs after its own): None or callable, else a ValueError naming it."""
+    if then is not None and not callable(then):
+        raise ValueError(f"then must be callable or None, got {then!r}")
 
 
 def take_reminders(

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, check_then, logger, reminder_message, take_reminders
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 BeforeModelCallback = Callable[[Any, Any], Awaitable[Any]]
@@ -47,6 +47,7 @@ def repeat_guard_before_model_callback(
 ) -> BeforeModelCallback:
     """An async ``before_model_callback``: ``(callback_context, llm_request) -> LlmResponse | None``."""
     guard, inbox = check_sources(guard, inbox)
+    check_then(then)
     from google.genai import types
 
     by_keyword = then is not None and _binds_by_keyword(then)

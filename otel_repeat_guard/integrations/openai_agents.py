@@ -19,7 +19,13 @@ from collections.abc import Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, reminder_message, stop_if_due, take_reminders
+from otel_repeat_guard.integrations._common import (
+    check_sources,
+    check_then,
+    reminder_message,
+    stop_if_due,
+    take_reminders,
+)
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
@@ -31,6 +37,7 @@ def repeat_guard_input_filter(
 ) -> Callable[[Any], Any]:
     """An async ``CallModelInputFilter``: ``(CallModelData) -> ModelInputData``."""
     guard, inbox = check_sources(guard, inbox)
+    check_then(then)
     from agents.run_config import ModelInputData
 
     async def add_reminders(data: Any) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
+from otel_repeat_guard.config import safe_url
 from otel_repeat_guard.version import __version__
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -62,16 +63,6 @@ def connect(url: str, timeout_ms: int) -> Any:
         retry=retry.Retry(backoff.NoBackoff(), 0),
         health_check_interval=0,
     )
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its password, for logs."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = credentials.partition(":")[0]
-    return f"{scheme}{sep}{user + ':' if user else ':'}***@{host}"
 
 
 def _reason(error: BaseException) -> str:

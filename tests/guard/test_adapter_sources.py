@@ -8,7 +8,7 @@ import pytest
 
 from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor, default_inbox
 from otel_repeat_guard.installed import set_installed_guard
-from otel_repeat_guard.integrations._common import check_sources
+from otel_repeat_guard.integrations._common import check_sources, unguarded
 
 
 @pytest.fixture
@@ -28,9 +28,10 @@ def test_defaults_are_the_installed_guard_and_the_default_inbox() -> None:
 
 
 @pytest.mark.usefixtures("no_installed_guard")
-def test_without_an_installed_guard_one_must_be_passed() -> None:
-    with pytest.raises(ValueError, match="no guard is installed for this process"):
-        check_sources()
+def test_without_an_installed_guard_adapters_pass_through_and_a_wrong_guard_is_refused() -> None:
+    guard, inbox = check_sources()  # no guard to use: one that sees no span, so no run and no reminder
+    assert (guard, inbox) == (unguarded(), default_inbox())
+    assert guard.model_call_due() is None and guard.current_agent_id() is None
     with pytest.raises(ValueError, match="guard must be a RepeatGuardSpanProcessor, got 'g'"):
         check_sources("g", ReminderInbox())
     with pytest.raises(ValueError, match="inbox must be a ReminderInbox, got 3"):

@@ -128,7 +128,10 @@ def test_from_env_invalid_values_raise(env: dict[str, str], message: str) -> Non
             r"OTEL_REPEAT_GUARD_THRESHOLDS \(thresholds\) has an empty item, got '3,,5'",
         ),
         ({"OTEL_REPEAT_GUARD_THRESHOLDS": "3,5,"}, "has an empty item"),
-        ({"OTEL_REPEAT_GUARD_THRESHOLDS": "3,\u0665"}, r"must be an integer, got '\u0665' \(plain ASCII digits only\)"),
+        (
+            {"OTEL_REPEAT_GUARD_THRESHOLDS": "3,\u0665"},
+            r"must be an integer, got '\u0665' in '3,\u0665' \(plain ASCII digits only\)",
+        ),
         ({"OTEL_REPEAT_GUARD_THRESHOLDS": "1_000"}, "must be an integer, got '1_000'"),
         ({"OTEL_REPEAT_GUARD_THRESHOLDS": "3," + "1" + "0" * 23}, "thresholds must be at most 100,000"),
         ({"OTEL_REPEAT_GUARD_EXCLUDE": ""}, "OTEL_REPEAT_GUARD_EXCLUDE is set but empty: exclude must not be empty"),

@@ -97,5 +97,8 @@ def test_a_bad_setting_is_logged_and_the_program_runs(tmp_path: Path) -> None:
             tmp_path, endpoint, OTEL_REPEAT_GUARD_ENABLED="true", OTEL_REPEAT_GUARD_THRESHOLDS="3,3"
         )
         assert result["guard"] is False
-        assert "repeat guard not installed: thresholds must not repeat a value" in str(result["stderr"])
+        assert (
+            "repeat guard not installed, the program runs unguarded: "
+            "OTEL_REPEAT_GUARD_THRESHOLDS: thresholds must not repeat a value, got [3, 3]"
+        ) in str(result["stderr"])
         assert len(tool_events(received)) == 5  # the program and its telemetry carry on

@@ -1,0 +1,77 @@
+"""What the processor's public entry points take from the application, alike on both builds.
+
+mypyc checks a compiled function's annotations when it is called (``str``, ``int``, ``float``, ``bool``,
+``dict``: a ``TypeError`` where Python would duck-type), and the OTel SDK catches nothing a processor
+raises. So the hooks, the harness API and the options take ``object`` where an application may pass
+anything, and these helpers decide what it means: an odd harness argument or flush timeout is
+ignored (the SDK's processors take a float ``timeout_millis``), an odd option is a ``ValueError``
+naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import SpanProcessor
+
+FLUSH_TIMEOUT_MILLIS = 30_000
+"""The SDK's default ``force_flush`` timeout, used for a timeout that is not a number."""
+_PROCESSOR_METHODS = ("on_start", "_on_ending", "on_end", "shutdown", "force_flush")
+_CONVENTION_METHODS = ("tool_call", "agent_run")
+
+
+def flush_timeout(value: object) -> int:
+    """A ``force_flush`` timeout in whole milliseconds, as the SDK declares it: from any real number (its
+    callers pass floats too, ``provider.force_flush(2500.0)``), else (NaN, infinity, None, text) the SDK's default."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return FLUSH_TIMEOUT_MILLIS
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else FLUSH_TIMEOUT_MILLIS
+    return value
+
+
+def context_or_none(value: object) -> Context | None:
+    """``value`` when it is an OTel ``Context``, else None (the current context): an odd one is ignored."""
+    return value if isinstance(value, Context) else None
+
+
+def chain_key(value: object) -> str | None:
+    """A harness argument naming a run (a chain key or a ``gen_ai.agent.id``): a string, else None, which
+    names no run (``guard.reset(guard.current_agent_id())`` outside a span passes None)."""
+    return value if isinstance(value, str) else None
+
+
+def shown_name(span: object) -> object:
+    """A span's name for a log line, whatever its type (the SDK does not check it is a string)."""
+    name: Any = getattr(span, "name", None)
+    return name
+
+
+def _has_methods(value: object, methods: tuple[str, ...]) -> bool:
+    return all(callable(getattr(value, method, None)) for method in methods)
+
+
+def _sequence(option: str, value: object, methods: tuple[str, ...], what: str) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ValueError(f"{option} must be a sequence of {what}, got {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not _has_methods(item, methods):
+            raise ValueError(f"{option} must hold {what} (with {', '.join(methods)}), got {item!r}")
+    return items
+
+
+def checked_processor_options(
+    on_reminder: object, conventions: object, downstream: object, meter_provider: object
+) -> tuple[tuple[Any, ...], tuple[SpanProcessor, ...]]:
+    """The processor's options the guard does not check itself (ValueError naming the one that is wrong):
+    its conventions and downstream processors, as tuples."""
+    if on_reminder is not None and not callable(on_reminder):
+        raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
+    if meter_provider is not None and not callable(getattr(meter_provider, "get_meter", None)):
+        raise ValueError(f"meter_provider must be an OpenTelemetry MeterProvider or None, got {meter_provider!r}")
+    checked = _sequence("conventions", conventions, _CONVENTION_METHODS, "conventions")
+    return checked, _sequence("downstream", downstream, _PROCESSOR_METHODS, "span processors")
