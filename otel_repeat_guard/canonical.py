@@ -118,6 +118,15 @@ class _Number:
     def __init__(self, text: str) -> None:
         self.text = text
 
+    def __eq__(self, other: object) -> bool:  # as the values they stand for do, in parsed messages
+        return isinstance(other, _Number) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return self.text
+
 
 def _exact_int(text: str) -> int | _Number:
     try:
@@ -149,11 +158,20 @@ def _normalized(text: str) -> str:
     return written if "E" in written or "." in written else written + ".0"
 
 
+def parse_exactly(text: str | bytes) -> Any:
+    """JSON text parsed as canonicalization reads it, for readers that take values out of a larger text
+    (a model's messages): a number no float or int can hold costs only itself, never the whole text.
+    Such a number becomes a value only the functions of this module read (and write exactly); every
+    other value is what :func:`json.loads` gives. Raises ValueError (RecursionError when nested past
+    the recursion limit) for text that is not JSON."""
+    return json.loads(text, parse_int=_exact_int, parse_float=_exact_float)
+
+
 def _from_text_exactly(text: str) -> bytes:
     """Text msgspec rejects: JSON with NaN, Infinity, numbers past a float's range or integers past
     msgspec's, nesting too deep, lone surrogates, or not JSON at all (compared as raw text)."""
     try:
-        value = json.loads(text, parse_int=_exact_int, parse_float=_exact_float)
+        value = parse_exactly(text)
     except (ValueError, RecursionError):
         return text.encode("utf-8", "surrogatepass")
     return _exact_dumps(value)

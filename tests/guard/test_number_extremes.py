@@ -16,10 +16,17 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from otel_repeat_guard.canonical import arguments_key, canonical_arguments, canonical_bytes, canonical_or_none
+from otel_repeat_guard.canonical import (
+    arguments_key,
+    canonical_arguments,
+    canonical_bytes,
+    canonical_or_none,
+    parse_exactly,
+)
 
 from .conftest import make_harness
 
+HUGE = "9" * 5_000  # past Python's int conversion limit
 _WIDEST = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
@@ -158,3 +165,11 @@ def test_numbers_of_any_size_compare_as_their_values(a: tuple[str, str, str], b:
         assert arguments_key(f"[{a[0]}]") != arguments_key(f"[{b[0]}]")
     elif _oracle(a[0])[0] != "text":
         assert arguments_key(f"[{a[0]}]") == arguments_key(f"[{b[0]}]")
+
+
+def test_parsed_numbers_no_float_or_int_holds_compare_as_their_values() -> None:
+    assert parse_exactly("[1e400, 1e400]") == parse_exactly("[10e399, 1E+400]")
+    assert parse_exactly("[1e400]") != parse_exactly("[1e401]") and parse_exactly("[1e400]") != [float("inf")]
+    assert len({*parse_exactly(f"[1e400, 10e399, {HUGE}, {HUGE}]")}) == 2
+    assert repr(parse_exactly("[1e400]")) == "[1E+400]"
+    assert parse_exactly(b'{"n": 1.5}') == {"n": 1.5}
