@@ -66,10 +66,12 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def canonical_or_none(value: Any) -> bytes | None:
-    """:func:`canonical_bytes`, or None for a value that is not JSON-like (nothing can be identical to it)."""
+    """:func:`canonical_bytes`, or None for a value that is not JSON-like (nothing can be identical to it),
+    whatever it raises: a value of the application's own type may fail in its own methods (a key whose
+    comparison raises), and one odd value costs only itself."""
     try:
         return canonical_bytes(value)
-    except (TypeError, ValueError, ArithmeticError, RecursionError):
+    except Exception:
         return None
 
 

@@ -86,9 +86,16 @@ def test_spellings_of_non_finite_numbers_that_are_not_json_are_their_own_text() 
     assert len({arguments_key(text) for text in ("[NaN]", "[-NaN]", "[nan]", "[Infinity]", "[inf]")}) == 5
 
 
-def test_a_value_decimal_cannot_convert_is_not_json_like_and_never_raises() -> None:
+class _Incomparable:
+    def __lt__(self, other: object) -> bool:
+        raise RuntimeError("an application's own type, failing in its own method")
+
+
+def test_a_value_that_is_not_json_like_has_no_form_whatever_it_raises() -> None:
     assert canonical_or_none([decimal.Decimal("1e400")]) is None  # a Decimal object is no JSON value
     assert arguments_key({"n": decimal.Decimal("NaN")}) is None
+    assert canonical_or_none({_Incomparable(): 1, _Incomparable(): 2}) is None
+    assert arguments_key([{_Incomparable(): 1, _Incomparable(): 2}]) is None
 
 
 def test_identical_calls_with_a_huge_number_make_a_run_and_a_different_one_breaks_it() -> None:
