@@ -9,14 +9,18 @@ in order, with arguments that compare equal to the same arguments sent as a tool
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_repeat_guard.canonical import arguments_key
 from otel_repeat_guard.conventions import MISSING
-from otel_repeat_guard.conventions.base import RequestedCall
+from otel_repeat_guard.conventions.base import EventLike, RequestedCall
+from otel_repeat_guard.conventions.genai import GenAIConvention
 from otel_repeat_guard.conventions.openinference import langgraph_node, unwrap_call
 from otel_repeat_guard.conventions.outcomes import unwrap_envelope
 from otel_repeat_guard.conventions.requests import (
@@ -196,3 +200,35 @@ def test_every_well_formed_call_is_read_whatever_its_siblings(case: tuple[str, l
     for call, (_, _, arguments) in zip(calls, expected, strict=True):  # the same arguments as a tool span's text
         assert arguments_key(call.arguments) == arguments_key(arguments) is not None
     assert gen_ai_output_messages({"gen_ai.output.messages": text.encode()}) == calls  # bytes read alike
+
+
+class _FailingRequests(GenAIConvention):
+    """GenAI, with a request reader of the application's own that fails on a message it did not foresee."""
+
+    __slots__ = ()
+
+    def requested_calls(
+        self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> list[RequestedCall]:
+        raise RuntimeError("a message this reader did not foresee")
+
+
+def test_a_request_reader_that_fails_costs_only_that_step_s_requests(caplog: pytest.LogCaptureFixture) -> None:
+    h = make_harness(conventions=[_FailingRequests()])
+    with caplog.at_level(logging.WARNING, "otel_repeat_guard"):
+        _answered_steps(h, json.dumps([{"parts": [GOOD]}]), 2)  # tool spans with a call id but no arguments
+        with h.agent_run("b", "agent-b"):
+            for _ in range(3):
+                h.call("grep", {"q": 1})
+    assert h.run_lengths() == [1, 1, 1, 2, 3]  # unknown arguments are never identical; the next run counts
+    unguarded = [
+        dict(e.attributes or {}).get("repeat_tool_guard.reason")
+        for s in h.tool_spans()
+        for e in s.events
+        if e.name == "repeat_tool_guard.unguarded"
+    ]
+    assert unguarded == ["no_arguments", "no_arguments"]  # counted as calls whose arguments are unknown
+    failures = [r for r in caplog.records if r.levelno >= logging.WARNING and "asked for" in r.getMessage()]
+    assert len(failures) == 2 and all("'chat m'" in r.getMessage() for r in failures)  # once per step, never per span
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    h.provider.shutdown()
