@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from otel_repeat_guard.canonical import arguments_key
 from otel_repeat_guard.conventions import MISSING
-from otel_repeat_guard.conventions.base import EventLike, RequestedCall
+from otel_repeat_guard.conventions.base import AgentRun, EventLike, Mark, RequestedCall, ToolCall
 from otel_repeat_guard.conventions.genai import GenAIConvention
 from otel_repeat_guard.conventions.openinference import langgraph_node, unwrap_call
 from otel_repeat_guard.conventions.outcomes import unwrap_envelope
@@ -202,10 +202,21 @@ def test_every_well_formed_call_is_read_whatever_its_siblings(case: tuple[str, l
     assert gen_ai_output_messages({"gen_ai.output.messages": text.encode()}) == calls  # bytes read alike
 
 
-class _FailingRequests(GenAIConvention):
-    """GenAI, with a request reader of the application's own that fails on a message it did not foresee."""
+class _FailingRequests:
+    """GenAI, with a request reader of the application's own that fails on a message it did not foresee
+    (a plain class: the compiled build's conventions take no interpreted subclasses)."""
 
-    __slots__ = ()
+    tool_marks = (Mark("gen_ai.operation.name", "execute_tool"),)
+    model_marks = (Mark("gen_ai.operation.name", "chat"),)
+
+    def __init__(self) -> None:
+        self._genai = GenAIConvention()
+
+    def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
+        return self._genai.tool_call(name, attributes, events)
+
+    def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
+        return self._genai.agent_run(name, attributes)
 
     def requested_calls(
         self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
