@@ -93,8 +93,8 @@ def gen_ai_choice_events(events: Sequence[EventLike]) -> list[RequestedCall]:
 def _flattened(attributes: Mapping[str, Any], pattern: re.Pattern[str], fields: Sequence[str]) -> list[RequestedCall]:
     """Tool calls spelt out one attribute per field, ``<prefix>.{i}.<…>.{j}.<field>``, in (i, j) order."""
     found: dict[tuple[int, int], dict[str, Any]] = {}
-    key: object
-    for key, value in attributes.items():
+    pairs: Iterable[tuple[object, Any]] = attributes.items()  # compiled, a key that is no str is checked here
+    for key, value in pairs:
         match = pattern.fullmatch(key) if isinstance(key, str) else None
         if match is None:
             continue
