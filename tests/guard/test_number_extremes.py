@@ -128,15 +128,15 @@ _COEFFICIENTS = st.one_of(st.integers(1, 10**40), st.sampled_from([10**5000 + 7,
 
 
 @st.composite
-def number_spellings(draw: st.DrawFn) -> tuple[str, str, str]:
-    """Two JSON spellings of one value ``coefficient x 10**exponent``, as float syntax, and their sign."""
+def number_spellings(draw: st.DrawFn) -> tuple[str, str]:
+    """Two JSON spellings of one value ``coefficient x 10**exponent``, as float syntax."""
     coefficient, exponent = draw(_COEFFICIENTS), draw(_EXPONENTS)
     sign = draw(st.sampled_from(["", "-"]))
     digits = str(decimal.Decimal(coefficient))
     zeros = draw(st.integers(0, 3))
     plain = f"{sign}{digits}e{exponent}"
     moved = f"{sign}{digits[0]}.{digits[1:] or '0'}{'0' * zeros}E{exponent + len(digits) - 1:+d}"
-    return plain, moved, sign
+    return plain, moved
 
 
 def _oracle(text: str) -> tuple[str, Any]:
@@ -153,12 +153,12 @@ def _oracle(text: str) -> tuple[str, Any]:
 
 @settings(max_examples=300, deadline=None)
 @given(number_spellings(), number_spellings())
-@example(("1e9999999999999999999", "1.0E+9999999999999999999", ""), ("1e400", "1.0E+400", ""))
-@example(("1e999999999", "1.00E+999999999", ""), ("-1e-400", "-1.0E-400", "-"))
-def test_numbers_of_any_size_compare_as_their_values(a: tuple[str, str, str], b: tuple[str, str, str]) -> None:
+@example(("1e9999999999999999999", "1.0E+9999999999999999999"), ("1e400", "1.0E+400"))
+@example(("1e999999999", "1.00E+999999999"), ("-1e-400", "-1.0E-400"))
+def test_numbers_of_any_size_compare_as_their_values(a: tuple[str, str], b: tuple[str, str]) -> None:
     """Identical texts always give one key; two spellings of a value give one key unless no Decimal can hold
     it; two different values never do."""
-    for plain, moved, _ in (a, b):
+    for plain, moved in (a, b):
         document = '{"n": ' + plain + ', "ok": [true, null]}'
         key = arguments_key(document)
         assert key is not None and key == arguments_key('{"ok":[true,null],"n":' + plain + "}")
