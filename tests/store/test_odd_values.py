@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,17 +36,19 @@ def _provider(db: Path) -> tuple[TracerProvider, SQLiteSpanExporter]:
     return provider, exporter
 
 
-def _tool(provider: TracerProvider, tool: str, arguments: Any) -> None:
+def _tool(provider: TracerProvider, tool: str, arguments: Any, odd: Mapping[str, Any] | None = None) -> None:
     span = provider.get_tracer("odd").start_span(f"execute_tool {tool}")
     span.set_attribute("gen_ai.operation.name", "execute_tool")
     span.set_attribute("gen_ai.tool.name", tool)
     span.set_attribute("gen_ai.tool.call.arguments", arguments)
+    span.set_attributes(odd or {})
     span.end()
 
 
-def _model(provider: TracerProvider, messages: Any) -> None:
+def _model(provider: TracerProvider, messages: Any, odd: Mapping[str, Any] | None = None) -> None:
     with provider.get_tracer("odd").start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}) as s:
         s.set_attribute("gen_ai.output.messages", messages)
+        s.set_attributes(odd or {})
 
 
 def _agent(provider: TracerProvider) -> Any:
@@ -170,20 +172,42 @@ REQUESTS = {  # model messages, and how many well-formed tool calls each holds
     "not json": 0,
 }
 MESSAGES = st.sampled_from(sorted(REQUESTS))
+ODD = st.sampled_from(
+    [10**5_000, -(10**30), 2**63, float("inf"), float("nan"), -1, 2.5, "", "x", b"\xff", (1, "a"), {"k": 10**30}]
+)
+"""Values of every type the SDK takes, for attributes whose type the store expects (a number, a text)."""
+TOOL_KEYS = ("gen_ai.tool.call.id", "gen_ai.tool.call.result", "error.type")
+MODEL_KEYS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "llm.usage.total_tokens",
+    "gen_ai.response.model",
+    "gen_ai.provider.name",
+    "gen_ai.conversation.id",
+    "gen_ai.response.finish_reasons",
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=10), st.lists(MESSAGES, max_size=3))
-def test_every_span_keeps_its_row_whatever_its_values(picks: list[int], messages: list[str]) -> None:
+@given(
+    st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=10),
+    st.lists(MESSAGES, max_size=3),
+    st.dictionaries(st.sampled_from(TOOL_KEYS), ODD, max_size=2),
+    st.dictionaries(st.sampled_from(MODEL_KEYS), ODD, max_size=4),
+)
+def test_every_span_keeps_its_row_whatever_its_values(
+    picks: list[int], messages: list[str], odd_tool: dict[str, Any], odd_model: dict[str, Any]
+) -> None:
     with tempfile.TemporaryDirectory() as folder, _no_errors_logged():
         db = Path(folder) / "store.db"
         provider, exporter = _provider(db)
         with _agent(provider):
             for pick in picks:
-                _tool(provider, "grep", POOL[pick])
+                _tool(provider, "grep", POOL[pick], odd_tool)
         with _agent(provider):  # a run of its own: its requested calls extend no run above
             for text in messages:
-                _model(provider, text)
+                _model(provider, text, odd_model)
         provider.shutdown()
         everything = _calls(db)
         rows = everything[: len(picks)]  # the first run's, in order; the requested calls' rows come after
