@@ -160,13 +160,20 @@ def _normalized(text: str) -> str:
     return written if "E" in written or "." in written else written + ".0"
 
 
+_EXACT_DECODER: Final = json.JSONDecoder(parse_int=_exact_int, parse_float=_exact_float)
+"""Built once: :func:`json.loads` with these hooks builds a decoder per call, which costs more than
+parsing a short message."""
+
+
 def parse_exactly(text: str | bytes) -> Any:
     """JSON text parsed as canonicalization reads it, for readers that take values out of a larger text
     (a model's messages): a number no float or int can hold costs only itself, never the whole text.
     Such a number becomes a value only the functions of this module read (and write exactly); every
     other value is what :func:`json.loads` gives. Raises ValueError (RecursionError when nested past
     the recursion limit) for text that is not JSON."""
-    return json.loads(text, parse_int=_exact_int, parse_float=_exact_float)
+    if isinstance(text, bytes):  # as json.loads reads bytes
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    return _EXACT_DECODER.decode(text)
 
 
 def _from_text_exactly(text: str) -> bytes:
