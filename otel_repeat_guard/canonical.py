@@ -7,8 +7,10 @@ limit) and keeps every number as written:
 
 - NaN and ±Infinity are written ``NaN``, ``Infinity``, ``-Infinity``;
 - integers of any size are written in full, past Python's 4,300-digit conversion limit too;
-- numbers beyond a float's range (``1e400``) keep their value, normalized (``1E+400``), so
-  they never share a form with each other or with ``Infinity``;
+- numbers beyond a float's range (``1e400``) keep their value, normalized (``1E+400``) with
+  every digit and whatever the exponent (``1E+999999999``), so they never share a form with
+  each other or with ``Infinity``; one even :mod:`decimal` cannot hold (an exponent past
+  10**18) is kept as its text;
 - ``bytes`` are the text they encode (UTF-8; undecodable bytes kept as escapes), so
   ``b'{"a":1}'`` is the same call as ``'{"a":1}'``;
 - text nested too deeply to parse (``[[[…]]]`` thousands deep) is compared as raw text.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import decimal
 import json
 import math
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import orjson
@@ -28,6 +30,15 @@ import xxhash
 _SORT_KEYS = orjson.OPT_SORT_KEYS
 _decode = msgspec.json.Decoder().decode
 _digest = xxhash.xxh3_128_digest
+_EXACT: Final = decimal.Context(
+    prec=decimal.MAX_PREC,
+    Emax=decimal.MAX_EMAX,
+    Emin=decimal.MIN_EMIN,
+    capitals=1,
+    traps=[decimal.InvalidOperation, decimal.Overflow, decimal.Inexact],
+)
+"""Decimal arithmetic that never rounds and never depends on the thread's context: what it cannot
+do exactly, it raises (an :class:`ArithmeticError`), never answers NaN or a rounded value."""
 RAW_KEY_MIN_CHARS = 1024
 """From this length on, arguments text also gets a :func:`raw_key`: hashing it is then far
 cheaper than canonicalizing it again when it arrives unchanged."""
@@ -55,10 +66,12 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def canonical_or_none(value: Any) -> bytes | None:
-    """:func:`canonical_bytes`, or None for a value that is not JSON-like (nothing can be identical to it)."""
+    """:func:`canonical_bytes`, or None for a value that is not JSON-like (nothing can be identical to it),
+    whatever it raises: a value of the application's own type may fail in its own methods (a key whose
+    comparison raises), and one odd value costs only itself."""
     try:
         return canonical_bytes(value)
-    except (TypeError, ValueError, RecursionError):
+    except Exception:
         return None
 
 
@@ -107,6 +120,15 @@ class _Number:
     def __init__(self, text: str) -> None:
         self.text = text
 
+    def __eq__(self, other: object) -> bool:  # as the values they stand for do, in parsed messages
+        return isinstance(other, _Number) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return self.text
+
 
 def _exact_int(text: str) -> int | _Number:
     try:
@@ -121,14 +143,44 @@ def _exact_float(text: str) -> float | _Number:
     number = float(text)
     if math.isfinite(number):
         return number
-    return _Number(str(decimal.Decimal(text).normalize()))  # 1e400: a value, not Infinity
+    return _Number(_normalized(text))  # 1e400: a value, not Infinity
+
+
+def _normalized(text: str) -> str:
+    """A JSON number past a float's range as its normalized decimal (``10e399`` is ``1E+400``), exactly:
+    every digit kept, in time linear in the text whatever its exponent (the exponent is never spelt
+    out in digits). A number :mod:`decimal` cannot hold (its exponent past 10**18) is its own text:
+    no other value's form is that text, so it is told apart from every other number still. One whose
+    last digit is a unit (``1234…5.0``, 309 digits or more) is written with ``.0``, as floats are: it
+    never shares a form with the integer of the same digits."""
+    try:
+        written = _EXACT.to_sci_string(_EXACT.normalize(_EXACT.create_decimal(text)))
+    except (ArithmeticError, ValueError):
+        return text
+    return written if "E" in written or "." in written else written + ".0"
+
+
+_EXACT_DECODER: Final = json.JSONDecoder(parse_int=_exact_int, parse_float=_exact_float)
+"""Built once: :func:`json.loads` with these hooks builds a decoder per call, which costs more than
+parsing a short message."""
+
+
+def parse_exactly(text: str | bytes) -> Any:
+    """JSON text parsed as canonicalization reads it, for readers that take values out of a larger text
+    (a model's messages): a number no float or int can hold costs only itself, never the whole text.
+    Such a number becomes a value only the functions of this module read (and write exactly); every
+    other value is what :func:`json.loads` gives. Raises ValueError (RecursionError when nested past
+    the recursion limit) for text that is not JSON."""
+    if isinstance(text, bytes):  # as json.loads reads bytes
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    return _EXACT_DECODER.decode(text)
 
 
 def _from_text_exactly(text: str) -> bytes:
     """Text msgspec rejects: JSON with NaN, Infinity, numbers past a float's range or integers past
     msgspec's, nesting too deep, lone surrogates, or not JSON at all (compared as raw text)."""
     try:
-        value = json.loads(text, parse_int=_exact_int, parse_float=_exact_float)
+        value = parse_exactly(text)
     except (ValueError, RecursionError):
         return text.encode("utf-8", "surrogatepass")
     return _exact_dumps(value)
@@ -163,10 +215,47 @@ def _scalar(value: Any) -> str:
         try:
             return int.__repr__(value)
         except ValueError:  # past the conversion limit: Decimal writes every digit
-            return str(decimal.Decimal(value))
+            return _decimal_digits(value)
     if isinstance(value, float):
         return json.dumps(value, allow_nan=True)
     raise TypeError(f"not JSON-like: {type(value).__name__}")
+
+
+_DIRECT_BITS: Final = 4096
+"""Integers up to this many bits (about 1,200 digits) become a Decimal in one conversion."""
+
+
+def _decimal_digits(number: int) -> str:
+    """Every digit of an integer past Python's conversion limit, in subquadratic time: one conversion
+    of a million digits takes over 15 s, splitting it in halves by powers of two (whose products
+    :mod:`decimal` computes fast) about half a second."""
+    magnitude = -number if number < 0 else number
+    digits = _EXACT.to_sci_string(_to_decimal(magnitude, magnitude.bit_length(), {}))
+    return "-" + digits if number < 0 else digits
+
+
+def _to_decimal(number: int, bits: int, powers: dict[int, decimal.Decimal]) -> decimal.Decimal:
+    """``number`` (non-negative, at most ``bits`` bits) as an exact Decimal."""
+    if bits <= _DIRECT_BITS:
+        return decimal.Decimal(number)
+    low_bits = bits >> 1
+    high = number >> low_bits
+    low = number - (high << low_bits)
+    shifted = _EXACT.multiply(_to_decimal(high, bits - low_bits, powers), _power_of_two(low_bits, powers))
+    return _EXACT.add(shifted, _to_decimal(low, low_bits, powers))
+
+
+def _power_of_two(bits: int, powers: dict[int, decimal.Decimal]) -> decimal.Decimal:
+    """2**bits as an exact Decimal, each power computed once per conversion."""
+    power = powers.get(bits)
+    if power is None:
+        if bits <= _DIRECT_BITS:
+            power = decimal.Decimal(1 << bits)
+        else:
+            half = bits >> 1
+            power = _EXACT.multiply(_power_of_two(half, powers), _power_of_two(bits - half, powers))
+        powers[bits] = power
+    return power
 
 
 def _exact_dumps(value: Any) -> bytes:

@@ -14,6 +14,7 @@ bounded memory of call ids already counted, so a late tool span is never counted
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Any
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
 from otel_repeat_guard.rules import evict_oldest
 
+logger = logging.getLogger("otel_repeat_guard")
 _FINISH_REASONS = "gen_ai.response.finish_reasons"
 _TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call"})
 _REQUEST_KEYS = (
@@ -104,9 +106,17 @@ class Step:
         return _finished_for_tools(self.attributes)
 
     def calls(self) -> list[RequestedCall]:
+        """What the model asked for, read once. A reader that fails (a convention of the application's own,
+        on a message it did not foresee) costs only this step's requests: logged once, read as none, so
+        the run's tool spans and next model call go on as if content capture were off."""
         if self._calls is None:
-            self._calls = self._read(self.name, self.attributes, self._events)
-            self._by_id = {call.call_id: call for call in self._calls if call.call_id is not None}
+            try:
+                calls = self._read(self.name, self.attributes, self._events)
+            except Exception:
+                logger.warning("repeat guard could not read what model call %r asked for", self.name, exc_info=True)
+                calls = []
+            self._calls = calls
+            self._by_id = {call.call_id: call for call in calls if call.call_id is not None}
         return self._calls
 
     def by_id(self, call_id: str) -> RequestedCall | None:

@@ -6,10 +6,10 @@ OpenInference instrumentors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import (
     MISSING,
     AgentRun,
@@ -39,8 +39,8 @@ def unwrap_call(value: Any) -> Any:
     if not isinstance(value, str) or '"kwargs"' not in value:
         return value
     try:
-        parsed = json.loads(value)
-    except ValueError:
+        parsed = parse_exactly(value)
+    except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: compared as it is
         return value
     if (
         isinstance(parsed, dict)
@@ -113,7 +113,7 @@ def langgraph_node(attributes: Mapping[str, Any]) -> str | None:
     if metadata.__class__ is not str or _NODE_MARK not in metadata:
         return None
     try:
-        node = json.loads(metadata).get("langgraph_node")
-    except (ValueError, AttributeError):
+        node = parse_exactly(metadata).get("langgraph_node")
+    except (ValueError, AttributeError, RecursionError):
         return None
     return node if isinstance(node, str) and node else None

@@ -14,10 +14,10 @@ echo of the input does not make every outcome distinct:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import MISSING, EventLike, event_name, first_present
 
 RESULT_KEYS: Final = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output", "tool_response")
@@ -28,8 +28,8 @@ def unwrap_envelope(value: Any) -> Any:
     """The tool's own output inside a framework's envelope, else ``value`` (parsed, if it was JSON text)."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
-        except ValueError:
+            value = parse_exactly(value)
+        except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: compared as it is
             return value
     for _ in range(_DEPTH):
         if not isinstance(value, dict):

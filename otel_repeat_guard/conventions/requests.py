@@ -5,28 +5,37 @@ MCP), and some run tools with no span at all (CrewAI under OpenLLMetry, Haystack
 model client's span still says what the model requested: call id, tool name and arguments.
 The instrumentations set these attributes when the model-call span ends, and only with
 content capture on. Model-call spans are a few per agent step, so these readers may parse.
+
+A bad value costs only itself: a message, part or call of the wrong type (``"parts": 5``, a part
+that is a number) is skipped and its siblings are read; a number no float or int holds is kept
+exactly (:func:`~otel_repeat_guard.canonical.parse_exactly`), never failing the whole text.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall, event_name, str_or_none
 
 _OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 
 
 def _parsed(value: Any) -> Any:
-    """A JSON text parsed, anything else as it is; None for text that does not parse."""
+    """A JSON text parsed, anything else as it is; None for text that does not parse (or nests too deep)."""
     if isinstance(value, str | bytes):
         try:
-            return json.loads(value)
-        except ValueError:
+            return parse_exactly(value)
+        except (ValueError, RecursionError):
             return None
     return value
+
+
+def _parts(value: Any) -> Sequence[Any]:
+    """A message's ``parts``: a JSON array (or a tuple, as before); nothing for any other value (``"parts": 5``)."""
+    return value if isinstance(value, list | tuple) else ()
 
 
 def _request(call_id: Any, name: Any, arguments: Any) -> RequestedCall | None:
@@ -57,7 +66,7 @@ def gen_ai_output_messages(attributes: Mapping[str, Any]) -> list[RequestedCall]
     for message in messages if isinstance(messages, list) else ():
         if not isinstance(message, Mapping):
             continue
-        for part in message.get("parts") or ():
+        for part in _parts(message.get("parts")):
             if isinstance(part, Mapping) and part.get("type") == "tool_call":
                 request = _request(part.get("id"), part.get("name"), part.get("arguments"))
                 if request is not None:
@@ -84,10 +93,16 @@ def gen_ai_choice_events(events: Sequence[EventLike]) -> list[RequestedCall]:
 def _flattened(attributes: Mapping[str, Any], pattern: re.Pattern[str], fields: Sequence[str]) -> list[RequestedCall]:
     """Tool calls spelt out one attribute per field, ``<prefix>.{i}.<…>.{j}.<field>``, in (i, j) order."""
     found: dict[tuple[int, int], dict[str, Any]] = {}
-    for key, value in attributes.items():
-        match = pattern.fullmatch(key)
-        if match is not None:
-            found.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+    pairs: Iterable[tuple[object, Any]] = attributes.items()  # compiled, a key that is no str is checked here
+    for key, value in pairs:
+        match = pattern.fullmatch(key) if isinstance(key, str) else None
+        if match is None:
+            continue
+        try:
+            index = int(match[1]), int(match[2])
+        except ValueError:  # an index past Python's 4,300-digit conversion limit: no message's
+            continue
+        found.setdefault(index, {})[match[3]] = value
     out: list[RequestedCall] = []
     for _, call in sorted(found.items()):
         request = _request(*(call.get(field) for field in fields))

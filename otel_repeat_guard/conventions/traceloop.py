@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import (
     MISSING,
     AgentRun,
@@ -36,8 +36,8 @@ def unwrap_langchain_inputs(value: Any) -> Any:
     parsed = value
     if isinstance(value, str | bytes):
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            parsed = parse_exactly(value)
+        except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: compared as it is
             return value
     if (
         not isinstance(parsed, dict)
@@ -59,8 +59,8 @@ def unwrap_mcp_input(value: Any, tool: str) -> Any:
         if b'"tool_name"' not in (value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")):
             return value
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            parsed = parse_exactly(value)
+        except (ValueError, RecursionError):
             return value
     if isinstance(parsed, dict) and parsed.keys() == {"tool_name", "arguments"} and parsed["tool_name"] == tool:
         return parsed["arguments"]
