@@ -15,13 +15,13 @@ from otel_repeat_guard.redis_store import (
     INBOX_DRAIN,
     INBOX_PREFIX,
     INBOX_PUT,
-    Quiet,
     StoreHealth,
     connect,
     store_health,
     text_of,
 )
 from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder
+from otel_repeat_guard.state.deadline import Deadline
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -130,6 +130,7 @@ class RedisReminderInbox(ReminderInbox):
     ) -> None:
         super().__init__(per_agent=per_agent, max_agents=max_agents)
         self._client = connect(url, timeout_ms)
+        self._seconds = timeout_ms / 1000  # each call's deadline, all its commands and reads together
         self._health = store_health(url, meter_provider)
         self._expiry_ms = expiry_seconds * 1000
         self._put_script = self._client.register_script(INBOX_PUT)
@@ -151,7 +152,7 @@ class RedisReminderInbox(ReminderInbox):
     def put(self, reminder: Reminder) -> None:
         if self._health.usable("inbox_put"):
             try:
-                with Quiet():
+                with Deadline(self._seconds):
                     self._put_script(
                         keys=[INBOX_PREFIX + reminder.agent_id],
                         args=[_encode(reminder), self._per_agent, self._expiry_ms],
@@ -168,7 +169,7 @@ class RedisReminderInbox(ReminderInbox):
         if not self._health.usable("inbox_drain"):
             return local
         try:
-            with Quiet():
+            with Deadline(self._seconds):
                 items = self._drain_script(keys=[INBOX_PREFIX + agent_id], args=[])
         except Exception as error:
             self._health.failed("inbox_drain", error)
@@ -181,7 +182,7 @@ class RedisReminderInbox(ReminderInbox):
         if not self._health.usable("inbox_peek"):
             return local
         try:
-            with Quiet():
+            with Deadline(self._seconds):
                 items = self._client.lrange(INBOX_PREFIX + agent_id, 0, -1)
         except Exception as error:
             self._health.failed("inbox_peek", error)
@@ -194,7 +195,7 @@ class RedisReminderInbox(ReminderInbox):
         if not self._health.usable("inbox_pending"):
             return local
         try:
-            with Quiet():
+            with Deadline(self._seconds):
                 names = list(self._client.scan_iter(match=INBOX_PREFIX + "*", count=500))
         except Exception as error:
             self._health.failed("inbox_pending", error)

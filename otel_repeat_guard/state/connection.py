@@ -15,6 +15,7 @@ from typing import Any
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
+from otel_repeat_guard.state.deadline import connection_class
 from otel_repeat_guard.version import __version__
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -45,18 +46,23 @@ return items
 
 
 def connect(url: str, timeout_ms: int) -> Any:
-    """A redis-py client for ``url`` whose every call gives up after ``timeout_ms``, without retries."""
+    """A redis-py client for ``url`` without retries, whose every read, write and connect gives up after
+    ``timeout_ms``, and within a :class:`~otel_repeat_guard.state.deadline.Deadline` by its end (its
+    sockets keep it: :mod:`otel_repeat_guard.state.deadline`)."""
     try:
         redis = importlib.import_module("redis")
         backoff = importlib.import_module("redis.backoff")
         retry = importlib.import_module("redis.retry")
+        connections = importlib.import_module("redis.connection")
     except ImportError as error:
         raise ValueError(
             "chain_store is a Redis URL, but the redis package is not installed: pip install 'otel-repeat-guard[redis]'"
         ) from error
     seconds = timeout_ms / 1000
+    base = connections.parse_url(url).get("connection_class", connections.Connection)  # TCP, TLS or a Unix socket
     return redis.Redis.from_url(
         url,
+        connection_class=connection_class(base),
         socket_timeout=seconds,
         socket_connect_timeout=seconds,
         retry=retry.Retry(backoff.NoBackoff(), 0),
