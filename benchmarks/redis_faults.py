@@ -51,7 +51,7 @@ class Agent:
     def failures(self) -> int:
         data = self.reader.get_metrics_data()
         return sum(
-            int(point.value)  # type: ignore[union-attr]
+            int(point.value)  # type: ignore[union-attr,misc]
             for resource in (data.resource_metrics if data else ())
             for scope in resource.scope_metrics
             for metric in scope.metrics
