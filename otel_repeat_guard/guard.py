@@ -31,11 +31,7 @@ from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_ke
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
-from otel_repeat_guard.conventions.genai import (
-    EXECUTE_TOOL,
-    OPERATION,
-    GenAIConvention,
-)
+from otel_repeat_guard.conventions.genai import EXECUTE_TOOL, OPERATION, GenAIConvention
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
@@ -119,6 +115,12 @@ class Guard:
             self._plain = PlainToolSpans(
                 self.steps, self.chains, self.runs, self.tracked, marks_before, self.facts, self.repeated, self._run_of
             )
+
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`otel_repeat_guard.forks`): every part starts afresh, the configuration stays."""
+        self._model_runs.clear()
+        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn):
+            part.after_fork()
 
     # -- the harness's questions ---------------------------------------------------------
 

@@ -11,12 +11,14 @@ import orjson
 from opentelemetry.metrics import MeterProvider
 
 from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.forks import renew_after_fork
 from otel_repeat_guard.redis_store import (
     INBOX_DRAIN,
     INBOX_PREFIX,
     INBOX_PUT,
     StoreHealth,
     connect,
+    reconnect,
     store_health,
     text_of,
 )
@@ -33,7 +35,7 @@ class ReminderInbox:
     agents (least recently written dropped), so an agent nobody drains cannot grow it.
     """
 
-    __slots__ = ("_boxes", "_lock", "_max_agents", "_per_agent")
+    __slots__ = ("__weakref__", "_boxes", "_lock", "_max_agents", "_per_agent")
 
     def __init__(self, *, per_agent: int = 16, max_agents: int = 10_000) -> None:
         for name, value in (("per_agent", per_agent), ("max_agents", max_agents)):
@@ -43,6 +45,13 @@ class ReminderInbox:
         self._boxes: OrderedDict[str, deque[Reminder]] = OrderedDict()
         self._per_agent = per_agent
         self._max_agents = max_agents
+        renew_after_fork(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`otel_repeat_guard.forks`): a fresh lock, and no reminder (they were for the
+        parent's runs)."""
+        self._lock = threading.Lock()
+        self._boxes.clear()
 
     def put(self, reminder: Reminder) -> None:
         """Store a reminder; usable directly as ``on_reminder``."""
@@ -129,12 +138,23 @@ class RedisReminderInbox(ReminderInbox):
         meter_provider: MeterProvider | None = None,
     ) -> None:
         super().__init__(per_agent=per_agent, max_agents=max_agents)
+        self._url, self._timeout_ms = url, timeout_ms
         self._client = connect(url, timeout_ms)
         self._seconds = timeout_ms / 1000  # each call's deadline, all its commands and reads together
         self._health = store_health(url, meter_provider)
         self._expiry_ms = expiry_seconds * 1000
+        self._scripts()
+
+    def _scripts(self) -> None:
         self._put_script = self._client.register_script(INBOX_PUT)
         self._drain_script = self._client.register_script(INBOX_DRAIN)
+
+    def after_fork(self) -> None:
+        """In a forked child: no reminder here, and a client of its own (the parent's left alone); the shared
+        boxes stay in Redis."""
+        super().after_fork()
+        self._client = reconnect(self._client, self._url, self._timeout_ms)
+        self._scripts()
 
     @classmethod
     def from_config(cls, config: GuardConfig, *, meter_provider: MeterProvider | None = None) -> RedisReminderInbox:

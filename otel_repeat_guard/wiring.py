@@ -48,6 +48,16 @@ if TYPE_CHECKING:
 _PROTOCOLS = ("http/protobuf", "grpc")
 logger = logging.getLogger("otel_repeat_guard")
 _global_lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent's may have held this one)."""
+    global _global_lock  # noqa: PLW0603 - the module's own lock, renewed
+    _global_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork)
 _global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
 
 

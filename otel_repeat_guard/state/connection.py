@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -70,6 +71,17 @@ def connect(url: str, timeout_ms: int) -> Any:
     )
 
 
+_inherited: list[Any] = []
+"""In a forked child, the clients made before the fork: never used nor closed here (their pool's lock may be held
+by a thread that is not in this process), and kept so that the garbage collector never closes them either."""
+
+
+def reconnect(client: Any, url: str, timeout_ms: int) -> Any:
+    """In a forked child: a new client for ``url`` (as :func:`connect`), the parent's ``client`` left alone."""
+    _inherited.append(client)
+    return connect(url, timeout_ms)
+
+
 def safe_url(url: str) -> str:
     """``url`` without its password, for logs."""
     scheme, sep, rest = url.partition("://")
@@ -110,6 +122,11 @@ class FailureCounter:
         key = (operation, reason)
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock, and no count (the child counts its own)."""
+        self._lock = threading.Lock()
+        self._counts.clear()
 
     def total(self) -> int:
         with self._lock:
@@ -170,6 +187,11 @@ class StoreHealth:
                 error,
             )
 
+    def after_fork(self) -> None:
+        """In a forked child, with a connection of its own: the store is tried at once."""
+        self._down = False
+        self._retry_at = 0.0
+
     def succeeded(self) -> None:
         if self._down:
             self._down = False
@@ -190,6 +212,20 @@ def store_health(url: str, meter_provider: MeterProvider | None = None) -> Store
         if found is None:
             found = _healths[key] = StoreHealth(safe_url(url), counter)
         return found
+
+
+def _after_fork() -> None:
+    """In a forked child: a fresh lock for the registries, and every counter and health afresh."""
+    global _counters_lock  # noqa: PLW0603 - the module's own lock, renewed
+    _counters_lock = threading.Lock()
+    for _, counter in _counters.values():
+        counter.after_fork()
+    for health in _healths.values():
+        health.after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 class Quiet:

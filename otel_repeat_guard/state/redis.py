@@ -39,7 +39,7 @@ from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
 from otel_repeat_guard.detectors.repeat import key_if_same_raw
 from otel_repeat_guard.rules import put_bounded
-from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, store_health, text_of
+from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, reconnect, store_health, text_of
 from otel_repeat_guard.state.deadline import Deadline
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -166,6 +166,8 @@ class RedisChainStore(ChainStore):
         "_raw_keys",
         "_reminded",
         "_seconds",
+        "_timeout_ms",
+        "_url",
     )
 
     def __init__(
@@ -187,16 +189,29 @@ class RedisChainStore(ChainStore):
         self._on_run_ended = on_run_ended
         self._detectors = detectors
         self._on_reminder_outcome = on_reminder_outcome
+        self._url, self._timeout_ms = url, timeout_ms
         self._client = connect(url, timeout_ms)
         self._seconds = timeout_ms / 1000  # each call's deadline, all its commands and reads together
         self._health = store_health(url, meter_provider)
         self._expiry_ms = expiry_seconds * 1000
+        self._scripts()
+        self._raw_keys: OrderedDict[str, bytes] = OrderedDict()  # agent -> its last call's key + raw key
+        self._max_raw = max_agents
+
+    def _scripts(self) -> None:
+        """The scripts, on the client."""
         self._observe = self._client.register_script(_OBSERVE)
         self._reminded = self._client.register_script(_REMINDED)
         self._forget_script = self._client.register_script(_FORGET)
         self._cas = self._client.register_script(_COMPARE_AND_SET)
-        self._raw_keys: OrderedDict[str, bytes] = OrderedDict()  # agent -> its last call's key + raw key
-        self._max_raw = max_agents
+
+    def after_fork(self) -> None:
+        """In a forked child: a client of its own (:func:`~otel_repeat_guard.state.connection.reconnect`), and no
+        run of this process's (they were the parent's). What Redis holds stays: it is shared."""
+        self._client = reconnect(self._client, self._url, self._timeout_ms)
+        self._scripts()
+        self._raw_keys.clear()
+        self._local.after_fork()
 
     @classmethod
     def from_config(
