@@ -1,0 +1,29 @@
+"""Forked while another thread is counting in Redis: the child makes a client of its own (the parent's pool may be
+locked by a thread that is not in the child), counts its own run in Redis, and never hangs; the parent goes on."""
+
+from __future__ import annotations
+
+import time
+
+from otel_repeat_guard import GuardConfig
+from otel_repeat_guard.redis_store import RedisChainStore
+from tests.distributed.servers import RedisServer
+from tests.guard.test_fork import Agent, busy, fork_once, pytestmark
+
+__all__ = ["pytestmark"]
+
+FORKS = 50
+
+
+def test_a_fork_while_another_thread_counts_in_redis_leaves_the_child_its_own_client_and_its_own_counts(
+    redis_server: RedisServer,
+) -> None:
+    agent = Agent(GuardConfig(chain_store=redis_server.url, thresholds=(3,)))
+    with busy(agent) as lengths:
+        while len(lengths) < 5:
+            time.sleep(0.001)  # it is inside the guard, and in redis-py's pool
+        problems = [problem for _ in range(FORKS) if (problem := fork_once(agent))]
+    assert problems == []
+    assert len(lengths) > 5 and set(lengths) == {3}  # the parent's runs, counted in Redis, are unaffected
+    assert agent.repeated_calls() == 3 * len(lengths)
+    assert not isinstance(agent.guard._chains, RedisChainStore) or not agent.guard._chains.health.down
