@@ -4,11 +4,13 @@ counts its own spans; the parent goes on as if nothing happened."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -147,3 +149,13 @@ def test_a_fork_while_another_thread_is_inside_the_guard_leaves_the_child_a_guar
     # The parent is unaffected: every run of its busy thread ended on its three b's, and its counts are its own.
     assert len(lengths) > 5 and set(lengths) == {3}
     assert agent.repeated_calls() == 3 * len(lengths)
+
+
+def test_the_fork_hook_keeps_no_processor_or_inbox_alive() -> None:
+    inbox = ReminderInbox()
+    processor = RepeatGuardSpanProcessor(GuardConfig(), inbox.put)  # no provider: the SDK's atexit would hold it
+    guard, box = weakref.ref(processor), weakref.ref(inbox)
+    del processor, inbox
+    gc.collect()
+    assert guard() is None
+    assert box() is None
