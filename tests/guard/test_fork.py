@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -110,15 +110,16 @@ def in_child(agent: Agent) -> str:
     return "; ".join(problems)
 
 
-def fork_once(agent: Agent) -> str:
-    """Fork, let the child make its spans; what went wrong in it ("" if nothing, "hung" if it did not finish)."""
+def fork_once(agent: Agent, child: Callable[[Agent], str] = in_child) -> str:
+    """Fork, let the child do ``child`` (by default, make its spans); what went wrong in it ("" if nothing, "hung"
+    if it did not finish)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child: it never returns into pytest
         status = 1
         try:
             os.close(read_end)
-            problem = in_child(agent)
+            problem = child(agent)
             os.write(write_end, problem.encode())
             status = 0
         except BaseException as error:
