@@ -14,6 +14,8 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 _lock = threading.Lock()
+_inbox: list[ReminderInbox] = [ReminderInbox()]  # one item: replaced, never rebound
+_guard: RepeatGuardSpanProcessor | None = None
 
 
 def _after_fork() -> None:
@@ -24,8 +26,6 @@ def _after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
     os.register_at_fork(after_in_child=_after_fork)
-_inbox: list[ReminderInbox] = [ReminderInbox()]  # one item: replaced, never rebound
-_guard: RepeatGuardSpanProcessor | None = None
 
 
 def default_inbox() -> ReminderInbox:

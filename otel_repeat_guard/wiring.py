@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 _PROTOCOLS = ("http/protobuf", "grpc")
 logger = logging.getLogger("otel_repeat_guard")
 _global_lock = threading.Lock()
+_global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
 
 
 def _after_fork() -> None:
@@ -58,7 +59,6 @@ def _after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
     os.register_at_fork(after_in_child=_after_fork)
-_global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
 
 
 @dataclass(frozen=True)
