@@ -46,6 +46,11 @@ class AgentChains:
         """A run of ``agent_id`` starts (a new prompt): the key of its last ended run, over now."""
         return self._lasting.pop(agent_id, None) if self._lasting else None
 
+    def after_fork(self) -> None:
+        """In a forked child: no run (they were the parent's, and their chains are gone with them)."""
+        self._named.clear()
+        self._lasting.clear()
+
     def keys(self, agent_id: str) -> tuple[str, ...]:
         """The chain keys the id's questions reach besides its open runs: the id's own, and its last ended run's."""
         lasting = self._lasting.get(agent_id) if self._lasting else None

@@ -92,6 +92,10 @@ class WarnOnce:
         self._warned: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock; what was warned of stays warned of (the child logs where its parent does)."""
+        self._lock = threading.Lock()
+
     def __call__(self, reason: str, scope: str, tool: str) -> None:
         key = (reason, scope)
         if key in self._warned or len(self._warned) >= self._limit:

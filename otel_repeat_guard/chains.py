@@ -83,6 +83,10 @@ class ChainStore(ABC):
     def __len__(self) -> int:
         """How many runs this process holds state for."""
 
+    @abstractmethod
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`otel_repeat_guard.forks`): fresh locks and connections, no run of the parent's."""
+
     def reset(self, agent_id: str) -> None:
         """End the agent's run, for example because a new user prompt arrived."""
         self.forget(agent_id)
@@ -275,3 +279,11 @@ class ChainTracker(ChainStore):
 
     def __len__(self) -> int:
         return len(self._chains)
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock (another thread may have held this one), and no run: the runs in flight
+        were the parent's, and the child counts its own spans."""
+        self._lock = threading.Lock()
+        self._chains.clear()
+        self._more.clear()
+        self.pending = 0

@@ -115,6 +115,12 @@ class Guard:
                 self.steps, self.chains, self.runs, self.tracked, marks_before, self.facts, self.repeated, self._run_of
             )
 
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`otel_repeat_guard.forks`): every part starts afresh, the configuration stays."""
+        self._model_runs.clear()
+        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn):
+            part.after_fork()
+
     # -- the harness's questions ---------------------------------------------------------
 
     def harness(self, what: str, agent_id: str) -> None:

@@ -11,17 +11,19 @@ import orjson
 from opentelemetry.metrics import MeterProvider
 
 from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.forks import renew_after_fork
 from otel_repeat_guard.redis_store import (
     INBOX_DRAIN,
     INBOX_PREFIX,
     INBOX_PUT,
-    Quiet,
     StoreHealth,
     connect,
+    reconnect,
     store_health,
     text_of,
 )
 from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder
+from otel_repeat_guard.state.deadline import Deadline
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -33,7 +35,7 @@ class ReminderInbox:
     agents (least recently written dropped), so an agent nobody drains cannot grow it.
     """
 
-    __slots__ = ("_boxes", "_lock", "_max_agents", "_per_agent")
+    __slots__ = ("__weakref__", "_boxes", "_lock", "_max_agents", "_per_agent")
 
     def __init__(self, *, per_agent: int = 16, max_agents: int = 10_000) -> None:
         for name, value in (("per_agent", per_agent), ("max_agents", max_agents)):
@@ -43,6 +45,13 @@ class ReminderInbox:
         self._boxes: OrderedDict[str, deque[Reminder]] = OrderedDict()
         self._per_agent = per_agent
         self._max_agents = max_agents
+        renew_after_fork(self)
+
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`otel_repeat_guard.forks`): a fresh lock, and no reminder (they were for the
+        parent's runs)."""
+        self._lock = threading.Lock()
+        self._boxes.clear()
 
     def put(self, reminder: Reminder) -> None:
         """Store a reminder; usable directly as ``on_reminder``. Anything else is a ``ValueError``."""
@@ -136,11 +145,23 @@ class RedisReminderInbox(ReminderInbox):
         meter_provider: MeterProvider | None = None,
     ) -> None:
         super().__init__(per_agent=per_agent, max_agents=max_agents)
+        self._url, self._timeout_ms = url, timeout_ms
         self._client = connect(url, timeout_ms)
+        self._seconds = timeout_ms / 1000  # each call's deadline, all its commands and reads together
         self._health = store_health(url, meter_provider)
         self._expiry_ms = expiry_seconds * 1000
+        self._scripts()
+
+    def _scripts(self) -> None:
         self._put_script = self._client.register_script(INBOX_PUT)
         self._drain_script = self._client.register_script(INBOX_DRAIN)
+
+    def after_fork(self) -> None:
+        """In a forked child: no reminder here, and a client of its own (the parent's left alone); the shared
+        boxes stay in Redis."""
+        super().after_fork()
+        self._client = reconnect(self._client, self._url, self._timeout_ms)
+        self._scripts()
 
     @classmethod
     def from_config(cls, config: GuardConfig, *, meter_provider: MeterProvider | None = None) -> RedisReminderInbox:
@@ -160,7 +181,7 @@ class RedisReminderInbox(ReminderInbox):
             raise ValueError(f"reminder must be a Reminder, got {reminder!r}")
         if self._health.usable("inbox_put"):
             try:
-                with Quiet():
+                with Deadline(self._seconds):
                     self._put_script(
                         keys=[INBOX_PREFIX + reminder.agent_id],
                         args=[_encode(reminder), self._per_agent, self._expiry_ms],
@@ -177,7 +198,7 @@ class RedisReminderInbox(ReminderInbox):
         if not isinstance(agent_id, str) or not self._health.usable("inbox_drain"):
             return local
         try:
-            with Quiet():
+            with Deadline(self._seconds):
                 items = self._drain_script(keys=[INBOX_PREFIX + agent_id], args=[])
         except Exception as error:
             self._health.failed("inbox_drain", error)
@@ -190,7 +211,7 @@ class RedisReminderInbox(ReminderInbox):
         if not isinstance(agent_id, str) or not self._health.usable("inbox_peek"):
             return local
         try:
-            with Quiet():
+            with Deadline(self._seconds):
                 items = self._client.lrange(INBOX_PREFIX + agent_id, 0, -1)
         except Exception as error:
             self._health.failed("inbox_peek", error)
@@ -203,7 +224,7 @@ class RedisReminderInbox(ReminderInbox):
         if not self._health.usable("inbox_pending"):
             return local
         try:
-            with Quiet():
+            with Deadline(self._seconds):
                 names = list(self._client.scan_iter(match=INBOX_PREFIX + "*", count=500))
         except Exception as error:
             self._health.failed("inbox_pending", error)

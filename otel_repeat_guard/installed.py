@@ -7,6 +7,7 @@ their own, so ``opentelemetry-instrument python agent.py`` needs no code changes
 
 from __future__ import annotations
 
+import os
 import threading
 
 from otel_repeat_guard.inbox import ReminderInbox
@@ -16,6 +17,16 @@ _lock = threading.Lock()
 _inbox: list[ReminderInbox] = [ReminderInbox()]  # one item: replaced, never rebound
 _guard: RepeatGuardSpanProcessor | None = None
 _not_installed: list[str] = []  # at most one item: why zero-code setup installed no guard
+
+
+def _after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent's may have held this one)."""
+    global _lock  # noqa: PLW0603 - the module's own lock, renewed
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def default_inbox() -> ReminderInbox:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
@@ -113,6 +114,14 @@ class GuardMetrics:
             description="Final length of each run of two or more identical tool calls.",
             explicit_bucket_boundaries_advisory=_RUN_LENGTH_BUCKETS,
         )
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock, and no count: the child reports its own (its parent reports the rest)."""
+        self._lock = threading.Lock()
+        self._repeat_log.clear()
+        counts: tuple[dict[Any, int], ...] = (self._repeats, self._wasted_ns, self._wasted_tokens, self._reminders)
+        for mapping in (*counts, self._outcomes, self._pending_runs, self._unguarded):
+            mapping.clear()
 
     def repeated_call(self, tool: str, duration_ns: int = 0) -> None:
         """A repeated call to ``tool`` that took ``duration_ns`` (0 when it had no tool span to time)."""

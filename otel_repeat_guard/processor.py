@@ -1,9 +1,7 @@
 """The span processor: the SDK's hooks, and nothing the guard decides (:mod:`otel_repeat_guard.guard` does).
 
-``on_start`` keeps the live-span map inline; ``_on_ending`` asks the guard what an ending span means and
-records the answer: its events and facts on the span, its reminders to the harness. With ``downstream``
-processors it wraps them instead (logfire's shape) and hands each a copy of the span with both.
-"""
+``on_start`` keeps the live-span map inline; ``_on_ending`` asks the guard what an ending span means and records
+its events and facts on the span, its reminders for the harness; with ``downstream`` it wraps those (logfire's shape)."""
 
 from __future__ import annotations
 
@@ -18,6 +16,7 @@ from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.blind_spots import CallAudit
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
+from otel_repeat_guard.forks import renew_after_fork
 from otel_repeat_guard.guard import Guard
 from otel_repeat_guard.inputs import chain_key, checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
@@ -33,15 +32,13 @@ __all__ += ["RepeatGuardSpanProcessor"]
 
 
 class RepeatGuardSpanProcessor(SpanProcessor):
-    """Watches tool-call spans and reminds agents that repeat the same call; advisory only, it never blocks,
-    delays or rewrites a call.
+    """Reminds agents that repeat the same tool call; advisory only: it never blocks, delays or rewrites a call.
 
     Reminders go to ``on_reminder`` on the thread that ends the tool span, events on the tool span; with
     ``downstream`` it wraps those processors and hands them a copy of each span with the events added.
     ``redact`` rewrites the arguments text a reminder quotes (detection compares the real ones).
     ``fast_path=False`` reads every span the general way (the fast path's reference). ``record_facts=True``
-    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.facts`).
-    """
+    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.facts`)."""
 
     def __init__(
         self,
@@ -71,10 +68,15 @@ class RepeatGuardSpanProcessor(SpanProcessor):
             record_facts=bool(record_facts),
         )
         self._runs, self._chains = guard.runs, guard.chains  # the state the hooks keep inline (and tests read)
-        self._on_reminder, self._downstream, self._wrapping = on_reminder, downstream, bool(downstream)
+        self._on_reminder, self._downstream = on_reminder, downstream
+        self._wrapping, self._limits = bool(downstream), SpanLimits()
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
-        self._limits = SpanLimits()
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
+        renew_after_fork(self)  # a forked child's guard starts afresh: after_fork
+
+    def after_fork(self) -> None:  # in a forked child (forks.py): nothing in flight, the configuration stays
+        self._wrapped_events.clear()
+        self._guard.after_fork()
 
     @property
     def config(self) -> GuardConfig:
@@ -96,9 +98,8 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         return 0 if (key := chain_key(agent_id)) is None else self._guard.run_length(key)
 
     def current_agent_id(self, context: object = None) -> str | None:
-        """The chain key of the agent run that the current span (of ``context``) belongs to, resolved exactly
-        as for a tool span started right here (``inbox.drain(guard.current_agent_id())``); None when there is
-        no current span of this process."""
+        """The chain key of the current span's agent run (of ``context``), resolved as for a tool span started
+        right here (``inbox.drain(guard.current_agent_id())``); None with no current span of this process."""
         return self._guard.current_run(trace.get_current_span(context_or_none(context)))
 
     def model_call_due(self, context: object = None) -> str | None:

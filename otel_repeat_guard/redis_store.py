@@ -15,6 +15,7 @@ from otel_repeat_guard.state.connection import (
     StoreHealth,
     connect,
     failure_counter,
+    reconnect,
     store_health,
     text_of,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "dump_state",
     "failure_counter",
     "load_state",
+    "reconnect",
     "safe_url",
     "store_health",
     "text_of",

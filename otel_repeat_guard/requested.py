@@ -199,3 +199,10 @@ class PendingSteps:
         with self._lock:
             self.steps.pop(run_key, None)
         self.tool_ends.pop(run_key, None)
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock, no run's step (they were the parent's)."""
+        self._lock = threading.Lock()
+        self.steps.clear()
+        self.counted.clear()
+        self.tool_ends.clear()

@@ -170,6 +170,13 @@ class RunResolver:
                             del self._agent_runs[run.agent_id]
             self._on_run_ended(run)
 
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock, no open span and no run (they were the parent's); the conventions stay."""
+        self._lock = threading.Lock()
+        maps: tuple[dict[Any, Any], ...] = (self.live, self.owned, self.marked, self.wrappers, self._agent_runs)
+        for mapping in (*maps, self._remote_parent, self._remote_open):
+            mapping.clear()
+
     def remote_child(self, span: Span, parent: SpanContext, run_key: str, attributes: Mapping[str, Any]) -> None:
         """``span`` started under the remote ``parent``, whose baggage names the run ``run_key``: a span that
         resolves through the span or its parent here belongs to that run, unless the span is an agent run

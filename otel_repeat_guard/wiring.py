@@ -52,6 +52,16 @@ _global_lock = threading.Lock()
 _global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
 
 
+def _after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent's may have held this one)."""
+    global _global_lock  # noqa: PLW0603 - the module's own lock, renewed
+    _global_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 @dataclass(frozen=True)
 class GuardTelemetry:
     """What ``configure()`` built. ``inbox`` is None when you passed your own ``on_reminder``."""

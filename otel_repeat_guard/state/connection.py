@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
 from otel_repeat_guard.config import safe_url
+from otel_repeat_guard.state.deadline import connection_class
 from otel_repeat_guard.version import __version__
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -46,23 +48,39 @@ return items
 
 
 def connect(url: str, timeout_ms: int) -> Any:
-    """A redis-py client for ``url`` whose every call gives up after ``timeout_ms``, without retries."""
+    """A redis-py client for ``url`` without retries, whose every read, write and connect gives up after
+    ``timeout_ms``, and within a :class:`~otel_repeat_guard.state.deadline.Deadline` by its end (its
+    sockets keep it: :mod:`otel_repeat_guard.state.deadline`)."""
     try:
         redis = importlib.import_module("redis")
         backoff = importlib.import_module("redis.backoff")
         retry = importlib.import_module("redis.retry")
+        connections = importlib.import_module("redis.connection")
     except ImportError as error:
         raise ValueError(
             "chain_store is a Redis URL, but the redis package is not installed: pip install 'otel-repeat-guard[redis]'"
         ) from error
     seconds = timeout_ms / 1000
+    base = connections.parse_url(url).get("connection_class", connections.Connection)  # TCP, TLS or a Unix socket
     return redis.Redis.from_url(
         url,
+        connection_class=connection_class(base),
         socket_timeout=seconds,
         socket_connect_timeout=seconds,
         retry=retry.Retry(backoff.NoBackoff(), 0),
         health_check_interval=0,
     )
+
+
+_inherited: list[Any] = []
+"""In a forked child, the clients made before the fork: never used nor closed here (their pool's lock may be held
+by a thread that is not in this process), and kept so that the garbage collector never closes them either."""
+
+
+def reconnect(client: Any, url: str, timeout_ms: int) -> Any:
+    """In a forked child: a new client for ``url`` (as :func:`connect`), the parent's ``client`` left alone."""
+    _inherited.append(client)
+    return connect(url, timeout_ms)
 
 
 def _reason(error: BaseException) -> str:
@@ -95,6 +113,11 @@ class FailureCounter:
         key = (operation, reason)
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
+
+    def after_fork(self) -> None:
+        """In a forked child: a fresh lock, and no count (the child counts its own)."""
+        self._lock = threading.Lock()
+        self._counts.clear()
 
     def total(self) -> int:
         with self._lock:
@@ -155,6 +178,11 @@ class StoreHealth:
                 error,
             )
 
+    def after_fork(self) -> None:
+        """In a forked child, with a connection of its own: the store is tried at once."""
+        self._down = False
+        self._retry_at = 0.0
+
     def succeeded(self) -> None:
         if self._down:
             self._down = False
@@ -175,6 +203,20 @@ def store_health(url: str, meter_provider: MeterProvider | None = None) -> Store
         if found is None:
             found = _healths[key] = StoreHealth(safe_url(url), counter)
         return found
+
+
+def _after_fork() -> None:
+    """In a forked child: a fresh lock for the registries, and every counter and health afresh."""
+    global _counters_lock  # noqa: PLW0603 - the module's own lock, renewed
+    _counters_lock = threading.Lock()
+    for _, counter in _counters.values():
+        counter.after_fork()
+    for health in _healths.values():
+        health.after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 class Quiet:

@@ -39,14 +39,8 @@ from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
 from otel_repeat_guard.detectors.repeat import key_if_same_raw
 from otel_repeat_guard.rules import put_bounded
-from otel_repeat_guard.state.connection import (
-    RUN_PREFIX,
-    Quiet,
-    StoreHealth,
-    connect,
-    store_health,
-    text_of,
-)
+from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, reconnect, store_health, text_of
+from otel_repeat_guard.state.deadline import Deadline
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -171,6 +165,9 @@ class RedisChainStore(ChainStore):
         "_on_run_ended",
         "_raw_keys",
         "_reminded",
+        "_seconds",
+        "_timeout_ms",
+        "_url",
     )
 
     def __init__(
@@ -192,15 +189,29 @@ class RedisChainStore(ChainStore):
         self._on_run_ended = on_run_ended
         self._detectors = detectors
         self._on_reminder_outcome = on_reminder_outcome
+        self._url, self._timeout_ms = url, timeout_ms
         self._client = connect(url, timeout_ms)
+        self._seconds = timeout_ms / 1000  # each call's deadline, all its commands and reads together
         self._health = store_health(url, meter_provider)
         self._expiry_ms = expiry_seconds * 1000
+        self._scripts()
+        self._raw_keys: OrderedDict[str, bytes] = OrderedDict()  # agent -> its last call's key + raw key
+        self._max_raw = max_agents
+
+    def _scripts(self) -> None:
+        """The scripts, on the client."""
         self._observe = self._client.register_script(_OBSERVE)
         self._reminded = self._client.register_script(_REMINDED)
         self._forget_script = self._client.register_script(_FORGET)
         self._cas = self._client.register_script(_COMPARE_AND_SET)
-        self._raw_keys: OrderedDict[str, bytes] = OrderedDict()  # agent -> its last call's key + raw key
-        self._max_raw = max_agents
+
+    def after_fork(self) -> None:
+        """In a forked child: a client of its own (:func:`~otel_repeat_guard.state.connection.reconnect`), and no
+        run of this process's (they were the parent's). What Redis holds stays: it is shared."""
+        self._client = reconnect(self._client, self._url, self._timeout_ms)
+        self._scripts()
+        self._raw_keys.clear()
+        self._local.after_fork()
 
     @classmethod
     def from_config(
@@ -238,10 +249,9 @@ class RedisChainStore(ChainStore):
     def __len__(self) -> int:
         return len(self._local)
 
-    @staticmethod
-    def _call(script: Any, run_key: str, *args: Any) -> Any:
-        """Run a script on the run's key; raises on failure (the caller falls back)."""
-        with Quiet():
+    def _call(self, script: Any, run_key: str, *args: Any) -> Any:
+        """Run a script on the run's key, by the deadline; raises on failure (the caller falls back)."""
+        with Deadline(self._seconds):
             return script(keys=[RUN_PREFIX + run_key], args=args)
 
     # -- the exact-repeat chain ---------------------------------------------------------------
@@ -280,7 +290,7 @@ class RedisChainStore(ChainStore):
     def run_length(self, agent_id: str) -> int:
         if self._health.usable("run_length"):
             try:
-                with Quiet():
+                with Deadline(self._seconds):
                     found = self._client.hget(RUN_PREFIX + agent_id, "n")
             except Exception as error:
                 self._health.failed("run_length", error)
@@ -355,29 +365,29 @@ class RedisChainStore(ChainStore):
         if not health.usable(operation):
             return False
         name = RUN_PREFIX + agent_id
+        outcomes: list[tuple[str, str, str]] = []
         try:
-            for _ in range(CAS_ATTEMPTS):
-                with Quiet():
+            with Deadline(self._seconds):  # one deadline for every round
+                for _ in range(CAS_ATTEMPTS):
                     version, state, waiting = self._client.hmget(name, "v", *fields)
-                writes, outcomes = step(state, waiting)
-                if not writes:
-                    health.succeeded()
-                    return True
-                args: list[Any] = [version or b"", self._expiry_ms]
-                for field, value in writes:
-                    args += [field, value]
-                with Quiet():
-                    written = self._cas(keys=[name], args=args)
-                if int(written):
-                    health.succeeded()
-                    if self._on_reminder_outcome is not None:
-                        for outcome in outcomes:
-                            self._on_reminder_outcome(*outcome)
-                    return True
-            raise TimeoutError(f"{CAS_ATTEMPTS} conflicting writes in a row")
+                    writes, outcomes = step(state, waiting)
+                    if not writes:
+                        break
+                    args: list[Any] = [version or b"", self._expiry_ms]
+                    for field, value in writes:
+                        args += [field, value]
+                    if int(self._cas(keys=[name], args=args)):
+                        break
+                else:
+                    raise TimeoutError(f"{CAS_ATTEMPTS} conflicting writes in a row")
         except Exception as error:
             health.failed(operation, error)
             return False
+        health.succeeded()
+        if self._on_reminder_outcome is not None:
+            for outcome in outcomes:
+                self._on_reminder_outcome(*outcome)
+        return True
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -6,11 +6,13 @@ Debian's ``redis-server`` (``make test`` installs it). Absent, the tests skip, o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -101,3 +103,65 @@ class RedisServer:
     def log(self) -> str:
         path = self.folder / "redis.log"
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+
+class TrickleProxy:
+    """A TCP proxy on a free loopback port in front of ``target_port`` (a real ``redis-server``), on threads.
+
+    Requests go through at once; replies too, unless ``trickling``: then every connection's replies, valid RESP
+    from the real server, reach the client one byte every ``delay`` seconds (each read of the client's is
+    answered within any per-read timeout, the command never within a short one). Switching it off lets what is
+    left go through at once."""
+
+    def __init__(self, target_port: int, delay: float = 0.03) -> None:
+        self.target_port = target_port
+        self.delay = delay
+        self.trickling = False
+        self.connections = 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, name="trickle-accept", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            with self._lock:
+                self.connections += 1
+                self._sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, reply: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                for at in range(len(data)):
+                    if not (reply and self.trickling):
+                        sink.sendall(data[at:])
+                        break
+                    sink.sendall(data[at : at + 1])
+                    time.sleep(self.delay)
+        except OSError:
+            pass
+        finally:  # one side closed: close the other (a client that gave up closes its upstream too)
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        with self._lock:
+            for sock in self._sockets:
+                with contextlib.suppress(OSError):
+                    sock.close()

@@ -19,8 +19,13 @@ ARGUMENTS = json.dumps({"pattern": "TODO", "path": "src/"})
 
 
 def test_three_workers_count_one_chain_and_the_agent_drains_each_reminder_once(redis_server: RedisServer) -> None:
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3, 5)))
-    with workers(3, redis_server.url, thresholds="3,5") as fleet, agent.agent_run("researcher"):
+    # A generous timeout: this test counts on no call falling back, and on a loaded machine a first call (connect,
+    # handshake, script load: one deadline for them all) can take longer than the default 50 ms.
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3, 5), store_timeout_ms=2000))
+    with (
+        workers(3, redis_server.url, thresholds="3,5", store_timeout_ms="2000") as fleet,
+        agent.agent_run("researcher"),
+    ):
         run_key = agent.guard.current_agent_id()
         assert run_key is not None
         lengths, drained = [], []
