@@ -21,7 +21,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.store import SQLiteSpanExporter, StoreError, open_for_writing
+from otel_repeat_guard.store import SQLiteSpanExporter, StoreError
+from otel_repeat_guard.store.store_file import WritingConnection
 
 _LOOKUP_BATCH = 400  # pairs per query: well under SQLite's bound-parameter limit
 
@@ -48,7 +49,7 @@ class StoreWriter:
     def __init__(self, path: str | Path, *, config: GuardConfig | None = None, store_arguments: bool = True) -> None:
         self.path = Path(path)
         self._exporter = SQLiteSpanExporter(self.path, config=config, store_arguments=store_arguments)
-        self._conn = open_for_writing(self.path)
+        self._conn = WritingConnection(self.path)  # lookups follow the file if it is deleted or replaced
 
     def write(self, spans: Sequence[ReadableSpan]) -> WriteCounts:
         """Store the spans not stored yet, and count what that added.
@@ -92,7 +93,7 @@ class StoreWriter:
             )
             for query in queries:
                 try:
-                    rows = self._conn.execute(query, params).fetchall()
+                    rows = self._conn.current().execute(query, params).fetchall()
                 except sqlite3.OperationalError as exc:
                     raise StoreWriteError(f"cannot read the store {self.path}: {exc}") from exc
                 found.update((str(trace), str(span)) for trace, span in rows)
