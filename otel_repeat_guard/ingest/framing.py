@@ -109,7 +109,7 @@ class _Lines:
 
     @property
     def pending(self) -> int:
-        return self._held + self._skipped
+        return self._held  # an over-long line's bytes are dropped, not held
 
 
 class _ZstdStream:
