@@ -55,8 +55,8 @@ class IngestStats:
             text += f"; {self.dropped_spans:,} spans the store cannot hold skipped"
         if self.losses:
             text += (
-                f"; {self.losses:,} times data could not be read (truncated without a copy, or a rotated file"
-                f" gone), {self.lost_bytes:,} bytes known lost"
+                f"; {self.losses:,} unrecoverable gaps in the input (a truncation with no copy, or a rotated"
+                f" file gone), {self.lost_bytes:,} bytes known lost"
             )
         if self.replayed_traces or self.guarded_traces:
             text += (
