@@ -174,8 +174,9 @@ class FileSource:
                 return None
 
     def _siblings(self) -> list[tuple[Path, tuple[int, int]]]:
-        """Rotated copies of the path beside it, oldest first (by last write, then name)."""
-        found: list[tuple[int, str, Path, tuple[int, int]]] = []
+        """Rotated copies of the path beside it, oldest first: by last write, and where file times tie (they
+        are as coarse as the kernel's tick) by lumberjack's timestamp, or logrotate's number, highest first."""
+        found: list[tuple[int, int, str, Path, tuple[int, int]]] = []
         try:
             entries = list(os.scandir(self.path.parent))
         except OSError:
@@ -187,8 +188,10 @@ class FileSource:
                 stat = entry.stat()
             except OSError:
                 continue  # deleted meanwhile
-            found.append((stat.st_mtime_ns, entry.name, Path(entry.path), _identity(stat)))
-        return [(path, identity) for _, _, path, identity in sorted(found)]
+            number = entry.name[len(self.path.name) + 1 :] if entry.name.startswith(self.path.name) else ""
+            rank = -int(number) if number.isdigit() else 0  # traces.jsonl.2 is older than traces.jsonl.1
+            found.append((stat.st_mtime_ns, rank, entry.name, Path(entry.path), _identity(stat)))
+        return [(path, identity) for *_, path, identity in sorted(found)]
 
     def _unread_rotated(self) -> Iterator[Chunk]:
         for path, identity in self._siblings():
