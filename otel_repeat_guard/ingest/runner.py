@@ -120,7 +120,7 @@ class Ingest:
                 for loss in chunk.losses:
                     self.stats.losses += 1
                     self.stats.lost_bytes += loss.bytes
-                    self._report(f"{chunk.path}: {_shorten(loss.what)}")
+                    self._report(_shorten(loss.what))  # it names the file
                 spans = self._decode(chunk.path, chunk.records)
                 if self._replayer is not None:
                     spans = self._replayer.add(spans)
