@@ -84,6 +84,24 @@ def test_two_rotations_within_one_poll_with_max_backups_lose_no_file(
     assert len(store_rows(db)) == 12 and errors.getvalue() == ""
 
 
+def test_two_logrotate_create_rotations_within_one_poll_lose_no_file(
+    tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
+) -> None:
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    path.write_bytes(b"".join(lines[:4]))
+    job, errors = following(path, db)
+    wait_for(lambda: stored_spans(job) == 4)
+    one, two = tmp_path / "traces.jsonl.1", tmp_path / "traces.jsonl.2"
+    os.rename(path, one)  # logrotate `create`: rename, then a new file at the path
+    path.write_bytes(b"".join(lines[4:9]))
+    os.rename(one, two)  # the next rotation shifts the numbers first
+    os.rename(path, one)
+    path.write_bytes(b"".join(lines[9:]))
+    wait_for(lambda: stored_spans(job) == len(lines))
+    assert job.stats.records == len(lines) and job.stats.malformed == 0 and job.stats.losses == 0
+    assert len(store_rows(db)) == 12 and errors.getvalue() == ""
+
+
 def test_copytruncate_regrown_past_the_read_position_is_noticed_and_finished_from_the_copy(
     tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
 ) -> None:
