@@ -195,12 +195,15 @@ def run_doctor(args: argparse.Namespace) -> int:
     for path in args.paths:
         check_input(path, may_be_missing=False)
     try:
-        spans, problems = read_files(args.paths)
+        read = read_files(args.paths)
     except OSError as exc:
         raise CliError(f"cannot read {exc.filename}: {exc.strerror}") from None
-    for problem in problems:
+    if not read.requests:  # text, binary, an empty file: nothing the guard could be judged on
+        first = f" (first: {' '.join(read.problems[0].split())[:160]})" if read.problems else " (no record at all)"
+        raise CliError(f"{' '.join(map(str, args.paths))}: no OTLP trace record to diagnose{first}")
+    for problem in read.problems:
         print(f"skipped malformed record {problem}", file=sys.stderr)
-    report = diagnose(spans, config=GuardConfig.from_env())
+    report = diagnose(read.spans, config=GuardConfig.from_env())
     print(render(report, args.json))
     return report.exit_code
 
@@ -245,7 +248,7 @@ def check_store(db: Path, *, must_exist: bool) -> None:
 def run_ingest(args: argparse.Namespace) -> int:
     try:
         from otel_repeat_guard.ingest.progress import Progress  # noqa: PLC0415 - needs the ingest extra
-        from otel_repeat_guard.ingest.runner import Ingest, IngestOptions  # noqa: PLC0415
+        from otel_repeat_guard.ingest.runner import Ingest, IngestOptions, NoTraceRecords  # noqa: PLC0415
     except ImportError as exc:
         raise CliError(
             f"ingest needs its extra ({exc.name} is missing): pip install 'otel-repeat-guard[ingest]'"
@@ -264,6 +267,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         stats = job.run()
     except KeyboardInterrupt:
         stats = job.stats
+    except NoTraceRecords as exc:  # text, binary, logs or metrics: not collector trace output
+        raise CliError(str(exc)) from None
     except OSError as exc:  # the file changed under a follower: unreadable now, replaced by a directory, ...
         raise CliError(f"cannot read {exc.filename or args.path}: {exc.strerror or exc}") from None
     print(f"ingested {args.path} into {db}: {stats.summary()}", flush=True)

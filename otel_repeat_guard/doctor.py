@@ -151,14 +151,24 @@ def diagnose(
     return Report(sorted(by_tool.values(), key=lambda t: (t.scope, t.tool)), len(spans))
 
 
-def read_files(paths: Sequence[Path]) -> tuple[list[ReadableSpan], list[str]]:
-    """The spans in collector OTLP JSON files (plain, or zstd as the file exporter writes them), and
-    one line per record that could not be read."""
+@dataclass(frozen=True)
+class CollectorFiles:
+    """What collector files held: their spans, one line per record that could not be read, and how many
+    records were OTLP trace requests (none: the input is not collector trace output)."""
+
+    spans: list[ReadableSpan]
+    problems: list[str]
+    requests: int
+
+
+def read_files(paths: Sequence[Path]) -> CollectorFiles:
+    """The spans in collector OTLP JSON files (plain, or zstd as the file exporter writes them)."""
     from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_line  # noqa: PLC0415
     from otel_repeat_guard.ingest.source import FileSource  # noqa: PLC0415
 
     spans: list[ReadableSpan] = []
     problems: list[str] = []
+    requests = 0
     for path in paths:
         for chunk in FileSource(path, follow=False).chunks():
             for record in chunk.records:
@@ -169,7 +179,9 @@ def read_files(paths: Sequence[Path]) -> tuple[list[ReadableSpan], list[str]]:
                     spans.extend(decode_line(record.data))
                 except MalformedRecord as exc:
                     problems.append(f"{path}:{record.number}: {exc}")
-    return spans, problems
+                    continue
+                requests += 1
+    return CollectorFiles(spans, problems, requests)
 
 
 def render(report: Report, as_json: bool) -> str:

@@ -3,7 +3,7 @@
 from otel_repeat_guard.ingest.framing import Record, RecordSplitter
 from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_line
 from otel_repeat_guard.ingest.replay import Replayer
-from otel_repeat_guard.ingest.runner import Ingest, IngestOptions, IngestStats
+from otel_repeat_guard.ingest.runner import Ingest, IngestOptions, IngestStats, NoTraceRecords
 from otel_repeat_guard.ingest.source import FileSource
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "IngestOptions",
     "IngestStats",
     "MalformedRecord",
+    "NoTraceRecords",
     "Record",
     "RecordSplitter",
     "Replayer",

@@ -35,21 +35,68 @@ class Record:
 
 
 class _Lines:
-    """Splits bytes into newline-terminated lines, keeping an unterminated tail."""
+    """Splits bytes into newline-terminated lines, keeping an unterminated tail.
 
-    def __init__(self) -> None:
-        self._tail = b""
+    Linear in the input: the tail is kept as a list of pieces and joined once, when its
+    newline arrives, so a line that comes in many chunks (or a file with no newline at all)
+    is never copied again per chunk. A line longer than ``max_line`` is not held: it is
+    dropped as it comes and reported as one malformed record when it ends.
+    """
+
+    def __init__(self, max_line: int = _MAX_RECORD) -> None:
+        self._pieces: list[bytes] = []
+        self._held = 0
+        self._skipped = 0  # bytes of an over-long line dropped so far
         self._number = 0
+        self._max_line = max_line
 
     def feed(self, chunk: bytes) -> list[Record]:
-        data = self._tail + chunk
-        *lines, self._tail = data.split(b"\n")
-        return [record for line in lines if (record := self._record(line)) is not None]
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            self._hold(chunk)
+            return []
+        first = chunk.find(b"\n")
+        records: list[Record] = []
+        if (record := self._end_line(chunk[:first])) is not None:
+            records.append(record)
+        if last > first:
+            for line in chunk[first + 1 : last].split(b"\n"):
+                if (record := self._record(line)) is not None:
+                    records.append(record)
+        self._hold(chunk[last + 1 :])
+        return records
 
     def finish(self) -> list[Record]:
-        tail, self._tail = self._tail, b""
-        record = self._record(tail) if tail.strip() else None
+        if self._skipped:
+            record = self._end_line(b"")
+        else:
+            tail = b"".join(self._pieces)
+            self._pieces, self._held = [], 0
+            record = self._record(tail) if tail.strip() else None
         return [] if record is None else [record]
+
+    def _hold(self, piece: bytes) -> None:
+        if not piece:
+            return
+        if self._skipped:
+            self._skipped += len(piece)
+            return
+        self._pieces.append(piece)
+        self._held += len(piece)
+        if self._held > self._max_line:  # no request is this large: stop holding it
+            self._skipped, self._pieces, self._held = self._held, [], 0
+
+    def _end_line(self, rest: bytes) -> Record | None:
+        """The line held so far, completed by ``rest``."""
+        if self._skipped:
+            size, self._skipped = self._skipped + len(rest), 0
+            self._number += 1
+            return Record(self._number, None, f"a line of {size:,} bytes, over the {self._max_line:,} a record may be")
+        if not self._pieces:
+            return self._record(rest)
+        line = b"".join([*self._pieces, rest])
+        self._pieces, self._held = [], 0
+        return self._record(line)
 
     def _record(self, line: bytes) -> Record | None:
         self._number += 1
@@ -62,14 +109,14 @@ class _Lines:
 
     @property
     def pending(self) -> int:
-        return len(self._tail)
+        return self._held  # an over-long line's bytes are dropped, not held
 
 
 class _ZstdStream:
     """A zstd stream (possibly several frames back to back) of JSON lines."""
 
-    def __init__(self) -> None:
-        self._lines = _Lines()
+    def __init__(self, max_record: int = _MAX_RECORD) -> None:
+        self._lines = _Lines(max_record)
         self._dctx = zstandard.ZstdDecompressor()
         self._obj = self._dctx.decompressobj()
         self._failed: str | None = None
@@ -102,7 +149,8 @@ class _ZstdStream:
 class _ZstdMessages:
     """Length-prefixed zstd frames, one request each."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_record: int = _MAX_RECORD) -> None:
+        self._max_record = max_record
         self._buffer = bytearray()
         self._number = 0
         self._dctx = zstandard.ZstdDecompressor()
@@ -115,7 +163,7 @@ class _ZstdMessages:
         records: list[Record] = []
         while len(self._buffer) >= 4:
             size = int.from_bytes(self._buffer[:4], "big")
-            if size > _MAX_RECORD:
+            if size > self._max_record:
                 self._failed = True  # the framing is lost: nothing after this can be trusted
                 self._number += 1
                 records.append(Record(self._number, None, f"length prefix {size} is not a plausible record size"))
@@ -150,7 +198,9 @@ class _ZstdMessages:
 class RecordSplitter:
     """Detects the layout from the first bytes, then cuts records out of fed chunks."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_record: int = _MAX_RECORD) -> None:
+        """``max_record``: the largest record held; a longer line or length prefix is corruption."""
+        self._max_record = max_record
         self._head = b""
         self._inner: _Lines | _ZstdStream | _ZstdMessages | None = None
 
@@ -171,7 +221,7 @@ class RecordSplitter:
             if len(self._head) < _SNIFF_BYTES:
                 return []
             chunk, self._head = self._head, b""
-            self._inner = _detect(chunk)
+            self._inner = _detect(chunk, self._max_record)
         return self._inner.feed(chunk)
 
     def finish(self) -> list[Record]:
@@ -179,15 +229,15 @@ class RecordSplitter:
             chunk, self._head = self._head, b""
             if not chunk:
                 return []
-            self._inner = _detect(chunk)
+            self._inner = _detect(chunk, self._max_record)
             records = self._inner.feed(chunk)
             return records + self._inner.finish()
         return self._inner.finish()
 
 
-def _detect(head: bytes) -> _Lines | _ZstdStream | _ZstdMessages:
+def _detect(head: bytes, max_record: int) -> _Lines | _ZstdStream | _ZstdMessages:
     if head.startswith(ZSTD_MAGIC):
-        return _ZstdStream()
+        return _ZstdStream(max_record)
     if head[4:8] == ZSTD_MAGIC:
-        return _ZstdMessages()
-    return _Lines()
+        return _ZstdMessages(max_record)
+    return _Lines(max_record)

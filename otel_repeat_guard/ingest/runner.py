@@ -22,26 +22,42 @@ from otel_repeat_guard.ingest.store_writer import StoreWriter
 MAX_REPORTED = 100  # malformed records shown one by one; the rest are only counted
 
 
+class NoTraceRecords(ValueError):
+    """The input held records but not one OTLP trace request: not collector output (text, binary, logs)."""
+
+
 @dataclass
 class IngestStats:
     """What one ingest did."""
 
     records: int = 0
+    requests: int = 0  # records that were OTLP trace requests
     malformed: int = 0
     spans: int = 0
     new_spans: int = 0
     duplicate_spans: int = 0
+    unstored_spans: int = 0  # spans with no tool call, model call or agent run: nothing to store
     replayed_traces: int = 0
     guarded_traces: int = 0
     dropped_spans: int = 0
+    losses: int = 0  # data the follower could not read (a truncation with no copy, a rotated file gone)
+    lost_bytes: int = 0  # of it, the bytes known to have been written and never read
 
     def summary(self) -> str:
         text = (
             f"{self.records:,} records, {self.spans:,} spans: {self.new_spans:,} new, "
-            f"{self.duplicate_spans:,} already stored; {self.malformed:,} malformed records skipped"
+            f"{self.duplicate_spans:,} already stored"
         )
+        if self.unstored_spans:
+            text += f", {self.unstored_spans:,} with no tool call, model call or agent run to store"
+        text += f"; {self.malformed:,} malformed records skipped"
         if self.dropped_spans:
             text += f"; {self.dropped_spans:,} spans the store cannot hold skipped"
+        if self.losses:
+            text += (
+                f"; {self.losses:,} unrecoverable gaps in the input (a truncation with no copy, or a rotated"
+                f" file gone), {self.lost_bytes:,} bytes known lost"
+            )
         if self.replayed_traces or self.guarded_traces:
             text += (
                 f"; replayed {self.replayed_traces:,} traces through the guard"
@@ -80,59 +96,84 @@ class Ingest:
         self.stop = stop or threading.Event()
         self._errors = sys.stderr if errors is None else errors
         self._reported = 0
+        self._held: list[str] | None = None if self.options.follow else []  # see _report
+        self._first_problem: str | None = None
         self._progress = progress
         self._on_batch = on_batch
-        config = self.options.config or GuardConfig.from_env()
-        self._writer = StoreWriter(db, config=config, store_arguments=self.options.store_arguments)
+        self._db = Path(db)
+        self._config = self.options.config or GuardConfig.from_env()
+        self._writer: StoreWriter | None = None  # made with the first spans: no store for input that has none
         self._replayer = (
-            Replayer(config, idle_seconds=self.options.replay_idle_seconds) if self.options.replay else None
+            Replayer(self._config, idle_seconds=self.options.replay_idle_seconds) if self.options.replay else None
         )
 
     def run(self) -> IngestStats:
-        """Ingest until the end of the file, or with ``follow`` until ``stop`` is set."""
+        """Ingest until the end of the file, or with ``follow`` until ``stop`` is set.
+
+        Raises :class:`NoTraceRecords` (having created no store) when the whole input, read once,
+        held records and not one of them was an OTLP trace request."""
         source = FileSource(
             self.path, follow=self.options.follow, poll_seconds=self.options.poll_seconds, stop=self.stop
         )
         try:
             for chunk in source.chunks():
-                spans = self._decode(chunk.records)
+                for loss in chunk.losses:
+                    self.stats.losses += 1
+                    self.stats.lost_bytes += loss.bytes
+                    self._report(_shorten(loss.what))  # it names the file
+                spans = self._decode(chunk.path, chunk.records)
                 if self._replayer is not None:
                     spans = self._replayer.add(spans)
                     if not chunk.records:  # idle while following: finish traces whose root never came
                         spans += self._replayer.flush_idle()
                 self._write(spans)
-                if self._progress is not None:
-                    self._progress.update(str(self.path), chunk.offset, chunk.size, self._status())
+                if self._progress is not None and self._held is None:
+                    self._progress.update(str(chunk.path), chunk.offset, chunk.size, self._status())
             if self._replayer is not None:
                 self._write(self._replayer.flush())
         finally:
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
             if self._progress is not None:
                 self._progress.close()
+        if self.stats.records and not self.stats.requests and not self.options.follow:
+            raise NoTraceRecords(
+                f"{self.path} holds no OTLP trace record: none of its {self.stats.records:,} records is an "
+                f"ExportTraceServiceRequest in OTLP JSON (first: {self._first_problem}); no store was written"
+            )
         return self.stats
 
-    def _decode(self, records: list[Record]) -> list[ReadableSpan]:
+    def _decode(self, path: Path, records: list[Record]) -> list[ReadableSpan]:
         spans: list[ReadableSpan] = []
         for record in records:
             self.stats.records += 1
             if record.data is None:
-                self._malformed(record.number, record.error or "unreadable record")
+                self._malformed(path, record.number, record.error or "unreadable record")
                 continue
             try:
                 decoded = decode_line(record.data)
             except MalformedRecord as exc:
-                self._malformed(record.number, str(exc))
+                self._malformed(path, record.number, str(exc))
                 continue
+            self.stats.requests += 1
+            if self._held is not None:  # the input is collector output after all: show what was held
+                held, self._held = self._held, None
+                for line in held:
+                    self._errors.write(line + "\n")
+                self._errors.flush()
             self.stats.spans += len(decoded)
             spans.extend(decoded)
         return spans
 
     def _write(self, spans: list[ReadableSpan]) -> None:
         if spans:
-            new, duplicate, dropped = self._writer.write(spans)
-            self.stats.new_spans += new
-            self.stats.duplicate_spans += duplicate
-            for problem in dropped:
+            if self._writer is None:
+                self._writer = StoreWriter(self._db, config=self._config, store_arguments=self.options.store_arguments)
+            counts = self._writer.write(spans)
+            self.stats.new_spans += counts.new
+            self.stats.duplicate_spans += counts.duplicate
+            self.stats.unstored_spans += counts.unstored
+            for problem in counts.dropped:
                 self.stats.dropped_spans += 1
                 self._report(f"{self.path}: skipped span {_shorten(problem)}")
         if self._replayer is not None:
@@ -141,17 +182,28 @@ class Ingest:
         if self._on_batch is not None:
             self._on_batch(self.stats)
 
-    def _malformed(self, number: int, reason: str) -> None:
+    def _malformed(self, path: Path, number: int, reason: str) -> None:
         self.stats.malformed += 1
-        self._report(f"{self.path}:{number}: skipped malformed record: {_shorten(reason)}")
+        if self._first_problem is None:
+            self._first_problem = f"{path}:{number}: {_shorten(reason, 120)}"
+        self._report(f"{path}:{number}: skipped malformed record: {_shorten(reason)}")
 
     def _report(self, line: str) -> None:
-        """One problem line on stderr; past MAX_REPORTED they are only counted."""
+        """One problem line on stderr; past MAX_REPORTED they are only counted.
+
+        Reading a file once, lines are held until its first OTLP request: input that holds none
+        is refused in one line (:class:`NoTraceRecords`), not with a line per text line first."""
         self._reported += 1
         if self._reported <= MAX_REPORTED:
-            self._errors.write(line + "\n")
+            text = line
         elif self._reported == MAX_REPORTED + 1:
-            self._errors.write(f"{self.path}: more skipped records and spans; they are counted, not shown\n")
+            text = f"{self.path}: more skipped records and spans; they are counted, not shown"
+        else:
+            return
+        if self._held is not None:
+            self._held.append(text)
+            return
+        self._errors.write(text + "\n")
         self._errors.flush()
 
     def _status(self) -> str:

@@ -1,13 +1,28 @@
 """Reading one file of Collector output: once to the end, or following it as it grows and rotates.
 
-Following handles what the Collector's ``file`` exporter does to its output:
+Following handles what the Collector's ``file`` exporter (and logrotate) do to its output:
 
 - growth: new data is read as it is flushed (every ``flush_interval``);
 - a partially written last record: it stays buffered until the rest arrives;
-- rotation (``rotation:`` settings; the file is renamed and a new one created at the same
-  path): the old file is read to its end, its last record is completed or reported, and
-  reading continues from the start of the new file;
-- truncation in place (``copytruncate`` style): reading restarts at the beginning.
+- rotation (the exporter's ``rotation:`` settings, lumberjack underneath: the file is renamed
+  to ``<name>-<timestamp><ext>`` beside it and a new one is created at the path; logrotate's
+  ``create`` mode names it ``<file>.1``): the old file is read to its end, its last record is
+  completed or reported; then every rotated file beside it that appeared since and was never
+  read (several rotations within one poll) is read, oldest first, and reading goes on from the
+  start of the new file;
+- truncation in place (logrotate's ``copytruncate``): noticed when the bytes already read are
+  no longer in the file, compared by size and by a fingerprint (the first bytes and the bytes
+  just before the read position), so a file truncated and grown past the read position again
+  between two polls is noticed too. What was not read yet is taken from the copy beside it
+  (the rotated file whose bytes match the fingerprint), then reading restarts at the beginning.
+
+What cannot be recovered is reported as a :class:`Loss` on the chunk, with the bytes known to
+be lost. Limits, as they are: with ``copytruncate`` the records written between logrotate's
+copy and its truncation are in neither file (logrotate documents this window); a truncation
+without a copy loses what was written after the last read, which cannot be measured; a rotated
+file deleted (``max_backups``) before the follower's next poll saw it is gone without trace (it
+needs more than ``max_backups`` rotations within one poll); a file rewritten with bytes identical
+to the fingerprint is taken for the same file.
 
 Each step yields a :class:`Chunk` of whole records plus the position, for progress. While
 following, an idle poll yields an empty chunk, so the caller can flush time-based work.
@@ -16,6 +31,7 @@ following, an idle poll yields an empty chunk, so the caller can flush time-base
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -25,6 +41,16 @@ from typing import BinaryIO
 from otel_repeat_guard.ingest.framing import Record, RecordSplitter
 
 CHUNK_BYTES = 1 << 20
+_PRINT_BYTES = 4096  # the fingerprint: this many bytes at the start and just before the read position
+_LUMBERJACK_TIME = r"-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d{3}"  # lumberjack's backup timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class Loss:
+    """Data the reader knows it could not read: what happened, and the bytes known lost (0: unknown)."""
+
+    what: str
+    bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +61,69 @@ class Chunk:
     offset: int
     size: int
     layout: str | None
+    path: Path
+    losses: tuple[Loss, ...] = ()
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:
     return stat.st_dev, stat.st_ino
+
+
+def rotated_name(path: Path) -> re.Pattern[str]:
+    """Names a rotated copy of ``path`` gets beside it: lumberjack's ``traces-2026-12-02T19-30-00.123.jsonl``
+    for ``traces.jsonl``, logrotate's ``traces.jsonl.1`` and ``traces.jsonl-20261202``."""
+    stem, ext = os.path.splitext(path.name)  # as Go's filepath.Ext: the last dot
+    lumberjack = re.escape(stem) + _LUMBERJACK_TIME + re.escape(ext)
+    logrotate = re.escape(path.name) + r"[.-]\d+"
+    return re.compile(f"(?:{lumberjack}|{logrotate})")
+
+
+class _Print:
+    """The bytes read so far, as far as needed to tell that the file still holds them."""
+
+    def __init__(self) -> None:
+        self.head = b""
+        self.tail = b""
+
+    def add(self, data: bytes) -> None:
+        if len(self.head) < _PRINT_BYTES:
+            self.head += data[: _PRINT_BYTES - len(self.head)]
+        self.tail = (self.tail + data[-_PRINT_BYTES:])[-_PRINT_BYTES:]
+
+    def held_by(self, fd: int, offset: int) -> bool:
+        """Whether the file ``fd`` still has these bytes at the start and just before ``offset``."""
+        if not self.head:
+            return True
+        return (
+            os.pread(fd, len(self.head), 0) == self.head
+            and os.pread(fd, len(self.tail), offset - len(self.tail)) == self.tail
+        )
+
+
+class _Reading:
+    """One file being read: its handle, framing and position."""
+
+    def __init__(self, handle: BinaryIO, path: Path) -> None:
+        self.handle = handle
+        self.path = path
+        self.identity = _identity(os.fstat(handle.fileno()))
+        self.splitter = RecordSplitter()
+        self.offset = 0
+        self.seen_size = 0  # the largest size seen: what was written, read or not
+        self.print = _Print()
+
+    def chunk(self, records: list[Record], losses: tuple[Loss, ...] = ()) -> Chunk:
+        size = max(self.offset, self.seen_size)
+        return Chunk(records, self.offset, size, self.splitter.layout, self.path, losses)
+
+    def take(self, data: bytes) -> list[Record]:
+        self.offset += len(data)
+        self.print.add(data)
+        return self.splitter.feed(data)
+
+    def restart(self) -> None:
+        self.handle.seek(0)
+        self.splitter, self.offset, self.seen_size, self.print = RecordSplitter(), 0, 0, _Print()
 
 
 class FileSource:
@@ -58,61 +143,138 @@ class FileSource:
         self.poll_seconds = poll_seconds
         self.stop = stop or threading.Event()
         self.chunk_bytes = chunk_bytes
+        self._rotated = rotated_name(self.path)
+        self._seen: set[tuple[int, int]] = set()  # files read (or there before following began)
 
     def chunks(self) -> Iterator[Chunk]:
-        handle = self._open()
-        if handle is None:
+        if not self.follow:
+            with _open(self.path) as once:
+                yield from self._read(_Reading(once, self.path))
             return
-        try:
-            while (yield from self._read(handle)):  # True: the path now names a new file
-                handle.close()
-                reopened = self._open()
-                if reopened is None:
+        self._seen.update(identity for _, identity in self._siblings())  # history: not ours to read
+        handle: BinaryIO | None = self._wait_for_file()
+        while handle is not None:
+            try:
+                reading = _Reading(handle, self.path)
+                self._seen.add(reading.identity)
+                yield from self._unread_rotated()  # rotated before the path was opened: older than it
+                if not (yield from self._read(reading)):
                     return
-                handle = reopened
-        finally:
-            handle.close()
+            finally:
+                handle.close()
+            handle = self._wait_for_file()
 
-    def _open(self) -> BinaryIO | None:
+    def _wait_for_file(self) -> BinaryIO | None:
         while True:
             try:
-                return self.path.open("rb")
+                return _open(self.path)
             except FileNotFoundError:
-                if not self.follow:
-                    raise
-            if self.stop.wait(self.poll_seconds):  # following a file that does not exist yet
+                pass
+            if self.stop.wait(self.poll_seconds):  # following a file that does not exist (yet)
                 return None
 
-    def _read(self, handle: BinaryIO) -> Generator[Chunk, None, bool]:
-        """Read one file to its end (or, following, until it is rotated away or ``stop`` is set)."""
-        identity = _identity(os.fstat(handle.fileno()))
-        splitter = RecordSplitter()
-        offset = 0
-        while True:
-            data = handle.read(self.chunk_bytes)
-            if data:
-                offset += len(data)
-                size = max(offset, os.fstat(handle.fileno()).st_size)
-                yield Chunk(splitter.feed(data), offset, size, splitter.layout)
+    def _siblings(self) -> list[tuple[Path, tuple[int, int]]]:
+        """Rotated copies of the path beside it, oldest first: by last write, and where file times tie (they
+        are as coarse as the kernel's tick) by lumberjack's timestamp, or logrotate's number, highest first."""
+        found: list[tuple[int, int, str, Path, tuple[int, int]]] = []
+        try:
+            entries = list(os.scandir(self.path.parent))
+        except OSError:
+            return []
+        for entry in entries:
+            if entry.name == self.path.name or not self._rotated.fullmatch(entry.name):
                 continue
-            if not self.follow:
-                yield Chunk(splitter.finish(), offset, offset, splitter.layout)
+            try:
+                stat = entry.stat()
+            except OSError:
+                continue  # deleted meanwhile
+            number = entry.name[len(self.path.name) + 1 :] if entry.name.startswith(self.path.name) else ""
+            rank = -int(number) if number.isdigit() else 0  # traces.jsonl.2 is older than traces.jsonl.1
+            found.append((stat.st_mtime_ns, rank, entry.name, Path(entry.path), _identity(stat)))
+        return [(path, identity) for *_, path, identity in sorted(found)]
+
+    def _unread_rotated(self) -> Iterator[Chunk]:
+        for path, identity in self._siblings():
+            if identity in self._seen:
+                continue
+            self._seen.add(identity)
+            try:
+                handle = _open(path)
+            except OSError as exc:  # deleted (max_backups) or unreadable between the listing and now
+                yield Chunk([], 0, 0, None, path, (Loss(f"rotated file {path} could not be read: {exc}"),))
+                continue
+            with handle:
+                if _identity(os.fstat(handle.fileno())) == identity:
+                    yield from self._read(_Reading(handle, path), follow=False)
+
+    def _read(self, reading: _Reading, *, follow: bool | None = None) -> Generator[Chunk, None, bool]:
+        """Read one file to its end (or, following, until it is rotated away or ``stop`` is set).
+
+        Returns True when the path now names a new file."""
+        follow = self.follow if follow is None else follow
+        fd = reading.handle.fileno()
+        while True:
+            data = reading.handle.read(self.chunk_bytes)
+            if follow and reading.offset and not reading.print.held_by(fd, reading.offset):
+                yield from self._truncated(reading)  # what was just read may be the new content: read again
+                continue
+            if data:
+                reading.seen_size = max(reading.seen_size, os.fstat(fd).st_size)
+                yield reading.chunk(reading.take(data))
+                continue
+            if not follow:
+                yield reading.chunk(reading.splitter.finish())
                 return False
             try:
                 current = self.path.stat()
             except FileNotFoundError:
                 current = None  # between the rename and the creation of the new file
-            if current is not None and _identity(current) != identity:
-                rest = handle.read()  # the writer may have flushed the old file once more
-                records = splitter.feed(rest) if rest else []
-                offset += len(rest)
-                yield Chunk(records + splitter.finish(), offset, offset, splitter.layout)
+            if current is not None and _identity(current) != reading.identity:
+                rest = reading.handle.read()  # the writer may have flushed the old file once more
+                records = reading.take(rest) if rest else []
+                yield reading.chunk(records + reading.splitter.finish())
                 return True
-            if current is not None and current.st_size < offset:  # truncated in place
-                yield Chunk(splitter.finish(), offset, offset, splitter.layout)
-                handle.seek(0)
-                splitter, offset = RecordSplitter(), 0
-                continue
-            yield Chunk([], offset, offset, splitter.layout)  # idle
+            yield reading.chunk([])  # idle
             if self.stop.wait(self.poll_seconds):
                 return False
+
+    def _truncated(self, reading: _Reading) -> Iterator[Chunk]:
+        """The file no longer holds what was read: finish its old content from a copy if there is one."""
+        copy = self._copy_of(reading)
+        losses: tuple[Loss, ...] = ()
+        if copy is not None:
+            with copy:
+                copy.seek(reading.offset)
+                while data := copy.read(self.chunk_bytes):
+                    yield reading.chunk(reading.take(data))
+        else:
+            unread = max(0, reading.seen_size - reading.offset)
+            losses = (
+                Loss(
+                    f"{reading.path} was truncated in place with no copy beside it: what was written after byte "
+                    f"{reading.offset:,} before the truncation is lost ({unread:,} bytes known unread)",
+                    unread,
+                ),
+            )
+        yield reading.chunk(reading.splitter.finish(), losses)
+        reading.restart()
+
+    def _copy_of(self, reading: _Reading) -> BinaryIO | None:
+        """The rotated copy (copytruncate) that still holds what was read, opened; None if none does."""
+        for path, identity in reversed(self._siblings()):  # the newest copy is the likeliest
+            if identity in self._seen:
+                continue
+            try:
+                handle = _open(path)
+            except OSError:
+                continue
+            if reading.print.held_by(handle.fileno(), reading.offset):
+                self._seen.add(identity)
+                return handle
+            handle.close()
+        return None
+
+
+def _open(path: Path) -> BinaryIO:
+    """Unbuffered: the read position is exactly the bytes handed on, so the fingerprint checks them."""
+    return path.open("rb", buffering=0)

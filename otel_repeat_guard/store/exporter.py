@@ -28,7 +28,7 @@ from otel_repeat_guard.store.records import (
     tool_call_row,
 )
 from otel_repeat_guard.store.rollup import _label, _ModelRollup, _rolled_up, _Rollup
-from otel_repeat_guard.store.schema import default_db_path, open_for_writing
+from otel_repeat_guard.store.schema import default_db_path
 from otel_repeat_guard.store.sql import (
     _DROP_UNUSED_AGENT,
     _INSERT_ARGUMENTS,
@@ -46,6 +46,7 @@ from otel_repeat_guard.store.sql import (
     _RESOLVE_PENDING,
     _RESOLVE_PENDING_MODELS,
 )
+from otel_repeat_guard.store.store_file import WritingConnection
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -124,7 +125,7 @@ class SQLiteSpanExporter(SpanExporter):
     ) -> None:
         config = GuardConfig() if config is None else config
         self.path = default_db_path() if path is None else Path(path)
-        self._conn = open_for_writing(self.path)
+        self._store = WritingConnection(self.path)  # opened again if the file is deleted or replaced
         self._lock = threading.Lock()
         self._closed = False
         self._conventions = tuple(conventions)
@@ -135,6 +136,8 @@ class SQLiteSpanExporter(SpanExporter):
         self._preview_chars = config.arguments_preview_chars
         self.dropped_spans = 0
         """Spans dropped because the store could not hold them, since this exporter was made."""
+        self.unwritten_spans = 0
+        """Spans of exports that failed: the store refused them, or its file was gone and could not be made."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
@@ -142,6 +145,7 @@ class SQLiteSpanExporter(SpanExporter):
         try:
             self.write(spans)
         except Exception:
+            self.unwritten_spans += len(spans)
             logger.exception("SQLiteSpanExporter could not write %d spans to %s", len(spans), self.path)
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
@@ -165,7 +169,12 @@ class SQLiteSpanExporter(SpanExporter):
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._conn.close()
+                self._store.close()
+
+    @property
+    def reopened(self) -> int:
+        """Times the store file was deleted or replaced while in use and a store was opened at its path again."""
+        return self._store.reopened
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export commits before it returns
@@ -240,7 +249,7 @@ class SQLiteSpanExporter(SpanExporter):
 
     def _transaction(self, batch: _Batch) -> tuple[int, int]:
         """Write in one transaction; returns the calls stored and those already in the store."""
-        conn = self._conn
+        conn = self._store.current()  # never the unlinked or replaced file
         calls, runs = batch.calls, batch.runs
         conn.execute("BEGIN IMMEDIATE")
         try:

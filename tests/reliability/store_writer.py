@@ -45,7 +45,7 @@ class ReportingExporter(SQLiteSpanExporter):
         if stall_after is not None:
             # A tiny page cache: the stalled transaction's pages spill into the WAL file before the
             # kill, so recovery has uncommitted frames to discard, not just an unwritten cache.
-            self._conn.execute("PRAGMA cache_size = 8")
+            self._store.current().execute("PRAGMA cache_size = 8")
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.batches += 1

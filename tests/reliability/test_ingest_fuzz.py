@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.trace import format_span_id, format_trace_id
 
-from otel_repeat_guard.ingest import Ingest, IngestOptions
+from otel_repeat_guard.ingest import Ingest, IngestOptions, NoTraceRecords
 from tests.ingest.otlp import batches, otlp_json_line, record_workload
 
 EXAMPLES = 1000
@@ -148,6 +149,11 @@ def test_every_bad_line_is_reported_and_every_good_line_stored(case: Case, final
         path.write_bytes(b"\n".join(case.lines) + (b"\n" if final_newline else b""))
         errors = io.StringIO()
         job = Ingest(path, db, IngestOptions(), errors=errors)
+        if not case.good:  # no OTLP request at all: refused in one line, no store, no line per record
+            with pytest.raises(NoTraceRecords, match="holds no OTLP trace record"):
+                job.run()
+            assert not db.exists() and errors.getvalue() == ""
+            return
         stats = job.run()
 
         reported = errors.getvalue().splitlines()

@@ -1,0 +1,139 @@
+"""``ingest --follow`` loses no record to rotation or truncation, and counts what it cannot recover.
+
+Real files, a real store and the follower on its own thread. Rotation is done as the Collector's
+``file`` exporter does it (lumberjack: rename to ``<name>-<timestamp><ext>`` beside it, then create
+the path anew, deleting backups beyond ``max_backups``); truncation as logrotate's ``copytruncate``
+(copy to ``<name>.1``, then truncate in place).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_repeat_guard.ingest import Ingest, IngestOptions
+from tests.ingest.otlp import batches, otlp_json_line, record_workload, store_rows
+
+POLL = 1.0  # long, so that what a test does between two polls happens within one
+
+
+@pytest.fixture
+def lines() -> list[bytes]:
+    """One OTLP request per tool or agent span: 14 lines, 12 tool calls."""
+    return [otlp_json_line(batch) + b"\n" for batch in batches(record_workload(guard=True)[0], 1)]
+
+
+@pytest.fixture
+def following() -> Iterator[Callable[[Path, Path], tuple[Ingest, io.StringIO]]]:
+    jobs: list[tuple[Ingest, threading.Thread]] = []
+
+    def start(path: Path, db: Path) -> tuple[Ingest, io.StringIO]:
+        errors = io.StringIO()
+        job = Ingest(path, db, IngestOptions(follow=True, poll_seconds=POLL), errors=errors)
+        thread = threading.Thread(target=job.run, daemon=True)
+        thread.start()
+        jobs.append((job, thread))
+        return job, errors
+
+    yield start
+    for job, thread in jobs:
+        job.stop.set()
+        thread.join(10)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def stored_spans(job: Ingest) -> int:
+    return job.stats.new_spans + job.stats.duplicate_spans
+
+
+def test_two_rotations_within_one_poll_with_max_backups_lose_no_file(
+    tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
+) -> None:
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    older = tmp_path / "traces-2026-12-02T19-00-00.000.jsonl"  # a backup from before the follower started
+    older.write_bytes(b"not ours to read\n")
+    path.write_bytes(b"".join(lines[:4]))
+    job, errors = following(path, db)
+    wait_for(lambda: stored_spans(job) == 4)
+    first = tmp_path / "traces-2026-12-02T19-30-00.123.jsonl"
+    second = tmp_path / "traces-2026-12-02T19-30-00.456.jsonl"
+    with path.open("ab") as out:  # the exporter's last write to the file before it rotates
+        out.write(lines[4])
+    os.rename(path, first)
+    path.write_bytes(b"".join(lines[5:9]))  # lumberjack creates the path anew ...
+    os.rename(path, second)  # ... and rotates it again within the same poll
+    path.write_bytes(b"".join(lines[9:12]))
+    older.unlink()  # max_backups: 2, so the oldest backup goes
+    with path.open("ab") as out:
+        out.write(lines[12] + lines[13])
+    wait_for(lambda: stored_spans(job) == len(lines))
+    assert job.stats.records == len(lines) and job.stats.malformed == 0 and job.stats.losses == 0
+    assert len(store_rows(db)) == 12 and errors.getvalue() == ""
+
+
+def test_two_logrotate_create_rotations_within_one_poll_lose_no_file(
+    tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
+) -> None:
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    path.write_bytes(b"".join(lines[:4]))
+    job, errors = following(path, db)
+    wait_for(lambda: stored_spans(job) == 4)
+    one, two = tmp_path / "traces.jsonl.1", tmp_path / "traces.jsonl.2"
+    os.rename(path, one)  # logrotate `create`: rename, then a new file at the path
+    path.write_bytes(b"".join(lines[4:9]))
+    os.rename(one, two)  # the next rotation shifts the numbers first
+    os.rename(path, one)
+    path.write_bytes(b"".join(lines[9:]))
+    wait_for(lambda: stored_spans(job) == len(lines))
+    assert job.stats.records == len(lines) and job.stats.malformed == 0 and job.stats.losses == 0
+    assert len(store_rows(db)) == 12 and errors.getvalue() == ""
+
+
+def test_copytruncate_regrown_past_the_read_position_is_noticed_and_finished_from_the_copy(
+    tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
+) -> None:
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    path.write_bytes(b"".join(lines[:3]))
+    job, errors = following(path, db)
+    wait_for(lambda: stored_spans(job) == 3)
+    read = path.stat().st_size
+    with path.open("ab") as out:  # a fast writer: written after the follower's last read
+        out.write(lines[3] + lines[4])
+    shutil.copyfile(path, tmp_path / "traces.jsonl.1")  # logrotate copytruncate: copy ...
+    with path.open("r+b") as out:  # ... then truncate in place, and the writer goes on from 0
+        out.truncate(0)
+        out.write(b"".join(lines[5:]))
+    assert path.stat().st_size > read  # grown past the read position before the next poll
+    wait_for(lambda: stored_spans(job) == len(lines))  # lines 3 and 4 came from the copy
+    assert job.stats.records == len(lines) and job.stats.malformed == 0 and job.stats.losses == 0
+    assert len(store_rows(db)) == 12 and errors.getvalue() == ""
+
+
+def test_a_truncation_with_no_copy_is_reported_with_a_count(
+    tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
+) -> None:
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    path.write_bytes(b"".join(lines[:6]))
+    job, errors = following(path, db)
+    wait_for(lambda: stored_spans(job) == 6)
+    with path.open("r+b") as out:  # truncated and regrown past the read position, no copy anywhere
+        out.truncate(0)
+        out.write(b"".join(lines[6:]))
+    wait_for(lambda: stored_spans(job) == len(lines))
+    assert job.stats.losses == 1 and job.stats.malformed == 0
+    assert errors.getvalue().startswith(f"{path} was truncated in place with no copy beside it: ")
+    assert "; 1 unrecoverable gaps in the input (a truncation with no copy" in job.stats.summary()
+    assert len(store_rows(db)) == 12
