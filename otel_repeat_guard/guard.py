@@ -181,8 +181,9 @@ class Guard:
         model_runs[span.context.span_id] = run
         if len(model_runs) > self.runs.max_live_spans:
             evict_oldest(model_runs)
-        if name in self._issues_while_open:  # the issuer of the run's tool spans that end while it is open
+        if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
             self.steps.opened(run.key, span.context, name, scope_of(span), span.start_time or 0)
+            return None  # for its end: a coarse clock can start it before the last step's tool span ends
         return self._count_unanswered(run) if self.steps.steps else None
 
     # -- a span ends ---------------------------------------------------------------------
@@ -228,7 +229,7 @@ class Guard:
         ends[run.key] = span.end_time or 0
         if len(ends) > steps.max_runs:
             evict_oldest(ends)
-        step = self._answered_step(span, run) if steps.steps or steps.open else None
+        step = self._answered_step(span, run, call_id) if steps.steps or steps.open else None
         facts = None
         if self.facts:
             facts = run.facts
@@ -266,12 +267,13 @@ class Guard:
         run = self.runs.owned.get(parent.span_id) if parent is not None else None
         return run if run is not None else self.runs.resolve(parent)
 
-    def _answered_step(self, span: ReadableSpan, run: Run) -> Step | None:
+    def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
         """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned). A tool
         span keyed by its own agent id answers the step of the run its parent stands for, where that run's
-        model calls keep their steps, when its own key has none."""
+        model calls keep their steps, when its own key has none. A step still open (``issues_while_open``)
+        that started before it issued it, unless the last step asked for its call id."""
         step = self.steps.answered(run.key)
-        if self.steps.open:  # a step still open issued it (issues_while_open), not the last to end
+        if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
             step = self.steps.open_issuer(run.key, span.start_time or 0) or step
         if step is None and run.how == "agent_id":
             enclosing = self._run_of(span, None, None)
@@ -375,9 +377,9 @@ class Guard:
         A model call nested in this one (the client's span under a framework's) already left its step,
         with the content: that step stays, and this span is marked its wrapper (``WRAPPER``). A span marked
         as a model call only after it started (Haystack's synchronous components, Semantic Kernel's ``chat``)
-        is handled as starting now: the run's unanswered calls are counted, their events on it. A step
-        declared ``issues_while_open`` issued the tool spans that ended while it was open: what it wasted is
-        counted now that its usage is known.
+        is handled as starting now: the run's unanswered calls are counted, their events on it. So is a step
+        declared ``issues_while_open``, which issued the tool spans that ended while it was open: what it
+        wasted is counted now that its usage is known.
         """
         context = span.context
         if context is None:
@@ -388,22 +390,23 @@ class Guard:
             self.metrics.wasted_tokens(opened.wasted_tool, *token_usage(attributes))
         wraps = self.runs.wraps_model_call(context.span_id)  # taken out as it ends, facts or not
         late = started_run is None
+        due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
-        idle = not keep and not (late and self.steps.steps)  # a text answer, nothing pending: nothing to do
+        idle = not keep and not (due and self.steps.steps)  # a text answer, nothing pending: nothing to do
         if idle and not self.facts:
             return None  # not even its run to resolve: nothing records it
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
         started = span.start_time or 0
-        inside = not idle and self.steps.latest_end(run.key) >= started  # the run's last step came from a call inside
+        inside = opened is None and not idle and self.steps.latest_end(run.key) >= started  # from a call inside
         read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
         if idle or inside:
             return decision
-        if late and self.steps.steps:
+        if due and self.steps.steps:
             merge(decision, self._count_unanswered(run))
         if read is not None:
             step = Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0)

@@ -168,12 +168,13 @@ class PendingSteps:
             evict_oldest(self.open)
 
     def open_issuer(self, run_key: str, started_ns: int) -> Step | None:
-        """The run's latest open step that started before a tool span that started at ``started_ns``."""
+        """The run's latest open step that started before a tool span that started at ``started_ns`` (strictly:
+        a step stamped with the same coarse instant is the next one, started as the tool ended)."""
         found: OpenStep | None = None
         for candidate in list(self.open.values()):  # a copy: another thread may end a step meanwhile
             if (
                 candidate.run_key == run_key
-                and candidate.started_ns <= started_ns
+                and candidate.started_ns < started_ns
                 and (found is None or candidate.started_ns >= found.started_ns)
             ):
                 found = candidate
