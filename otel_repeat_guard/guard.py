@@ -97,7 +97,6 @@ class Guard:
         self._recorder = Recorder(config, self.metrics, redact)
         detectors = detectors_for(config)
         self._detecting = detectors is not None
-        self._detecting_outcomes = bool(config.no_progress_thresholds)
         self._collapse_parallel = config.collapse_parallel
         self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
         self.runs = RunResolver(
@@ -306,18 +305,7 @@ class Guard:
             key = None if arguments is MISSING else arguments_key(arguments)
         call = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
-            call, outcome = opt_in(
-                chains,
-                self._detecting_outcomes,
-                self._collapse_parallel,
-                run,
-                tool,
-                key,
-                span,
-                attributes,
-                events,
-                error,
-            )
+            call, outcome = opt_in(chains, self.config, run, tool, key, span, attributes, events, error)
             if call is None and key is not None:  # the extra copy of a call made twice in one step: one call for all
                 return Decision([self._recorder.parallel_duplicate(tool, key)], [], facts)
         length = chains.observe(run.key, tool, key, raw)

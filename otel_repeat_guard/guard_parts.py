@@ -138,8 +138,7 @@ def outcome_and_key(
 
 def opt_in(
     chains: ChainStore,
-    outcomes: bool,
-    collapse_parallel: bool,
+    config: GuardConfig,
     run: Run,
     tool: str,
     key: bytes | None,
@@ -149,13 +148,13 @@ def opt_in(
     error: bool,
 ) -> tuple[Call | None, Any]:
     """What the opt-in work needs before the call is counted: the call as detectors see it (None for
-    a parallel duplicate, which is not counted), its outcome (when no-progress detection is on:
-    ``outcomes``), and the outcome of reminders waiting for it."""
+    a parallel duplicate, which is not counted), its outcome (for no-progress detection), and the outcome
+    of reminders waiting for it."""
     outcome = outcome_key = None
-    if outcomes and span is not None:
+    if config.no_progress_thresholds and span is not None:
         outcome, outcome_key = outcome_and_key(span, attributes, events, error)
     call = Call(tool, key, outcome_key)
-    if collapse_parallel and span is not None and key is not None:
+    if config.collapse_parallel and span is not None and key is not None:
         parent = span.parent.span_id if span.parent is not None else None
         if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
             return None, outcome
