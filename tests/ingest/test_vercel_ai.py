@@ -234,3 +234,26 @@ def test_a_tool_span_stamped_across_a_steps_edge_is_still_that_steps_call(tmp_pa
     lengths = rows(db, "SELECT tool_name, run_length FROM tool_calls ORDER BY end_ns")
     assert [n for tool_name, n in lengths if tool_name == "get_weather"] == [1, 2, 3, 4, 5, 6, 1, 2, 3, 4]
     assert len(lengths) == 11  # no call counted twice, from its step's request and from its tool span
+
+
+def test_without_recorded_outputs_doctor_names_the_ai_sdks_setting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``recordOutputs: false`` leaves out every attribute the SDK records as an output: the tool calls'
+    arguments and results and what each step asked for. The calls are still counted, as ``no_arguments``."""
+    document = json.loads(FIXTURE.read_text().splitlines()[0])
+    outputs = {"ai.toolCall.args", "ai.toolCall.result", "ai.response.toolCalls", "ai.response.text"}
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                span["attributes"] = [a for a in span["attributes"] if a["key"] not in outputs]
+    path = tmp_path / "no-outputs.jsonl"
+    path.write_text(json.dumps(document) + "\n")
+    assert main(["doctor", "--json", str(path)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    spots = {(b["scope"], b["tool"], b["reason"], b["calls"]) for b in report["blind_spots"]}
+    assert spots == {("ai", "get_weather", "no_arguments", 10), ("ai", "flaky_lookup", "no_arguments", 1)}
+    assert {b["fix"] for b in report["blind_spots"]} == {
+        "leave the Vercel AI SDK's outputs recorded: experimental_telemetry.recordOutputs not false"
+        " (it records ai.toolCall.args as an output)"
+    }
