@@ -22,8 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_repeat_guard import Reminder, RepeatGuardSpanProcessor
 from otel_repeat_guard.canonical import canonical_arguments
 from otel_repeat_guard.cli import main
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, VercelAIConvention, find_agent_run, find_tool_call
@@ -31,7 +36,9 @@ from otel_repeat_guard.conventions.usage import cache_usage, token_usage
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.doctor import read_files
 from otel_repeat_guard.ingest import Ingest, IngestOptions
+from otel_repeat_guard.playback import play
 from otel_repeat_guard.store import open_for_reading
+from tests.integrations.scenario import metric_points
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vercel_ai" / "vercel_ai_spans.jsonl"
 LOCK = FIXTURE.with_name("package-lock.json")
@@ -257,3 +264,28 @@ def test_without_recorded_outputs_doctor_names_the_ai_sdks_setting(
         "leave the Vercel AI SDK's outputs recorded: experimental_telemetry.recordOutputs not false"
         " (it records ai.toolCall.args as an output)"
     }
+
+
+def test_a_guard_seeing_these_spans_live_reminds_at_3_and_5_and_meters_the_same_wasted_tokens(
+    spans: list[ReadableSpan],
+) -> None:
+    """The spans played through a guard with a real meter, as a Python process hosting the SDK's spans would
+    see them: the metric charges each streamed step when it ends, with the usage it reports then."""
+    reminders: list[Reminder] = []
+    reader = InMemoryMetricReader()
+    guard = RepeatGuardSpanProcessor(
+        on_reminder=reminders.append,
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        downstream=[SimpleSpanProcessor(InMemorySpanExporter())],  # wrapping mode: recorded spans are read-only
+    )
+    play(guard, spans)
+    assert [(r.agent_name, r.tool_name, r.run_length, r.tier) for r in reminders] == [
+        ("weather-agent", "get_weather", 3, "gentle"),
+        ("weather-agent", "get_weather", 5, "detailed"),
+        ("weather-agent", "get_weather", 3, "gentle"),
+    ]
+    metered: dict[str, int] = {}
+    for point in metric_points(reader, "repeat_tool_guard.wasted_tokens"):
+        kind = str((point.attributes or {})["gen_ai.token.type"])
+        metered[kind] = metered.get(kind, 0) + int(point.value)
+    assert (metered["input"], metered["output"]) == WASTED
