@@ -58,6 +58,10 @@ _ARGUMENT_FIXES: Final = (
     ("autogen", _CLIENT_CAPTURE),
     ("mcp", _CLIENT_CAPTURE),
 )
+_EXACT_ARGUMENT_FIXES: Final = {
+    "ai": "leave the Vercel AI SDK's outputs recorded: experimental_telemetry.recordOutputs not false (it records"
+    " ai.toolCall.args as an output)",
+}
 _AGENT_FIX: Final = (
     "wrap your agent loop in a span (any span: the guard keys the run by it), or set gen_ai.agent.id on the tool span"
 )
@@ -68,6 +72,9 @@ def fix_for(reason: str, scope: str | None) -> str:
     if reason == NO_AGENT:
         return _AGENT_FIX
     name = scope or ""
+    exact = _EXACT_ARGUMENT_FIXES.get(name)
+    if exact is not None:
+        return exact
     for prefix, fix in _ARGUMENT_FIXES:
         if name.startswith(prefix):
             return fix

@@ -111,6 +111,7 @@ class PlainToolSpans:
             or (arguments.__class__ is str and len(arguments) >= RAW_KEY_MIN_CHARS)
             or steps.steps
             or steps.counted
+            or steps.open  # a step still open issued this call (its facts, its tokens)
         ):
             return GENERAL
         run = self.run_of(span, agent_id, agent_name)

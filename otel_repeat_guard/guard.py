@@ -44,7 +44,7 @@ from otel_repeat_guard.guard_parts import (
     merge,
     model_facts,
     open_tool_reader,
-    outcome_and_key,
+    opt_in,
     run_of_agent,
     scope_of,
 )
@@ -89,12 +89,12 @@ class Guard:
         self.model_bits = router.model_bits
         self._tool_bits = router.tool_bits
         self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
+        self._issues_while_open = router.issues_while_open  # model calls whose tool spans may end in them
         self.tracked = ToolFilter(config.include, config.exclude)
         self.metrics = GuardMetrics(meter_provider)
         self._recorder = Recorder(config, self.metrics, redact)
         detectors = detectors_for(config)
         self._detecting = detectors is not None
-        self._detecting_outcomes = bool(config.no_progress_thresholds)
         self._collapse_parallel = config.collapse_parallel
         self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
         self.runs = RunResolver(
@@ -181,6 +181,9 @@ class Guard:
         model_runs[span.context.span_id] = run
         if len(model_runs) > self.runs.max_live_spans:
             evict_oldest(model_runs)
+        if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
+            self.steps.opened(run.key, span.context, name, scope_of(span), span.start_time or 0)
+            return None  # for its end: a coarse clock can start it before the last step's tool span ends
         return self._count_unanswered(run) if self.steps.steps else None
 
     # -- a span ends ---------------------------------------------------------------------
@@ -228,7 +231,7 @@ class Guard:
         ends[run.key] = span.end_time or 0
         if len(ends) > steps.max_runs:
             evict_oldest(ends)
-        step = self._answered_step(span, run) if steps.steps else None
+        step = self._answered_step(span, run, call_id) if steps.steps or steps.open else None
         facts = None
         if self.facts:
             facts = run.facts
@@ -266,11 +269,14 @@ class Guard:
         run = self.runs.owned.get(parent.span_id) if parent is not None else None
         return run if run is not None else self.runs.resolve(parent)
 
-    def _answered_step(self, span: ReadableSpan, run: Run) -> Step | None:
+    def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
         """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned). A tool
         span keyed by its own agent id answers the step of the run its parent stands for, where that run's
-        model calls keep their steps, when its own key has none."""
+        model calls keep their steps, when its own key has none. A step still open (``issues_while_open``)
+        that started before it issued it, unless the last step asked for its call id."""
         step = self.steps.answered(run.key)
+        if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
+            step = self.steps.open_issuer(run.key, span.start_time or 0) or step
         if step is None and run.how == "agent_id":
             enclosing = self._run_of(span, None, None)
             if enclosing is not None:
@@ -302,7 +308,7 @@ class Guard:
             key = None if arguments is MISSING else arguments_key(arguments)
         call = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
-            call, outcome = self._opt_in(run, tool, key, span, attributes, events, error)
+            call, outcome = opt_in(chains, self.config, run, tool, key, span, attributes, events, error)
             if call is None and key is not None:  # the extra copy of a call made twice in one step: one call for all
                 return Decision([self._recorder.parallel_duplicate(tool, key)], [], facts)
         length = chains.observe(run.key, tool, key, raw)
@@ -345,31 +351,6 @@ class Guard:
             self.chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
         return decision if decision.events else None
 
-    def _opt_in(
-        self,
-        run: Run,
-        tool: str,
-        key: bytes | None,
-        span: ReadableSpan | None,
-        attributes: Mapping[str, Any],
-        events: Sequence[EventLike],
-        error: bool,
-    ) -> tuple[Call | None, Any]:
-        """What the opt-in work needs before the call is counted: the call as detectors see it (None for
-        a parallel duplicate, which is not counted), its outcome, and the outcome of reminders waiting for it."""
-        chains = self.chains
-        outcome = outcome_key = None
-        if self._detecting_outcomes and span is not None:
-            outcome, outcome_key = outcome_and_key(span, attributes, events, error)
-        call = Call(tool, key, outcome_key)
-        if self._collapse_parallel and span is not None and key is not None:
-            parent = span.parent.span_id if span.parent is not None else None
-            if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
-                return None, outcome
-        if chains.pending:
-            chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
-        return call, outcome
-
     # -- model calls, and the calls they requested -------------------------------------
 
     def model_ended(
@@ -387,35 +368,41 @@ class Guard:
         A model call nested in this one (the client's span under a framework's) already left its step,
         with the content: that step stays, and this span is marked its wrapper (``WRAPPER``). A span marked
         as a model call only after it started (Haystack's synchronous components, Semantic Kernel's ``chat``)
-        is handled as starting now: the run's unanswered calls are counted, their events on it.
+        is handled as starting now: the run's unanswered calls are counted, their events on it. So is a step
+        declared ``issues_while_open``, which issued the tool spans that ended while it was open: what it
+        wasted is counted now that its usage is known.
         """
         context = span.context
         if context is None:
             return None
         started_run = self._model_runs.pop(context.span_id, None) if self._model_runs else None
+        opened = self.steps.closed(context.span_id) if self.steps.open else None
+        if opened is not None and opened.wasted_tool is not None:  # charged while open: its usage is known now
+            self.metrics.wasted_tokens(opened.wasted_tool, *token_usage(attributes))
         wraps = self.runs.wraps_model_call(context.span_id)  # taken out as it ends, facts or not
         late = started_run is None
+        due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
-        idle = not keep and not (late and self.steps.steps)  # a text answer, nothing pending: nothing to do
+        idle = not keep and not (due and self.steps.steps)  # a text answer, nothing pending: nothing to do
         if idle and not self.facts:
             return None  # not even its run to resolve: nothing records it
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
         started = span.start_time or 0
-        inside = not idle and self.steps.latest_end(run.key) >= started  # the run's last step came from a call inside
+        inside = opened is None and not idle and self.steps.latest_end(run.key) >= started  # from a call inside
         read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
         if idle or inside:
             return decision
-        if late and self.steps.steps:
+        if due and self.steps.steps:
             merge(decision, self._count_unanswered(run))
         if read is not None:
-            self.steps.add(
-                run.key, Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0), started
-            )
+            step = Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0)
+            step.wasted = opened is not None and opened.wasted  # charged while it was open
+            self.steps.add(run.key, step, started)
         return decision
 
     def run_ended(self, span: ReadableSpan) -> Decision | None:
@@ -467,7 +454,10 @@ class Guard:
             step.wasted = True
             if facts is not None:
                 facts[WASTED] = True
-            self.metrics.wasted_tokens(tool, *token_usage(step.attributes))
+            if step.ended_ns:
+                self.metrics.wasted_tokens(tool, *token_usage(step.attributes))
+            else:  # a step still open (issues_while_open): its usage is counted at its end
+                step.wasted_tool = tool
 
     def _run_over(self, run: Run) -> None:
         over = self.agents.ended(run)

@@ -1,5 +1,5 @@
-"""Small pieces of the guard's decisions that need no guard state: which detectors a config makes,
-a call's outcome, a span's scope, and merging two decisions."""
+"""Small pieces of the guard's decisions that need no guard state of their own: which detectors a config
+makes, a call's outcome and its opt-in reading, a span's scope, and merging two decisions."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, SpanRouter, failed
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
-from otel_repeat_guard.detectors import CycleDetector, Detector, NoProgressDetector
+from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.facts import WRAPPER
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import Decision
@@ -145,3 +145,30 @@ def outcome_and_key(
     if canonical is None:
         return value, None
     return value, xxhash.xxh3_128_digest((b"E" if is_error else b"R") + canonical)  # an error never equals a result
+
+
+def opt_in(
+    chains: ChainStore,
+    config: GuardConfig,
+    run: Run,
+    tool: str,
+    key: bytes | None,
+    span: ReadableSpan | None,
+    attributes: Mapping[str, Any],
+    events: Sequence[EventLike],
+    error: bool,
+) -> tuple[Call | None, Any]:
+    """What the opt-in work needs before the call is counted: the call as detectors see it (None for
+    a parallel duplicate, which is not counted), its outcome (for no-progress detection), and the outcome
+    of reminders waiting for it."""
+    outcome = outcome_key = None
+    if config.no_progress_thresholds and span is not None:
+        outcome, outcome_key = outcome_and_key(span, attributes, events, error)
+    call = Call(tool, key, outcome_key)
+    if config.collapse_parallel and span is not None and key is not None:
+        parent = span.parent.span_id if span.parent is not None else None
+        if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
+            return None, outcome
+    if chains.pending:
+        chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
+    return call, outcome

@@ -8,6 +8,11 @@ than the rest of a span's handling, and most runtimes never need it. It is read 
 - the run's next model call starts (or the run ends) and no tool span answered the step:
   the runtime runs tools without spans, so the requested calls are counted as the run's calls.
 
+A step whose tool spans may end while it is still open (a convention's ``issues_while_open``: the Vercel
+AI SDK's streamed steps run each tool as soon as the stream delivers its call, and its millisecond clock
+can put a tool span's end a little before its step's) is kept from its start as its run's *open* step,
+their issuer; what it wasted is counted when it ends, with its usage.
+
 Bounded: one step per run, at most ``max_runs`` runs (the least recently active goes), and a
 bounded memory of call ids already counted, so a late tool span is never counted twice.
 """
@@ -18,17 +23,18 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
 from otel_repeat_guard.rules import evict_oldest
 
 logger = logging.getLogger("otel_repeat_guard")
 _FINISH_REASONS = "gen_ai.response.finish_reasons"
-_TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call"})
+_TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call", "tool-calls"})  # the last: AI SDK
 _REQUEST_KEYS = (
     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",  # OpenInference
     "gen_ai.completion.0.tool_calls.0.name",  # OpenLLMetry before 0.62
+    "ai.response.toolCalls",  # the Vercel AI SDK
 )
 
 
@@ -43,7 +49,7 @@ def may_request(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> b
     output = attributes.get("gen_ai.output.messages")
     if output is not None:  # a text answer, unless the finish reason says the text is not all of it
         return not isinstance(output, str) or "tool_call" in output or _finished_for_tools(attributes)
-    if _REQUEST_KEYS[0] in attributes or _REQUEST_KEYS[1] in attributes:
+    if _REQUEST_KEYS[0] in attributes or _REQUEST_KEYS[1] in attributes or _REQUEST_KEYS[2] in attributes:
         return True
     return _FINISH_REASONS in attributes or bool(len(events))  # the older gen_ai.choice events
 
@@ -76,6 +82,7 @@ class Step:
         "span_context",
         "spanned",
         "wasted",
+        "wasted_tool",
     )
 
     def __init__(
@@ -97,6 +104,7 @@ class Step:
         self.ended_ns = ended_ns  # when the model span ended
         self.spanned = False  # a tool span of the run came after it
         self.wasted = False  # it asked for a call that repeats or extends a loop: its tokens are counted
+        self.wasted_tool: str | None = None  # charged while open: counted at its end, for this tool
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}
         self._taken: set[int] = set()
@@ -132,10 +140,22 @@ class Step:
         return None
 
 
-class PendingSteps:
-    """The last model step of each run, by chain key."""
+def _nothing_requested(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> list[RequestedCall]:
+    return []  # an open step: what it asked for is known at its end
 
-    __slots__ = ("_lock", "_max_counted", "counted", "max_runs", "steps", "tool_ends")
+
+class OpenStep(NamedTuple):
+    """A model call still open whose tool spans may end in it (``issues_while_open``): its run and start."""
+
+    run_key: str
+    step: Step
+    started_ns: int
+
+
+class PendingSteps:
+    """The last model step of each run, by chain key; and the open steps, by model span id."""
+
+    __slots__ = ("_lock", "_max_counted", "counted", "max_runs", "open", "steps", "tool_ends")
 
     def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
         self.steps: OrderedDict[str, Step] = OrderedDict()
@@ -144,9 +164,36 @@ class PendingSteps:
         """(run, call id) of the calls counted from a request, oldest first; empty for runtimes with tool spans."""
         self.tool_ends: dict[str, int] = {}
         """Run key -> when its last tool span ended; the processor writes it on every tool span (no call)."""
+        self.open: dict[int, OpenStep] = {}
+        """Model span id -> a step still open (``issues_while_open``); empty for most runtimes."""
         self._lock = threading.Lock()
         self.max_runs = max_runs
         self._max_counted = max_counted
+
+    def opened(self, run_key: str, span_context: Any, name: str, scope: str, started_ns: int) -> None:
+        """A model call whose tool spans may end in it started: until it ends, it is its run's issuer."""
+        step = Step(_nothing_requested, name, {}, (), span_context, scope)
+        self.open[span_context.span_id] = OpenStep(run_key, step, started_ns)
+        if len(self.open) > self.max_runs:
+            evict_oldest(self.open)
+
+    def open_issuer(self, run_key: str, started_ns: int) -> Step | None:
+        """The run's latest open step that started before a tool span that started at ``started_ns`` (strictly:
+        a step stamped with the same coarse instant is the next one, started as the tool ended)."""
+        found: OpenStep | None = None
+        for candidate in list(self.open.values()):  # a copy: another thread may end a step meanwhile
+            if (
+                candidate.run_key == run_key
+                and candidate.started_ns < started_ns
+                and (found is None or candidate.started_ns >= found.started_ns)
+            ):
+                found = candidate
+        return None if found is None else found.step
+
+    def closed(self, span_id: int) -> Step | None:
+        """The open step of the model span ``span_id``, which ends now (None if it was none)."""
+        found = self.open.pop(span_id, None)
+        return None if found is None else found.step
 
     def add(self, run_key: str, step: Step, started_ns: int) -> None:
         """The run's model call that started at ``started_ns`` ended with ``step``. If a tool span of the
@@ -199,6 +246,9 @@ class PendingSteps:
         with self._lock:
             self.steps.pop(run_key, None)
         self.tool_ends.pop(run_key, None)
+        if self.open:
+            for span_id in [k for k, open_step in self.open.items() if open_step.run_key == run_key]:
+                self.open.pop(span_id, None)
 
     def after_fork(self) -> None:
         """In a forked child: a fresh lock, no run's step (they were the parent's)."""
@@ -206,3 +256,4 @@ class PendingSteps:
         self.steps.clear()
         self.counted.clear()
         self.tool_ends.clear()
+        self.open.clear()

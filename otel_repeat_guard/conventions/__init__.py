@@ -1,7 +1,7 @@
 """How tool calls and agents are read from span data, one vocabulary per module.
 
 The default set covers the OpenTelemetry GenAI conventions, OpenInference, OpenLLMetry
-(Traceloop) and pydantic-ai's format 2. Pass ``conventions=[...]`` to
+(Traceloop), pydantic-ai's format 2 and the Vercel AI SDK's ``ai.*`` spans. Pass ``conventions=[...]`` to
 ``RepeatGuardSpanProcessor`` to add your own, e.g. an :class:`AttributeConvention`, or
 any object with the :class:`Convention` methods: ``[my_convention, *DEFAULT_CONVENTIONS]``.
 """
@@ -31,12 +31,14 @@ from otel_repeat_guard.conventions.genai import GenAIConvention
 from otel_repeat_guard.conventions.openinference import OpenInferenceConvention
 from otel_repeat_guard.conventions.pydantic_ai import PydanticAIV2Convention
 from otel_repeat_guard.conventions.traceloop import TraceloopConvention, unwrap_langchain_inputs
+from otel_repeat_guard.conventions.vercel_ai import VercelAIConvention
 
 DEFAULT_CONVENTIONS: tuple[Convention, ...] = (
     PydanticAIV2Convention(),  # by span name only; before GenAI, whose attributes its tool spans also carry
     TraceloopConvention(),  # before GenAI: OpenLLMetry's gen_ai.tool.call.arguments is a wrapper to unwrap
     GenAIConvention(),
     OpenInferenceConvention(),
+    VercelAIConvention(),  # by span name only: its spans carry no other vocabulary's marks
 )
 """Every built-in vocabulary, in the order they are asked (the first that recognizes a span wins)."""
 
@@ -131,6 +133,7 @@ class SpanRouter:
         "_request_keys",
         "_tools",
         "conventions",
+        "issues_while_open",
         "model_bits",
         "tool_bits",
     )
@@ -161,6 +164,10 @@ class SpanRouter:
             if (endings := tuple(getattr(convention, "not_model_names", ())))
         )
         self._not_model_bits = sum(bit for bit, _ in self._not_models)
+        self.issues_while_open = frozenset(
+            name for convention in self.conventions for name in getattr(convention, "issues_while_open", ())
+        )
+        """The names of model calls that issue tool calls while open (see :class:`BuiltInConvention`)."""
         self._tools: dict[int, ToolCallReader | None] = {}
         self._models: dict[int, RequestReader | None] = {}
 
@@ -304,6 +311,7 @@ __all__ = [
     "ToolCall",
     "ToolCallReader",
     "TraceloopConvention",
+    "VercelAIConvention",
     "agent_id_prefilter",
     "agent_run_key",
     "failed",

@@ -170,6 +170,10 @@ class BuiltInConvention:
     names end (a class's method, whatever the class): ``not_model_names``, spans that carry a
     model mark but call no model; ``step_names``, per-step spans that hold a run's model calls
     while its tool calls run in a sibling step (the resolver climbs past them: never the run).
+    ``issues_while_open`` names (whole) the model calls whose tool spans may end while they are still
+    open (a streamed step running each tool as its call arrives, or clocks too coarse to order them): a
+    tool span of the run that ends while one is open, started after it, was issued by it, not by the
+    run's last model call to end.
     """
 
     __slots__ = ()
@@ -178,6 +182,7 @@ class BuiltInConvention:
     model_request_keys: ClassVar[tuple[str, ...]] = ()
     not_model_names: ClassVar[tuple[str, ...]] = ()
     step_names: ClassVar[tuple[str, ...]] = ()
+    issues_while_open: ClassVar[tuple[str, ...]] = ()
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

@@ -2,7 +2,7 @@
 
 Read in each vocabulary: ``gen_ai.tool.call.result`` (GenAI), ``output.value``
 (OpenInference), ``traceloop.entity.output`` (OpenLLMetry), ``tool_response`` (pydantic-ai
-format 2); the error from an ``exception`` event (type and message), else ``error.type`` and
+format 2), ``ai.toolCall.result`` (the Vercel AI SDK); the error from an ``exception`` event (type and message), else ``error.type`` and
 the span status description. A framework's envelope is unwrapped first, so a per-call id or an
 echo of the input does not make every outcome distinct:
 
@@ -20,7 +20,13 @@ from typing import Any, Final
 from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import MISSING, EventLike, event_name, first_present
 
-RESULT_KEYS: Final = ("gen_ai.tool.call.result", "output.value", "traceloop.entity.output", "tool_response")
+RESULT_KEYS: Final = (
+    "gen_ai.tool.call.result",
+    "output.value",
+    "traceloop.entity.output",
+    "tool_response",
+    "ai.toolCall.result",
+)
 _DEPTH: Final = 6  # envelopes nest a few levels at most
 
 
