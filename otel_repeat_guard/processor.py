@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -17,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 
 from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.blind_spots import CallAudit
+from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.guard import Guard
@@ -94,6 +96,19 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def run_length(self, agent_id: str) -> int:
         """The agent's current consecutive count, 0 if none."""
         return self._guard.run_length(agent_id)
+
+    def chain_state(self, agent_id: str) -> list[Any] | None:
+        """The chain key's exact-repeat chain as plain values, for a harness that lives for one call and keeps
+        it elsewhere between calls (the Claude Code hook); None without one or with a shared chain store."""
+        chains = self._chains
+        return chains.chain_state(agent_id) if isinstance(chains, ChainTracker) else None
+
+    def restore_chain(self, agent_id: str, state: list[Any]) -> None:
+        """Give the chain key what :meth:`chain_state` returned (in this process's memory; TypeError if it is
+        not such a value). A shared chain store keeps its chains itself: there it does nothing."""
+        chains = self._chains
+        if isinstance(chains, ChainTracker):
+            chains.restore_chain(agent_id, state)
 
     def current_agent_id(self, context: Context | None = None) -> str | None:
         """The chain key of the agent run that the current span (of ``context``) belongs to, resolved exactly
