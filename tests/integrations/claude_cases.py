@@ -65,7 +65,9 @@ def texts(body: dict[str, Any]) -> list[tuple[str, str]]:
 def reminder_positions(requests: Sequence[dict[str, Any]], needle: str) -> list[int]:
     """The indices of the requests that carry ``needle`` outside every tool result."""
     return [
-        i for i, body in enumerate(requests) if any(needle in text for kind, text in texts(body) if kind != "tool_result")
+        i
+        for i, body in enumerate(requests)
+        if any(needle in text for kind, text in texts(body) if kind != "tool_result")
     ]
 
 

@@ -59,7 +59,7 @@ def run_lengths_by_key(g: Guarded) -> dict[str, list[int]]:
         if attributes.get("gen_ai.operation.name") != "execute_tool":
             continue
         repeat = next((e for e in span.events if e.name == "repeat_tool_guard.repeat"), None)
-        run = int((repeat.attributes or {}).get("repeat_tool_guard.run_length", 1)) if repeat else 1
+        run = int(str((repeat.attributes or {}).get("repeat_tool_guard.run_length", 1))) if repeat else 1
         out.setdefault(str(attributes["gen_ai.agent.id"]), []).append(run)
     return out
 
@@ -111,7 +111,7 @@ def test_a_subagents_calls_keep_their_own_chain_and_never_extend_the_parents(tmp
         "subagent_type": "general-purpose",
         "run_in_background": False,
     }
-    main = (("Bash", ECHO), ("Bash", ECHO), ("Agent", agent))
+    main: Any = (("Bash", ECHO), ("Bash", ECHO), ("Agent", agent))
     sub = (("Bash", ECHO),) * 3
     with FakeAnthropic(script=main, by_prompt={"SUB-TASK": sub}) as server:
         run_claude(server, tmp_path / "home", "MAIN-TASK: print the word", hooks, ["Bash", "Agent"])
@@ -164,7 +164,7 @@ def test_a_new_prompt_starts_the_chain_afresh_and_todowrite_is_left_out(tmp_path
     g = make_guarded()
     hooks, provider = guarded_hooks(g)
     todo = {"todos": [{"content": "print", "status": "in_progress", "activeForm": "Printing"}]}
-    script = (("Bash", ECHO), ("TodoWrite", todo), ("Bash", ECHO))
+    script: Any = (("Bash", ECHO), ("TodoWrite", todo), ("Bash", ECHO))
     with FakeAnthropic(script=script) as server:
         options = sdk.ClaudeAgentOptions(
             env=offline_env(server, tmp_path / "home"),
