@@ -167,6 +167,7 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     try:
         conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a power cut may lose the last call
         conn.execute(_SCHEMA)
         conn.execute("BEGIN IMMEDIATE")
         try:

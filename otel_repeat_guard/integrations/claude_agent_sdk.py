@@ -17,7 +17,9 @@ what the guard sees:
   ``hookSpecificOutput.additionalContext``, which Claude Code adds beside the tool's own result (the
   result is never changed).
 - **UserPromptSubmit** starts the session's chain afresh; **SubagentStop** drops the subagent's chain and
-  **SessionEnd** every chain of the session.
+  **SessionEnd** every chain of the session. The SDK (0.2.189) closes its channel to the CLI before the
+  CLI's SessionEnd hook runs, so when a session is done call :meth:`RepeatGuardHooks.forget_session` with
+  its id (``ResultMessage.session_id``).
 - **The stop tier** (``GuardConfig.stop_at``): after the stop reminder, the next identical call is
   denied in **PreToolUse** (``permissionDecision: deny``) with the stop text as the reason; a different
   call, or a new prompt, lifts it. The denied call counts too.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,24 @@ def loop_conversation(server: FakeAnthropic, marker: str) -> list[dict[str, Any]
     return found[0]
 
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "claude-code.md"
+DOCUMENTED_COMMAND = "OTEL_REPEAT_GUARD_DB=$HOME/.claude/repeat-guard.db otel-repeat-guard claude-code-hook"
+
+
+def documented_settings() -> dict[str, Any]:
+    """The settings block of docs/claude-code.md, as written (its one ``json`` block)."""
+    (block,) = re.findall(r"^```json\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
+    settings: dict[str, Any] = json.loads(block)
+    return settings
+
+
 def settings_file(path: Path, command: str) -> Path:
-    """A Claude Code settings file with the command hook on the events it answers (docs/claude-code.md)."""
-    hook = [{"hooks": [{"type": "command", "command": command}]}]
-    events = ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "SubagentStop", "SessionEnd")
-    path.write_text(json.dumps({"hooks": {event: hook for event in events}}))
+    """The documented settings block, each hook's command replaced by ``command``."""
+    settings = documented_settings()
+    for matchers in settings["hooks"].values():
+        for matcher in matchers:
+            for hook in matcher["hooks"]:
+                assert hook == {"type": "command", "command": DOCUMENTED_COMMAND}, hook
+                hook["command"] = command
+    path.write_text(json.dumps(settings))
     return path

@@ -84,6 +84,10 @@ def test_the_reminders_reach_claude_after_calls_3_5_and_8_beside_the_untouched_t
     (key,) = run_lengths_by_key(g)
     assert key.startswith("claude:") and "/" not in key
     assert run_lengths_by_key(g)[key] == list(range(1, 10))
+    # The SDK closes the CLI's control channel before the CLI's SessionEnd hook, so the program ends the session:
+    assert g.guard.run_length(key) == 9
+    hooks.forget_session(key.removeprefix("claude:"))
+    assert g.guard.run_length(key) == 0
     # No model span is in this process (the CLI calls the model), so nothing is wasted by an issuer and the
     # timeline holds only the tool calls; the other figures are the scenario's.
     expected = expected_whole_chain(LOOP9)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -51,7 +52,7 @@ def claude_p(
     (home / ".claude").mkdir(parents=True, exist_ok=True)
     # Claude Code removes every OTEL_* variable from the environment of the commands it starts (its settings'
     # `env` block's too), so the guard's settings go in the command itself, as docs/claude-code.md says.
-    variables = {"OTEL_REPEAT_GUARD_DB": str(tmp_path / "store.db"), **env}
+    variables = {"OTEL_REPEAT_GUARD_DB": str(tmp_path / "store.db"), **env}  # the documented command's setting
     assigned = " ".join(f"{name}={shlex.quote(value)}" for name, value in variables.items())
     settings_file(home / ".claude" / "settings.json", f"{assigned} {shlex.join(HOOK)}")
     return subprocess.run(
@@ -67,8 +68,6 @@ def claude_p(
 
 def stored_runs(store: Path) -> dict[str, list[int]]:
     """The run position of each stored tool call, by run key, in the order the calls ended."""
-    import sqlite3
-
     with sqlite3.connect(store) as conn:
         rows = conn.execute("SELECT agent_key, COALESCE(run_length, 1) FROM tool_calls ORDER BY id").fetchall()
     out: dict[str, list[int]] = {}
@@ -91,6 +90,8 @@ def test_claude_code_gets_the_reminders_after_calls_3_5_and_8_and_the_store_show
     runs = stored_runs(tmp_path / "store.db")
     (key,) = runs
     assert key.startswith("claude:") and runs[key] == list(range(1, 10))
+    with sqlite3.connect(tmp_path / "store.chains.db") as conn:  # SessionEnd dropped the session's chain
+        assert conn.execute("SELECT chain_key FROM claude_code_chains").fetchall() == []
     # The dashboard's figures from the store. Not here: the guard's metrics (each hook process is gone when
     # it ends; the metric figures belong to a long-lived process), and model calls and wasted tokens (the CLI
     # calls the model, so no model span reaches the store).
