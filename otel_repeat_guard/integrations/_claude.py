@@ -9,6 +9,7 @@ key: the session, and for a subagent's call its ``agent_id`` too, so a subagent 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ guard's exclusions (``GuardConfig.exclude``) by both hooks unless ``exclude=`` (
 KEY_PREFIX = "claude:"
 RESULT_CHARS = 4_096
 """How much of a tool's response the span keeps (``gen_ai.tool.call.result``)."""
+DENIED = "denied: no PostToolUse followed its PreToolUse (a permission rule, or the user, refused it)"
 TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure", "PermissionDenied")
 """The hook events that report a tool call: done, failed, or denied by a permission rule (each counts)."""
 
@@ -120,3 +122,61 @@ def answer(event: str, reminders: Sequence[Reminder]) -> dict[str, Any]:
     if not reminders:
         return {}
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context_text(reminders)}}
+
+
+class Unanswered:
+    """Calls whose PreToolUse came and no PostToolUse or PostToolUseFailure yet, per chain key.
+
+    Claude Code runs no hook after a call its permissions refuse (only PreToolUse before it; seen with
+    2.1.332 under ``-p``), yet a denied call counts. So a call still unanswered when a call opened after it
+    is answered, or when its chain's turn ends (Stop, SubagentStop, a new prompt), was denied: it is counted
+    then, as a failed call. Should its PostToolUse come after all (parallel calls answered out of order),
+    it is not counted twice. Bounded: at most ``limit`` open calls and remembered ids.
+    """
+
+    __slots__ = ("_limit", "_lock", "_open", "_settled")
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._open: dict[str, dict[str, Mapping[str, Any]]] = {}  # chain key -> tool_use_id -> its PreToolUse input
+        self._settled: dict[str, None] = {}  # ids counted as denied (an ordered set)
+
+    def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
+        call_id = hook_input.get("tool_use_id")
+        if call_id:
+            with self._lock:
+                calls = self._open.setdefault(key, {})
+                calls[str(call_id)] = hook_input
+                if len(calls) > self._limit:
+                    calls.pop(next(iter(calls)))
+
+    def answered(self, key: str, call_id: object) -> tuple[list[dict[str, Any]], bool]:
+        """The chain's calls opened before this one and unanswered (denied: count them first, in order), and
+        whether this call is still to be counted (False: it was counted as denied already)."""
+        found = str(call_id or "")
+        with self._lock:
+            calls = self._open.get(key)
+            if calls is None or found not in calls:
+                already = found in self._settled
+                self._settled.pop(found, None)
+                return [], not already
+            earlier = []
+            for open_id in list(calls):
+                if open_id == found:
+                    del calls[open_id]
+                    break
+                earlier.append(self._denied(calls.pop(open_id), open_id))
+            return earlier, True
+
+    def rest(self, key: str) -> list[dict[str, Any]]:
+        """The chain's turn is over: its unanswered calls, as denied calls to count."""
+        with self._lock:
+            calls = self._open.pop(key, {})
+            return [self._denied(hook_input, call_id) for call_id, hook_input in calls.items()]
+
+    def _denied(self, hook_input: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+        self._settled[call_id] = None
+        if len(self._settled) > self._limit:
+            self._settled.pop(next(iter(self._settled)))
+        return {**hook_input, "hook_event_name": "PermissionDenied", "reason": DENIED}

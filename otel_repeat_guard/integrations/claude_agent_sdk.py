@@ -10,7 +10,9 @@ The tools run inside the Claude Code CLI, so no span of theirs reaches this proc
 what the guard sees:
 
 - **PostToolUse** (and **PostToolUseFailure**, **PermissionDenied**: a failed or denied call counts, as
-  any call does) ends one GenAI ``execute_tool`` span here, under the current span, so the guard counts
+  any call does; a call its permissions refuse gets no hook after PreToolUse, so it counts when a later call
+  is answered or the turn ends, see :class:`~otel_repeat_guard.integrations._claude.Unanswered`) ends one GenAI
+  ``execute_tool`` span here, under the current span, so the guard counts
   it and you get a trace of Claude's tool calls. Its ``gen_ai.agent.id`` is the chain key:
   ``claude:<session_id>``, and ``claude:<session_id>/<agent_id>`` inside a subagent, so a subagent's
   calls never extend its parent's chain. The reminders due then are the hook's answer:
@@ -44,6 +46,7 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import (
     DEFAULT_EXCLUDE,
     Exclusions,
+    Unanswered,
     answer,
     chain_key,
     record_call,
@@ -97,6 +100,7 @@ class RepeatGuardHooks:
         self._lock = threading.Lock()
         self._stops: dict[str, _Stop] = {}  # chain key -> the call whose identical repeat is denied
         self._keys: dict[str, set[str]] = {}  # session id -> the chain keys it has used
+        self._unanswered = Unanswered()  # calls denied without a hook after them are counted later
 
     # -- wiring --------------------------------------------------------------------------------
 
@@ -110,6 +114,7 @@ class RepeatGuardHooks:
             "PostToolUseFailure": self.post_tool_use,
             "PermissionDenied": self.post_tool_use,
             "UserPromptSubmit": self.user_prompt_submit,
+            "Stop": self.stop,
             "SubagentStop": self.subagent_stop,
             "SessionEnd": self.session_end,
         }
@@ -131,6 +136,8 @@ class RepeatGuardHooks:
             with self._lock:
                 stop = self._stops.get(key)
             if stop is None or not stop.same(*_call_of(hook_input)):
+                if not self._exclusions.excluded(str(hook_input.get("tool_name") or "")):
+                    self._unanswered.opened(key, hook_input)
                 return {}
             denied = {**hook_input, "hook_event_name": "PermissionDenied", "reason": stop.text}
             record_call(self._tracer, denied, key)  # it counts: the chain goes on past the stop
@@ -155,7 +162,11 @@ class RepeatGuardHooks:
                 return {}
             key = chain_key(hook_input)
             self._remember(hook_input, key)
-            record_call(self._tracer, hook_input, key)
+            earlier, counted = self._unanswered.answered(key, hook_input.get("tool_use_id"))
+            for denied in earlier:
+                record_call(self._tracer, denied, key)
+            if counted:
+                record_call(self._tracer, hook_input, key)
             reminders = self._inbox.drain(key)
             self._note_stop(key, hook_input, reminders)
             return answer(event, reminders) if event != "PermissionDenied" else {}
@@ -168,7 +179,9 @@ class RepeatGuardHooks:
     ) -> HookOutput:
         """A new prompt: the session's chain starts afresh (a subagent's chains are its own)."""
         try:
-            self._drop(chain_key(hook_input), reset=True)
+            key = chain_key(hook_input)
+            self._settle(key)
+            self._drop(key, reset=True)
         except Exception:
             logger.exception("repeat guard failed in the UserPromptSubmit hook; the prompt goes ahead")
         return {}
@@ -177,9 +190,19 @@ class RepeatGuardHooks:
         """The subagent is done: drop its chain."""
         try:
             if hook_input.get("agent_id"):
-                self._drop(chain_key(hook_input))
+                key = chain_key(hook_input)
+                self._settle(key)
+                self._drop(key)
         except Exception:
             logger.exception("repeat guard failed in the SubagentStop hook")
+        return {}
+
+    async def stop(self, hook_input: Any, tool_use_id: str | None = None, context: Any = None) -> HookOutput:
+        """Claude answered: its calls that no hook answered were denied, and count now."""
+        try:
+            self._settle(chain_key(hook_input))
+        except Exception:
+            logger.exception("repeat guard failed in the Stop hook")
         return {}
 
     async def session_end(self, hook_input: Any, tool_use_id: str | None = None, context: Any = None) -> HookOutput:
@@ -212,6 +235,10 @@ class RepeatGuardHooks:
                 self._stops[key] = _Stop(*_call_of(hook_input), stop.text)
             elif key in self._stops and not self._stops[key].same(*_call_of(hook_input)):
                 del self._stops[key]
+
+    def _settle(self, key: str) -> None:
+        for denied in self._unanswered.rest(key):
+            record_call(self._tracer, denied, key)
 
     def _drop(self, key: str, *, reset: bool = False) -> None:
         with self._lock:

@@ -201,3 +201,20 @@ def test_the_default_exclusions_leave_todowrite_out_while_a_custom_list_replaces
     custom = RepeatGuardHooks(guard=g.guard, inbox=g.inbox, tracer_provider=provider, exclude=("Read",))
     asyncio.run(custom.post_tool_use(todo, "t2", None))
     assert [s.name for s in g.exporter.get_finished_spans()] == ["execute_tool TodoWrite"]
+
+
+def test_calls_the_permissions_refuse_count_though_no_hook_follows_them(tmp_path: Path) -> None:
+    g = make_guarded()
+    hooks, provider = guarded_hooks(g)
+    write = {"file_path": "/etc/repeat-guard-test.txt", "content": "x"}
+    script: Any = (("Write", write),) * 3 + (("Bash", ECHO),)
+    with FakeAnthropic(script=script) as server:
+        run_claude(server, tmp_path / "home", "DENIED-TASK: write it", hooks, ["Bash"])  # Write is not allowed
+    provider.shutdown()
+    spans = [s for s in g.exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    assert [(s.name, s.status.is_ok) for s in spans] == [("execute_tool Write", False)] * 3 + [
+        ("execute_tool Bash", True)
+    ]
+    assert list(run_lengths_by_key(g).values()) == [[1, 2, 3, 1]]
+    requests = loop_conversation(server, "DENIED-TASK")
+    assert reminder_positions(requests, "You have called `Write` with identical arguments 3 times in a row") == [4]
