@@ -14,6 +14,7 @@ what it then holds:
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 import uuid
@@ -35,6 +36,7 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 
+logger = logging.getLogger("otel_repeat_guard")
 BUSY_TIMEOUT_S = 10.0
 """How long a hook process waits for another's transaction (each holds it for a few milliseconds)."""
 TABLE = "claude_code_chains"
@@ -113,7 +115,10 @@ class SQLiteChains:
         ).fetchone()
         if row is not None:
             tool, arguments_key, run, waiting = row
-            one.guard.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
+            try:
+                one.guard.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
+            except (TypeError, ValueError):  # one odd row costs its chain, never the call
+                logger.warning("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
         record(one.tracer, hook_input, key, Context())
         state = one.guard.chain_state(key)
         now = time.time()
