@@ -33,6 +33,7 @@ from opentelemetry.trace import Tracer
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.integrations._claude import DENIED
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 
@@ -40,14 +41,22 @@ logger = logging.getLogger("otel_repeat_guard")
 BUSY_TIMEOUT_S = 10.0
 """How long a hook process waits for another's transaction (each holds it for a few milliseconds)."""
 TABLE = "claude_code_chains"
-_SCHEMA = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+OPEN = "claude_code_open_calls"
+SETTLED = "claude_code_denied_calls"
+_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     chain_key TEXT PRIMARY KEY,
     tool TEXT NOT NULL,
     arguments_key BLOB,
     run INTEGER NOT NULL,
     waiting TEXT NOT NULL,
     updated_at REAL NOT NULL
-)"""
+)""",
+    f"CREATE TABLE IF NOT EXISTS {OPEN} (call_id TEXT PRIMARY KEY, chain_key TEXT NOT NULL, hook_input TEXT NOT NULL,"
+    " opened_at REAL NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {OPEN}_chain ON {OPEN}(chain_key)",
+    f"CREATE TABLE IF NOT EXISTS {SETTLED} (call_id TEXT PRIMARY KEY, settled_at REAL NOT NULL)",
+)
 Record = Callable[[Tracer, Mapping[str, Any], str, "Context | None"], None]
 
 
@@ -100,16 +109,63 @@ class SQLiteChains:
         self._config, self._conn = config, conn
 
     def drop(self, keys: Sequence[str]) -> None:
-        self._conn.executemany(f"DELETE FROM {TABLE} WHERE chain_key = ?", [(key,) for key in keys])
+        for table in (TABLE, OPEN):
+            self._conn.executemany(f"DELETE FROM {table} WHERE chain_key = ?", [(key,) for key in keys])
 
     def drop_session(self, prefix: str) -> None:
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        self._conn.execute(
-            f"DELETE FROM {TABLE} WHERE chain_key = ? OR chain_key LIKE ? ESCAPE '\\'", (prefix, escaped + "/%")
-        )
+        for table in (TABLE, OPEN):
+            self._conn.execute(
+                f"DELETE FROM {table} WHERE chain_key = ? OR chain_key LIKE ? ESCAPE '\\'", (prefix, escaped + "/%")
+            )
+
+    def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
+        """PreToolUse: the call is open until its PostToolUse (or PostToolUseFailure) answers it."""
+        call_id = hook_input.get("tool_use_id")
+        if call_id:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO {OPEN} (call_id, chain_key, hook_input, opened_at) VALUES (?, ?, ?, ?)",
+                (str(call_id), key, orjson.dumps(hook_input, default=str).decode(), time.time()),
+            )
 
     def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
-        one = _one_call(self._config, str(hook_input.get("session_id") or ""))
+        """Count the call, after the chain's calls opened before it that nothing answered (denied: see
+        :class:`~otel_repeat_guard.integrations._claude.Unanswered`, whose rules these rows follow)."""
+        call_id = str(hook_input.get("tool_use_id") or "")
+        rows = self._conn.execute(
+            f"SELECT call_id, hook_input FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
+        ).fetchall()
+        if call_id in (row[0] for row in rows):
+            earlier = rows[: [row[0] for row in rows].index(call_id)]
+            self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
+            return self._decide(key, [*self._denied(earlier), hook_input], record)
+        settled = self._conn.execute(f"DELETE FROM {SETTLED} WHERE call_id = ?", (call_id,)).rowcount
+        return self._decide(key, [] if settled else [hook_input], record)
+
+    def settle(self, key: str, record: Record) -> Counted:
+        """The chain's turn is over (Stop, SubagentStop, a new prompt): its open calls were denied."""
+        rows = self._conn.execute(
+            f"SELECT call_id, hook_input FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
+        ).fetchall()
+        return self._decide(key, self._denied(rows), record)
+
+    def _denied(self, rows: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        now = time.time()
+        calls = []
+        for call_id, stored in rows:
+            self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
+            self._conn.execute(f"INSERT OR REPLACE INTO {SETTLED} (call_id, settled_at) VALUES (?, ?)", (call_id, now))
+            try:
+                calls.append({**orjson.loads(stored), "hook_event_name": "PermissionDenied", "reason": DENIED})
+            except ValueError:
+                logger.warning("repeat guard: the stored call %r is unreadable; it is not counted", call_id)
+        return calls
+
+    def _decide(self, key: str, calls: Sequence[Mapping[str, Any]], record: Record) -> Counted:
+        """One guard, given the chain's stored state, decides on ``calls``; its state is stored again."""
+        if not calls:
+            return Counted([], [])
+        one = _one_call(self._config, str(calls[0].get("session_id") or ""))
         row = self._conn.execute(
             f"SELECT tool, arguments_key, run, waiting FROM {TABLE} WHERE chain_key = ?", (key,)
         ).fetchone()
@@ -119,7 +175,8 @@ class SQLiteChains:
                 one.guard.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
             except (TypeError, ValueError):  # one odd row costs its chain, never the call
                 logger.warning("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
-        record(one.tracer, hook_input, key, Context())
+        for call in calls:
+            record(one.tracer, call, key, Context())
         state = one.guard.chain_state(key)
         now = time.time()
         if state is not None:
@@ -129,7 +186,10 @@ class SQLiteChains:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (key, tool, arguments_key, run, orjson.dumps(waiting).decode(), now),
             )
-        self._conn.execute(f"DELETE FROM {TABLE} WHERE updated_at < ?", (now - self._config.store_expiry_seconds,))
+        expired = now - self._config.store_expiry_seconds
+        self._conn.execute(f"DELETE FROM {TABLE} WHERE updated_at < ?", (expired,))
+        self._conn.execute(f"DELETE FROM {OPEN} WHERE opened_at < ?", (expired,))
+        self._conn.execute(f"DELETE FROM {SETTLED} WHERE settled_at < ?", (expired,))
         return Counted(one.inbox.drain(key), one.spans.get_finished_spans())
 
 
@@ -150,6 +210,12 @@ class RedisChains:
         client = connect(self._config.chain_store, self._config.store_timeout_ms)
         found = client.scan_iter(match=f"{RUN_PREFIX}{_glob_escape(prefix)}/*", count=500)
         self.drop([prefix, *(text_of(name)[len(RUN_PREFIX) :] for name in found)])
+
+    def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
+        """Open calls are kept in SQLite only: in Redis, a call the permissions refuse is not counted."""
+
+    def settle(self, key: str, record: Record) -> Counted:
+        return Counted([], [])
 
     def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
         one = _one_call(self._config, str(hook_input.get("session_id") or ""))
@@ -173,7 +239,8 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a power cut may lose the last call
-        conn.execute(_SCHEMA)
+        for statement in _SCHEMA:
+            conn.execute(statement)
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield SQLiteChains(config, conn)

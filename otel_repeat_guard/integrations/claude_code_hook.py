@@ -11,6 +11,9 @@ Claude Code starts the command once per hook event, with the event's JSON on std
   (``$OTEL_REPEAT_GUARD_DB``, else ``repeat-guard.db`` in the session's directory), which the dashboard reads.
 - **UserPromptSubmit** starts the session's chain afresh; **SubagentStop** drops the subagent's chain,
   **SessionEnd** every chain of the session.
+- **PreToolUse** and **Stop** (optional): a call its permissions refuse gets no hook after PreToolUse, so
+  with these two the open calls that nothing answered count as denied when a later call is answered or the
+  turn ends (SQLite only; in Redis they are not counted).
 
 Between calls the chain lives outside the process (:mod:`otel_repeat_guard.integrations._claude_state`):
 in Redis when ``OTEL_REPEAT_GUARD_STORE`` names one (the guard's shared chain store, one script per call),
@@ -47,8 +50,8 @@ from otel_repeat_guard.integrations._claude import (
 
 PROGRAM = "otel-repeat-guard claude-code-hook"
 OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
-RESETS = ("UserPromptSubmit",)
-DROPS = ("SubagentStop", "SessionEnd")
+TURN_ENDS = ("Stop", "SubagentStop", "UserPromptSubmit")
+ANSWERED = ("PostToolUse", "PostToolUseFailure")
 
 
 def hook_config(environ: Mapping[str, str]) -> GuardConfig:
@@ -71,29 +74,31 @@ def store_path(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> Pat
 
 def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """The hook's answer to one event (``{}`` for none)."""
-    from otel_repeat_guard.integrations._claude_state import chain_state
+    from otel_repeat_guard.integrations._claude_state import Counted, chain_state
 
     event = str(hook_input.get("hook_event_name") or "")
-    if event not in TOOL_EVENTS and event not in RESETS and event not in DROPS:
+    if event not in TOOL_EVENTS and event not in TURN_ENDS and event not in ("PreToolUse", "SessionEnd"):
         return {}
     config = hook_config(environ)
     key = chain_key(hook_input)
+    excluded = Exclusions(config.exclude).excluded(str(hook_input.get("tool_name") or ""))
+    counted = Counted([], [])
     with chain_state(config, store_path(hook_input, environ)) as state:
-        if event in RESETS:
-            state.drop([key])
-            return {}
-        if event == "SessionEnd":
+        if event == "PreToolUse":
+            if not excluded:
+                state.opened(key, hook_input)
+        elif event == "SessionEnd":
             state.drop_session(session_prefix(str(hook_input.get("session_id") or "unknown")))
-            return {}
-        if event == "SubagentStop":
-            if hook_input.get("agent_id"):
-                state.drop([key])
-            return {}
-        if Exclusions(config.exclude).excluded(str(hook_input.get("tool_name") or "")):
-            return {}
-        reminders, spans = state.count(hook_input, key, record_call)
-    export(spans, hook_input, environ, config)
-    return answer(event, reminders) if event != "PermissionDenied" else {}
+        elif event in TURN_ENDS:
+            if event != "SubagentStop" or hook_input.get("agent_id"):
+                counted = state.settle(key, record_call)  # the turn's calls that nothing answered were denied
+                if event != "Stop":
+                    state.drop([key])
+        elif not excluded:
+            counted = state.count(hook_input, key, record_call)
+    if counted.spans:
+        export(counted.spans, hook_input, environ, config)
+    return answer(event, counted.reminders) if event in ANSWERED else {}
 
 
 def export(

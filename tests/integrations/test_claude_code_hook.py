@@ -92,6 +92,7 @@ def test_claude_code_gets_the_reminders_after_calls_3_5_and_8_and_the_store_show
     assert key.startswith("claude:") and runs[key] == list(range(1, 10))
     with sqlite3.connect(tmp_path / "store.chains.db") as conn:  # SessionEnd dropped the session's chain
         assert conn.execute("SELECT chain_key FROM claude_code_chains").fetchall() == []
+        assert conn.execute("SELECT call_id FROM claude_code_open_calls").fetchall() == []  # each call answered
     # The dashboard's figures from the store. Not here: the guard's metrics (each hook process is gone when
     # it ends; the metric figures belong to a long-lived process), and model calls and wasted tokens (the CLI
     # calls the model, so no model span reaches the store).
@@ -253,3 +254,17 @@ def test_with_otlp_configured_the_call_goes_to_the_collector_and_not_the_store(t
     assert "repeat_tool_guard.reminder" in events[2] and "repeat_tool_guard.reminder" not in events[1]
     assert not (tmp_path / "store.db").exists()
     assert (tmp_path / "store.chains.db").exists()  # the chain is kept beside where the store would be
+
+
+def test_calls_the_permissions_refuse_count_in_the_chain_of_the_command_hook(tmp_path: Path) -> None:
+    write = {"file_path": "/etc/repeat-guard-test.txt", "content": "x"}
+    script: Any = (("Write", write),) * 3 + (("Bash", ECHO),)
+    with FakeAnthropic(script=script) as server:
+        done = claude_p(server, tmp_path, "DENIED-TASK: write it", "Bash")  # Write is not allowed
+    assert done.returncode == 0, done.stderr
+    assert list(stored_runs(tmp_path / "store.db").values()) == [[1, 2, 3, 1]]
+    requests = loop_conversation(server, "DENIED-TASK")
+    assert reminder_positions(requests, "You have called `Write` with identical arguments 3 times in a row") == [4]
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        failed = conn.execute("SELECT tool_name, COUNT(*) FROM tool_calls WHERE error GROUP BY tool_name").fetchall()
+    assert failed == [("Write", 3)]
