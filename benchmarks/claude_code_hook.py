@@ -5,7 +5,7 @@
 Times, wall clock, ``--calls`` PostToolUse events of one session (identical calls, so reminders fire at 3, 5
 and 8) piped one by one into each entry point, with the chain in SQLite and the span written to the store,
 as Claude Code starts them; beside a bare ``python -c pass`` of the same interpreter, the floor any Python
-hook pays. Prints the median [min-max] per call of each.
+hook pays. Prints the median [min-max] per call of each, wall clock and CPU time.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,17 +37,21 @@ def _event(i: int) -> bytes:
     return json.dumps(hook_input).encode()
 
 
-def time_calls(command: Sequence[str], calls: int, folder: Path) -> list[float]:
-    """Seconds per call of ``command``, each a new process reading one event on stdin."""
+def time_calls(command: Sequence[str], calls: int, folder: Path) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU (user + system) seconds per call of ``command``, each a new process reading one
+    event on stdin. The CPU time is the steadier figure on a shared machine."""
     env = {**os.environ, "OTEL_REPEAT_GUARD_DB": str(folder / "store.db")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: byte code cached
     subprocess.run(command, input=_event(0), env=env, capture_output=True, check=True)  # warm the caches
-    seconds = []
+    wall, cpu = [], []
     for i in range(1, calls + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(command, input=_event(i), env=env, capture_output=True, check=True)
-        seconds.append(time.perf_counter() - start)
-    return seconds
+        wall.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
 def _summary(seconds: list[float]) -> str:
@@ -67,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{args.calls} PostToolUse calls per command, chain in SQLite, span into the store; per call:")
     for name, command in commands.items():
         with tempfile.TemporaryDirectory() as folder:
-            print(f"  {name}: {_summary(time_calls(command, args.calls, Path(folder)))}")
+            wall, cpu = time_calls(command, args.calls, Path(folder))
+            print(f"  {name}: wall {_summary(wall)}, CPU {_summary(cpu)}")
     return 0
 
 
