@@ -155,8 +155,9 @@ class RepeatGuardHooks:
 
     async def post_tool_use(self, hook_input: Any, tool_use_id: str | None = None, context: Any = None) -> HookOutput:
         """Count the call (done, failed or denied) and answer with the reminders due now."""
-        event = str(hook_input.get("hook_event_name") or "PostToolUse")
+        event = "PostToolUse"
         try:
+            event = str(hook_input.get("hook_event_name") or event)
             tool = str(hook_input.get("tool_name") or "")
             if self._exclusions.excluded(tool):
                 return {}

@@ -218,3 +218,11 @@ def test_calls_the_permissions_refuse_count_though_no_hook_follows_them(tmp_path
     assert list(run_lengths_by_key(g).values()) == [[1, 2, 3, 1]]
     requests = loop_conversation(server, "DENIED-TASK")
     assert reminder_positions(requests, "You have called `Write` with identical arguments 3 times in a row") == [4]
+
+
+def test_a_hook_given_what_no_cli_sends_answers_nothing_and_raises_nothing(caplog: Any) -> None:
+    g = make_guarded()
+    hooks = RepeatGuardHooks(guard=g.guard, inbox=g.inbox, tracer_provider=provider_for(g))
+    for callback in (hooks.pre_tool_use, hooks.post_tool_use, hooks.user_prompt_submit, hooks.stop):
+        assert asyncio.run(callback(["not", "a", "mapping"], None, None)) == {}
+    assert "repeat guard failed" in caplog.text
