@@ -28,7 +28,7 @@ DB ?= repeat-guard.db
 # (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1; each requirements file says why it
 # stands alone). `make -j2 integration` installs and runs groups in parallel; `make test` runs two jobs at a time.
 VENV_INT ?= .venv-int
-INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry clients
+INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry clients claude
 INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py tests/integrations/test_google_adk_adapter.py
@@ -39,6 +39,8 @@ INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py test
 INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
 INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py tests/integrations/test_client_adapters_whole_chain.py
+# The Claude Code CLI that claude-agent-sdk's wheel bundles, offline against tests/integrations/fake_anthropic.py.
+INTEGRATION_TESTS_claude := tests/integrations/test_claude_agent_sdk.py tests/integrations/test_claude_code_hook.py
 
 .PHONY: redis check test test-all lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean

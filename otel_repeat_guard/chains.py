@@ -7,6 +7,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, RepeatDetector
 from otel_repeat_guard.detectors.repeat import key_if_same_raw
@@ -249,6 +250,35 @@ class ChainTracker(ChainStore):
             for outcome in outcomes:
                 self._on_reminder_outcome(*outcome)
         return outcomes
+
+    # -- a chain carried between processes -----------------------------------------------------
+
+    def chain_state(self, agent_id: str) -> list[Any] | None:
+        """The run's exact-repeat chain and the reminders waiting for its next call, as plain values
+        ``[tool, key, run, [[kind, tier, period], ...]]``, or None without one: for a harness whose process
+        lives for one call (the Claude Code hook keeps it between calls, see :meth:`restore_chain`)."""
+        with self._lock:
+            chain = self._chains.get(agent_id)
+            if chain is None:
+                return None
+            more = self._more.get(agent_id) if self._more else None
+            waiting = [] if more is None or more.pending is None else [list(entry) for entry in more.pending]
+            return [chain.tool, chain.key, chain.run, waiting]
+
+    def restore_chain(self, agent_id: str, state: list[Any]) -> None:
+        """Give the run the chain :meth:`chain_state` returned (TypeError if ``state`` is no such value)."""
+        tool, key, run, waiting = state
+        chain = RepeatDetector()
+        chain.restore([tool, key, run])
+        pending: list[Pending] = [(str(kind), str(tier), int(period)) for kind, tier, period in waiting]
+        with self._lock:
+            evicted = self._add(agent_id, chain)
+            self._more.pop(agent_id, None)
+            if pending:
+                self._more_of(agent_id).pending = pending
+                self.pending += 1
+        if evicted is not None:
+            self._ended(*evicted)
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
@@ -14,6 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 
 from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.blind_spots import CallAudit
+from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.forks import renew_after_fork
@@ -96,6 +98,15 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def run_length(self, agent_id: object) -> int:
         """The agent's current consecutive count, 0 if none."""
         return 0 if (key := chain_key(agent_id)) is None else self._guard.run_length(key)
+
+    def chain_state(self, agent_id: str) -> list[Any] | None:
+        """The chain key's repeat chain as plain values, for a harness that keeps it between processes; None without."""
+        return self._chains.chain_state(agent_id) if isinstance(self._chains, ChainTracker) else None
+
+    def restore_chain(self, agent_id: str, state: list[Any]) -> None:
+        """Give the chain key what :meth:`chain_state` returned (a shared chain store keeps its own: nothing then)."""
+        if isinstance(self._chains, ChainTracker):
+            self._chains.restore_chain(agent_id, state)
 
     def current_agent_id(self, context: object = None) -> str | None:
         """The chain key of the current span's agent run (of ``context``), resolved as for a tool span started

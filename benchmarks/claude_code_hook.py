@@ -1,0 +1,81 @@
+"""The Claude Code command hook's cost per call: one new process per hook event (issue 24, item 2).
+
+    python -m benchmarks.claude_code_hook [--calls 30]
+
+Times, wall clock, ``--calls`` PostToolUse events of one session (identical calls, so reminders fire at 3, 5
+and 8) piped one by one into each entry point, with the chain in SQLite and the span written to the store,
+as Claude Code starts them; beside a bare ``python -c pass`` of the same interpreter, the floor any Python
+hook pays. Prints the median [min-max] per call of each, wall clock and CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+SESSION = "0f1e2d3c-4b5a-4968-8776-655443322110"
+
+
+def _event(i: int) -> bytes:
+    hook_input = {
+        "session_id": SESSION,
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "ls -la"},
+        "tool_response": {"stdout": "total 0", "stderr": ""},
+        "tool_use_id": f"toolu_{i:04d}",
+    }
+    return json.dumps(hook_input).encode()
+
+
+def time_calls(command: Sequence[str], calls: int, folder: Path) -> tuple[list[float], list[float]]:
+    """Wall-clock and CPU (user + system) seconds per call of ``command``, each a new process reading one
+    event on stdin. The CPU time is the steadier figure on a shared machine."""
+    env = {**os.environ, "OTEL_REPEAT_GUARD_DB": str(folder / "store.db")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: byte code cached
+    subprocess.run(command, input=_event(0), env=env, capture_output=True, check=True)  # warm the caches
+    wall, cpu = [], []
+    for i in range(1, calls + 1):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(command, input=_event(i), env=env, capture_output=True, check=True)
+        wall.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def _summary(seconds: list[float]) -> str:
+    ms = [s * 1000 for s in seconds]
+    return f"{statistics.median(ms):.0f} ms [{min(ms):.0f}-{max(ms):.0f}]"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=30)
+    args = parser.parse_args(argv)
+    bin_dir = Path(sys.executable).parent
+    commands = {
+        "python -c pass (floor)": [sys.executable, "-c", "pass"],
+        "otel-repeat-guard-claude-code-hook": [str(bin_dir / "otel-repeat-guard-claude-code-hook")],
+        "otel-repeat-guard claude-code-hook": [str(bin_dir / "otel-repeat-guard"), "claude-code-hook"],
+    }
+    print(f"{args.calls} PostToolUse calls per command, chain in SQLite, span into the store; per call:")
+    for name, command in commands.items():
+        with tempfile.TemporaryDirectory() as folder:
+            wall, cpu = time_calls(command, args.calls, Path(folder))
+            print(f"  {name}: wall {_summary(wall)}, CPU {_summary(cpu)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

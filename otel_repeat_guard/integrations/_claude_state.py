@@ -1,0 +1,252 @@
+"""Where the Claude Code command hook keeps each chain between its processes: SQLite or Redis.
+
+Each hook call builds a guard, gives it the chain's state, lets it decide on the call's span, and keeps
+what it then holds:
+
+- :class:`SQLiteChains` (the default): one row per chain key in ``claude_code_chains`` of a file beside
+  the store (``repeat-guard.db`` -> ``repeat-guard.chains.db``: the store's own file keeps only what its
+  schema names). The read, the guard's decision and the write are one ``BEGIN IMMEDIATE`` transaction,
+  so concurrent hook processes (parallel tool calls, subagents) take their turns and never lose a call.
+  Rows idle for ``store_expiry_seconds`` are deleted.
+- :class:`RedisChains` (``OTEL_REPEAT_GUARD_STORE=redis://...``): the guard's own shared chain store,
+  atomic per call by its server-side script; nothing to load or keep here.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import Tracer
+
+from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.integrations._claude import DENIED
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+from otel_repeat_guard.reminders import Reminder
+
+logger = logging.getLogger("otel_repeat_guard")
+BUSY_TIMEOUT_S = 10.0
+"""How long a hook process waits for another's transaction (each holds it for a few milliseconds)."""
+TABLE = "claude_code_chains"
+OPEN = "claude_code_open_calls"
+SETTLED = "claude_code_denied_calls"
+_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS {TABLE} (
+    chain_key TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    arguments_key BLOB,
+    run INTEGER NOT NULL,
+    waiting TEXT NOT NULL,
+    updated_at REAL NOT NULL
+)""",
+    f"CREATE TABLE IF NOT EXISTS {OPEN} (call_id TEXT PRIMARY KEY, chain_key TEXT NOT NULL, hook_input TEXT NOT NULL,"
+    " opened_at REAL NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS {OPEN}_chain ON {OPEN}(chain_key)",
+    f"CREATE TABLE IF NOT EXISTS {SETTLED} (call_id TEXT PRIMARY KEY, settled_at REAL NOT NULL)",
+)
+Record = Callable[[Tracer, Mapping[str, Any], str, "Context | None"], None]
+
+
+class Counted(NamedTuple):
+    """What one counted call gave: the reminders due now, and its span (to export)."""
+
+    reminders: list[Reminder]
+    spans: Sequence[ReadableSpan]
+
+
+class SessionTraceIds(RandomIdGenerator):
+    """Every span of a session in one trace: its id is the session's UUID (random when it is none)."""
+
+    def __init__(self, session_id: str) -> None:
+        try:
+            self._trace_id: int | None = uuid.UUID(session_id).int or None
+        except ValueError:
+            self._trace_id = None
+
+    def generate_trace_id(self) -> int:
+        return self._trace_id if self._trace_id is not None else super().generate_trace_id()
+
+
+class _OneCall(NamedTuple):
+    guard: RepeatGuardSpanProcessor
+    inbox: ReminderInbox
+    tracer: Tracer
+    spans: InMemorySpanExporter
+
+
+def _one_call(config: GuardConfig, session_id: str) -> _OneCall:
+    inbox = ReminderInbox()
+    guard = RepeatGuardSpanProcessor(config, inbox.put, record_facts=True)
+    provider = TracerProvider(id_generator=SessionTraceIds(session_id))
+    provider.add_span_processor(guard)
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    return _OneCall(guard, inbox, provider.get_tracer("otel_repeat_guard.integrations.claude_code_hook"), spans)
+
+
+def chains_path(store: Path) -> Path:
+    """The chain file beside the store: ``repeat-guard.db`` -> ``repeat-guard.chains.db``."""
+    return store.with_name(f"{store.stem}.chains{store.suffix or '.db'}")
+
+
+class SQLiteChains:
+    """The chains in SQLite, inside one immediate transaction (opened by :func:`chain_state`)."""
+
+    def __init__(self, config: GuardConfig, conn: sqlite3.Connection) -> None:
+        self._config, self._conn = config, conn
+
+    def drop(self, keys: Sequence[str]) -> None:
+        for table in (TABLE, OPEN):
+            self._conn.executemany(f"DELETE FROM {table} WHERE chain_key = ?", [(key,) for key in keys])
+
+    def drop_session(self, prefix: str) -> None:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        for table in (TABLE, OPEN):
+            self._conn.execute(
+                f"DELETE FROM {table} WHERE chain_key = ? OR chain_key LIKE ? ESCAPE '\\'", (prefix, escaped + "/%")
+            )
+
+    def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
+        """PreToolUse: the call is open until its PostToolUse (or PostToolUseFailure) answers it."""
+        call_id = hook_input.get("tool_use_id")
+        if call_id:
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO {OPEN} (call_id, chain_key, hook_input, opened_at) VALUES (?, ?, ?, ?)",
+                (str(call_id), key, orjson.dumps(hook_input, default=str).decode(), time.time()),
+            )
+
+    def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
+        """Count the call, after the chain's calls opened before it that nothing answered (denied: see
+        :class:`~otel_repeat_guard.integrations._claude.Unanswered`, whose rules these rows follow)."""
+        call_id = str(hook_input.get("tool_use_id") or "")
+        rows = self._conn.execute(
+            f"SELECT call_id, hook_input FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
+        ).fetchall()
+        if call_id in (row[0] for row in rows):
+            earlier = rows[: [row[0] for row in rows].index(call_id)]
+            self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
+            return self._decide(key, [*self._denied(earlier), hook_input], record)
+        settled = self._conn.execute(f"DELETE FROM {SETTLED} WHERE call_id = ?", (call_id,)).rowcount
+        return self._decide(key, [] if settled else [hook_input], record)
+
+    def settle(self, key: str, record: Record) -> Counted:
+        """The chain's turn is over (Stop, SubagentStop, a new prompt): its open calls were denied."""
+        rows = self._conn.execute(
+            f"SELECT call_id, hook_input FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
+        ).fetchall()
+        return self._decide(key, self._denied(rows), record)
+
+    def _denied(self, rows: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        now = time.time()
+        calls = []
+        for call_id, stored in rows:
+            self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
+            self._conn.execute(f"INSERT OR REPLACE INTO {SETTLED} (call_id, settled_at) VALUES (?, ?)", (call_id, now))
+            try:
+                calls.append({**orjson.loads(stored), "hook_event_name": "PermissionDenied", "reason": DENIED})
+            except ValueError:
+                logger.warning("repeat guard: the stored call %r is unreadable; it is not counted", call_id)
+        return calls
+
+    def _decide(self, key: str, calls: Sequence[Mapping[str, Any]], record: Record) -> Counted:
+        """One guard, given the chain's stored state, decides on ``calls``; its state is stored again."""
+        if not calls:
+            return Counted([], [])
+        one = _one_call(self._config, str(calls[0].get("session_id") or ""))
+        row = self._conn.execute(
+            f"SELECT tool, arguments_key, run, waiting FROM {TABLE} WHERE chain_key = ?", (key,)
+        ).fetchone()
+        if row is not None:
+            tool, arguments_key, run, waiting = row
+            try:
+                one.guard.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
+            except (TypeError, ValueError):  # one odd row costs its chain, never the call
+                logger.warning("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
+        for call in calls:
+            record(one.tracer, call, key, Context())
+        state = one.guard.chain_state(key)
+        now = time.time()
+        if state is not None:
+            tool, arguments_key, run, waiting = state
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO {TABLE} (chain_key, tool, arguments_key, run, waiting, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (key, tool, arguments_key, run, orjson.dumps(waiting).decode(), now),
+            )
+        expired = now - self._config.store_expiry_seconds
+        self._conn.execute(f"DELETE FROM {TABLE} WHERE updated_at < ?", (expired,))
+        self._conn.execute(f"DELETE FROM {OPEN} WHERE opened_at < ?", (expired,))
+        self._conn.execute(f"DELETE FROM {SETTLED} WHERE settled_at < ?", (expired,))
+        return Counted(one.inbox.drain(key), one.spans.get_finished_spans())
+
+
+class RedisChains:
+    """The chains in the guard's shared chain store (Redis): each call's update is its script's."""
+
+    def __init__(self, config: GuardConfig) -> None:
+        self._config = config
+
+    def drop(self, keys: Sequence[str]) -> None:
+        guard = RepeatGuardSpanProcessor(self._config)
+        for key in keys:
+            guard.forget(key)
+
+    def drop_session(self, prefix: str) -> None:
+        from otel_repeat_guard.state.connection import RUN_PREFIX, connect, text_of
+
+        client = connect(self._config.chain_store, self._config.store_timeout_ms)
+        found = client.scan_iter(match=f"{RUN_PREFIX}{_glob_escape(prefix)}/*", count=500)
+        self.drop([prefix, *(text_of(name)[len(RUN_PREFIX) :] for name in found)])
+
+    def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
+        """Open calls are kept in SQLite only: in Redis, a call the permissions refuse is not counted."""
+
+    def settle(self, key: str, record: Record) -> Counted:
+        return Counted([], [])
+
+    def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
+        one = _one_call(self._config, str(hook_input.get("session_id") or ""))
+        record(one.tracer, hook_input, key, Context())
+        return Counted(one.inbox.drain(key), one.spans.get_finished_spans())
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+@contextmanager
+def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | RedisChains]:
+    """The chains as ``config`` keeps them: Redis for a shared store, else SQLite beside ``store``."""
+    if config.shared_store:
+        yield RedisChains(config)
+        return
+    path = chains_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a power cut may lose the last call
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield SQLiteChains(config, conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    finally:
+        conn.close()

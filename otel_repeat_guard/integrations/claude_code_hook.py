@@ -1,0 +1,140 @@
+"""``otel-repeat-guard claude-code-hook``: the guard as a Claude Code command hook (docs/claude-code.md).
+
+Claude Code starts the command once per hook event, with the event's JSON on stdin:
+
+- **PostToolUse**, **PostToolUseFailure**, **PermissionDenied**: the call is counted by a guard in this
+  process, as a GenAI ``execute_tool`` span (the chain key ``claude:<session_id>``, with ``/<agent_id>``
+  inside a subagent); the reminders due are printed as the hook's JSON answer,
+  ``{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}``. The span is exported
+  over OTLP when the environment configures it (``OTEL_EXPORTER_OTLP_ENDPOINT``,
+  ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_TRACES_EXPORTER``), else written to the embedded store
+  (``$OTEL_REPEAT_GUARD_DB``, else ``repeat-guard.db`` in the session's directory), which the dashboard reads.
+- **UserPromptSubmit** starts the session's chain afresh; **SubagentStop** drops the subagent's chain,
+  **SessionEnd** every chain of the session.
+- **PreToolUse** and **Stop** (optional): a call its permissions refuse gets no hook after PreToolUse, so
+  with these two the open calls that nothing answered count as denied when a later call is answered or the
+  turn ends (SQLite only; in Redis they are not counted).
+
+Between calls the chain lives outside the process (:mod:`otel_repeat_guard.integrations._claude_state`):
+in Redis when ``OTEL_REPEAT_GUARD_STORE`` names one (the guard's shared chain store, one script per call),
+else in SQLite beside the store (``repeat-guard.chains.db``), read and written inside one ``BEGIN
+IMMEDIATE`` transaction, so concurrent hook processes of one session count each call once.
+
+The guard's configuration is ``OTEL_REPEAT_GUARD_*`` (defaults: reminders at 3, 5 and 8), with ``TodoWrite``
+added to the exclusions unless ``OTEL_REPEAT_GUARD_EXCLUDE`` is set. The command **always exits 0**: Claude
+Code reads exit code 2 from a UserPromptSubmit hook as "block this prompt", so whatever goes wrong is one
+line on stderr and the prompt and the tool go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
+from otel_repeat_guard.integrations._claude import (
+    DEFAULT_EXCLUDE,
+    TOOL_EVENTS,
+    Exclusions,
+    answer,
+    chain_key,
+    record_call,
+    session_prefix,
+)
+
+PROGRAM = "otel-repeat-guard claude-code-hook"
+OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
+TURN_ENDS = ("Stop", "SubagentStop", "UserPromptSubmit")
+ANSWERED = ("PostToolUse", "PostToolUseFailure")
+
+
+def hook_config(environ: Mapping[str, str]) -> GuardConfig:
+    """``OTEL_REPEAT_GUARD_*``, with ``TodoWrite`` excluded unless the exclusions are set there."""
+    config = GuardConfig.from_env(environ)
+    if (ENV_PREFIX + "EXCLUDE") in environ:
+        return config
+    return dataclasses.replace(config, exclude=(*config.exclude, *DEFAULT_EXCLUDE))
+
+
+def store_path(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> Path:
+    """``$OTEL_REPEAT_GUARD_DB``, else ``repeat-guard.db`` in the session's directory (the input's ``cwd``)."""
+    from otel_repeat_guard.store.schema import DB_ENV, DEFAULT_DB
+
+    configured = environ.get(DB_ENV)
+    if configured:
+        return Path(configured)
+    return Path(str(hook_input.get("cwd") or ".")) / DEFAULT_DB
+
+
+def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The hook's answer to one event (``{}`` for none)."""
+    from otel_repeat_guard.integrations._claude_state import Counted, chain_state
+
+    event = str(hook_input.get("hook_event_name") or "")
+    if event not in TOOL_EVENTS and event not in TURN_ENDS and event not in ("PreToolUse", "SessionEnd"):
+        return {}
+    config = hook_config(environ)
+    key = chain_key(hook_input)
+    excluded = Exclusions(config.exclude).excluded(str(hook_input.get("tool_name") or ""))
+    counted = Counted([], [])
+    with chain_state(config, store_path(hook_input, environ)) as state:
+        if event == "PreToolUse":
+            if not excluded:
+                state.opened(key, hook_input)
+        elif event == "SessionEnd":
+            state.drop_session(session_prefix(str(hook_input.get("session_id") or "unknown")))
+        elif event in TURN_ENDS:
+            if event != "SubagentStop" or hook_input.get("agent_id"):
+                counted = state.settle(key, record_call)  # the turn's calls that nothing answered were denied
+                if event != "Stop":
+                    state.drop([key])
+        elif not excluded:
+            counted = state.count(hook_input, key, record_call)
+    if counted.spans:
+        export(counted.spans, hook_input, environ, config)
+    return answer(event, counted.reminders) if event in ANSWERED else {}
+
+
+def export(
+    spans: Sequence[Any], hook_input: Mapping[str, Any], environ: Mapping[str, str], config: GuardConfig
+) -> None:
+    """Send the call's span over OTLP when the environment configures it, else into the embedded store."""
+    if any(environ.get(name) for name in OTLP_VARIABLES):
+        from otel_repeat_guard.wiring import span_exporters
+
+        exporters = span_exporters(environ)
+    else:
+        from otel_repeat_guard.store import SQLiteSpanExporter
+
+        exporters = [SQLiteSpanExporter(store_path(hook_input, environ), config=config)]
+    for exporter in exporters:
+        try:
+            exporter.export(spans)
+        finally:
+            exporter.shutdown()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Read one hook event from stdin, print the answer; always 0 (errors go to stderr, one line)."""
+    try:
+        hook_input = orjson.loads(sys.stdin.buffer.read() or b"{}")
+        if not isinstance(hook_input, dict):
+            raise ValueError(f"the hook input must be a JSON object, got {type(hook_input).__name__}")
+        output = handle(hook_input, os.environ)
+        if output:
+            sys.stdout.write(orjson.dumps(output).decode() + "\n")
+            sys.stdout.flush()
+    except BaseException as error:  # a hook must never block Claude Code, whatever happened
+        message = str(error).splitlines()[0] if str(error) else ""
+        print(f"{PROGRAM}: {type(error).__name__}: {message} (the guard skipped this event)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

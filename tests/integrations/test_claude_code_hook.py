@@ -1,0 +1,270 @@
+"""``otel-repeat-guard claude-code-hook`` as the command hook of the real Claude Code CLI (issue 24, item 2).
+
+The CLI bundled in ``claude-agent-sdk``'s wheel runs ``claude -p`` offline against the fake Messages API,
+with the settings block of docs/claude-code.md in its (temporary) HOME; each hook event starts the
+command as a new process, so the chain lives in SQLite (or Redis) between them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.distributed.servers import RedisServer
+
+from .claude_cases import (
+    DETAILED_5,
+    DETAILED_8,
+    ECHO,
+    GENTLE,
+    LOOP9,
+    cli_path,
+    in_tool_results,
+    loop_conversation,
+    offline_env,
+    reminder_positions,
+    settings_file,
+    tool_results,
+)
+from .fake_anthropic import FakeAnthropic
+from .scenario import expected_whole_chain, make_guarded, require, whole_chain
+
+require("claude_agent_sdk")
+HOOK = [str(Path(sys.executable).with_name("otel-repeat-guard")), "claude-code-hook"]
+SESSION = "7d0c4c9e-3b1a-4f43-9d4e-1d2b7e0f5a61"
+
+
+def claude_p(
+    server: FakeAnthropic, tmp_path: Path, prompt: str, tools: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``claude -p PROMPT --allowedTools TOOLS`` with the command hook in the user settings of its HOME."""
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True, exist_ok=True)
+    # Claude Code removes every OTEL_* variable from the environment of the commands it starts (its settings'
+    # `env` block's too), so the guard's settings go in the command itself, as docs/claude-code.md says.
+    variables = {"OTEL_REPEAT_GUARD_DB": str(tmp_path / "store.db"), **env}  # the documented command's setting
+    assigned = " ".join(f"{name}={shlex.quote(value)}" for name, value in variables.items())
+    settings_file(home / ".claude" / "settings.json", f"{assigned} {shlex.join(HOOK)}")
+    return subprocess.run(
+        [cli_path(), "-p", prompt, "--allowedTools", tools, "--max-turns", "30"],
+        env=offline_env(server, home),
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def stored_runs(store: Path) -> dict[str, list[int]]:
+    """The run position of each stored tool call, by run key, in the order the calls ended."""
+    with sqlite3.connect(store) as conn:
+        rows = conn.execute("SELECT agent_key, COALESCE(run_length, 1) FROM tool_calls ORDER BY id").fetchall()
+    out: dict[str, list[int]] = {}
+    for key, run in rows:
+        out.setdefault(str(key), []).append(int(run))
+    return out
+
+
+def test_claude_code_gets_the_reminders_after_calls_3_5_and_8_and_the_store_shows_the_loop(tmp_path: Path) -> None:
+    with FakeAnthropic(script=LOOP9) as server:
+        done = claude_p(server, tmp_path, "LOOP-TASK: print the word", "Bash")
+    assert done.returncode == 0, done.stderr
+    requests = loop_conversation(server, "LOOP-TASK")
+    assert len(requests) == 10
+    assert reminder_positions(requests, GENTLE) == list(range(3, 10))  # kept in the history once delivered
+    assert reminder_positions(requests, DETAILED_5) == list(range(5, 10))
+    assert reminder_positions(requests, DETAILED_8) == [8, 9]
+    assert not in_tool_results(requests, "You have called")
+    assert tool_results(requests[9]) == ["looping"] * 9
+    runs = stored_runs(tmp_path / "store.db")
+    (key,) = runs
+    assert key.startswith("claude:") and runs[key] == list(range(1, 10))
+    with sqlite3.connect(tmp_path / "store.chains.db") as conn:  # SessionEnd dropped the session's chain
+        assert conn.execute("SELECT chain_key FROM claude_code_chains").fetchall() == []
+        assert conn.execute("SELECT call_id FROM claude_code_open_calls").fetchall() == []  # each call answered
+    # The dashboard's figures from the store. Not here: the guard's metrics (each hook process is gone when
+    # it ends; the metric figures belong to a long-lived process), and model calls and wasted tokens (the CLI
+    # calls the model, so no model span reaches the store).
+    g = make_guarded(store=tmp_path / "store.db")
+    assert g.store is not None
+    try:
+        actual = whole_chain(g, tool="Bash")
+    finally:
+        g.store.shutdown()
+    expected = expected_whole_chain(LOOP9)
+    expected.update({"store: wasted tokens": {"input": 0, "output": 0}, "timeline: model calls": 0})
+    figures = [name for name in expected if name.startswith(("store:", "timeline:"))]
+    assert {name: actual[name] for name in figures} == {name: expected[name] for name in figures}
+
+
+def test_a_subagents_calls_keep_their_own_chain_across_hook_processes(tmp_path: Path) -> None:
+    agent = {
+        "description": "Echo thrice",
+        "prompt": "SUB-TASK: print the word",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    main: Any = (("Bash", ECHO), ("Bash", ECHO), ("Agent", agent))
+    with FakeAnthropic(script=main, by_prompt={"SUB-TASK": (("Bash", ECHO),) * 3}) as server:
+        done = claude_p(server, tmp_path, "MAIN-TASK: print the word", "Bash,Agent")
+    assert done.returncode == 0, done.stderr
+    runs = stored_runs(tmp_path / "store.db")
+    (parent,) = [key for key in runs if "/" not in key]
+    (child,) = [key for key in runs if "/" in key]
+    assert child.startswith(parent + "/")
+    assert runs == {parent: [1, 2, 1], child: [1, 2, 3]}
+    assert reminder_positions(loop_conversation(server, "SUB-TASK"), GENTLE) == [3]
+    assert reminder_positions(loop_conversation(server, "MAIN-TASK"), "You have called") == []
+
+
+def test_a_broken_configuration_never_blocks_the_prompt_and_is_said_on_stderr(tmp_path: Path) -> None:
+    with FakeAnthropic(script=(("Bash", ECHO),) * 3) as server:
+        done = claude_p(server, tmp_path, "BROKEN-TASK: print", "Bash", OTEL_REPEAT_GUARD_THRESHOLDS="three")
+    assert done.returncode == 0, done.stderr
+    requests = loop_conversation(server, "BROKEN-TASK")
+    assert len(requests) == 4  # the prompt and every call went ahead, with no reminder
+    assert reminder_positions(requests, "You have called") == []
+    answer = run_hook(prompt_input(), {"OTEL_REPEAT_GUARD_THRESHOLDS": "three"}, tmp_path)
+    assert answer.returncode == 0 and answer.stdout == ""
+    assert answer.stderr.count("\n") == 1 and "OTEL_REPEAT_GUARD_THRESHOLDS" in answer.stderr, answer.stderr
+
+
+# -- the command by itself: the state between processes ---------------------------------------------
+
+
+def tool_input(call_id: str, command: str = "ls", agent_id: str | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "session_id": SESSION,
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+        "tool_response": {"stdout": "a b", "stderr": ""},
+        "tool_use_id": call_id,
+    }
+    if agent_id is not None:
+        found["agent_id"] = agent_id
+    return found
+
+
+def prompt_input() -> dict[str, Any]:
+    return {"session_id": SESSION, "hook_event_name": "UserPromptSubmit", "prompt": "again"}
+
+
+def run_hook(
+    hook_input: Mapping[str, Any] | str, env: Mapping[str, str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    data = hook_input if isinstance(hook_input, str) else json.dumps(hook_input)
+    environment = {"PATH": "/usr/bin:/bin", "OTEL_REPEAT_GUARD_DB": str(tmp_path / "store.db"), **env}
+    return subprocess.run(HOOK, input=data, env=environment, capture_output=True, text=True, timeout=120, check=False)
+
+
+def context_of(done: subprocess.CompletedProcess[str]) -> str | None:
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    if not done.stdout:
+        return None
+    answer = json.loads(done.stdout)
+    assert answer["hookSpecificOutput"]["hookEventName"] == "PostToolUse"
+    return str(answer["hookSpecificOutput"]["additionalContext"])
+
+
+def test_concurrent_hook_processes_count_every_call_once(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda i: run_hook(tool_input(f"t{i}"), {}, tmp_path), range(6)))
+    contexts = [context_of(done) for done in answers]
+    assert sorted(stored_runs(tmp_path / "store.db")[f"claude:{SESSION}"]) == [1, 2, 3, 4, 5, 6]
+    assert sorted(c.split(" times")[0][-1] for c in contexts if c is not None) == ["3", "5"]
+
+
+def hook_sequence(env: Mapping[str, str], tmp_path: Path) -> list[str | None]:
+    """Three identical calls, a subagent's, a new prompt, then one more: what each answered."""
+    calls: Sequence[Mapping[str, Any]] = (
+        *(tool_input(f"t{i}") for i in range(3)),
+        tool_input("s1", agent_id="a1"),
+        prompt_input(),
+        tool_input("t4"),
+        tool_input("t5"),
+        tool_input("t6"),
+    )
+    return [context_of(run_hook(call, env, tmp_path)) for call in calls]
+
+
+def test_the_chain_outlives_each_process_and_a_new_prompt_restarts_it(tmp_path: Path) -> None:
+    answers = hook_sequence({}, tmp_path)
+    assert [a is not None and GENTLE in a for a in answers] == [
+        *(False, False, True),
+        False,  # the subagent's first call
+        False,  # the prompt
+        *(False, False, True),  # counted afresh: the gentle reminder again at the third
+    ]
+    assert stored_runs(tmp_path / "store.db") == {f"claude:{SESSION}": [1, 2, 3, 1, 2, 3], f"claude:{SESSION}/a1": [1]}
+
+
+def test_in_redis_the_chains_are_the_shared_stores(tmp_path: Path) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed")
+    server = RedisServer(tmp_path).start()
+    try:
+        answers = hook_sequence({"OTEL_REPEAT_GUARD_STORE": server.url}, tmp_path)
+        import redis
+
+        keys = sorted(k.decode() for k in redis.Redis.from_url(server.url).scan_iter(match="repeat_tool_guard:run:*"))
+    finally:
+        server.kill()
+    assert [a is not None for a in answers] == [False, False, True, False, False, False, False, True]
+    assert keys == [f"repeat_tool_guard:run:claude:{SESSION}", f"repeat_tool_guard:run:claude:{SESSION}/a1"]
+    assert not (tmp_path / "store.chains.db").exists()  # nothing kept beside the store
+
+
+def test_an_unreadable_stored_chain_starts_afresh_and_the_call_still_counts(tmp_path: Path) -> None:
+    assert context_of(run_hook(tool_input("t0"), {}, tmp_path)) is None
+    with sqlite3.connect(tmp_path / "store.chains.db") as conn:
+        conn.execute("UPDATE claude_code_chains SET run = 'many', waiting = '{not json'")
+    done = run_hook(tool_input("t1"), {}, tmp_path)
+    assert done.returncode == 0 and done.stdout == ""
+    assert "unreadable" in done.stderr, done.stderr
+    assert stored_runs(tmp_path / "store.db") == {f"claude:{SESSION}": [1, 1]}
+    assert context_of(run_hook(tool_input("t2"), {}, tmp_path)) is None  # run 2 of the fresh chain
+    assert stored_runs(tmp_path / "store.db")[f"claude:{SESSION}"] == [1, 1, 2]
+
+
+def test_with_otlp_configured_the_call_goes_to_the_collector_and_not_the_store(tmp_path: Path) -> None:
+    from tests.production.receiver import otlp_receiver
+
+    with otlp_receiver() as (endpoint, received):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "claude-code"}
+        answers = [context_of(run_hook(tool_input(f"t{i}"), env, tmp_path)) for i in range(3)]
+        spans = received.spans()
+    assert [a is not None and GENTLE in a for a in answers] == [False, False, True]
+    assert [span.name for _, span in spans] == ["execute_tool Bash"] * 3  # type: ignore[attr-defined]
+    assert {resource.get("service.name") for resource, _ in spans} == {"claude-code"}
+    trace_ids = {span.trace_id.hex() for _, span in spans}  # type: ignore[attr-defined]
+    assert trace_ids == {SESSION.replace("-", "")}  # one trace per session: its id
+    events = [[e.name for e in span.events] for _, span in spans]  # type: ignore[attr-defined]
+    assert "repeat_tool_guard.reminder" in events[2] and "repeat_tool_guard.reminder" not in events[1]
+    assert not (tmp_path / "store.db").exists()
+    assert (tmp_path / "store.chains.db").exists()  # the chain is kept beside where the store would be
+
+
+def test_calls_the_permissions_refuse_count_in_the_chain_of_the_command_hook(tmp_path: Path) -> None:
+    write = {"file_path": "/etc/repeat-guard-test.txt", "content": "x"}
+    script: Any = (("Write", write),) * 3 + (("Bash", ECHO),)
+    with FakeAnthropic(script=script) as server:
+        done = claude_p(server, tmp_path, "DENIED-TASK: write it", "Bash")  # Write is not allowed
+    assert done.returncode == 0, done.stderr
+    assert list(stored_runs(tmp_path / "store.db").values()) == [[1, 2, 3, 1]]
+    requests = loop_conversation(server, "DENIED-TASK")
+    assert reminder_positions(requests, "You have called `Write` with identical arguments 3 times in a row") == [4]
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        failed = conn.execute("SELECT tool_name, COUNT(*) FROM tool_calls WHERE error GROUP BY tool_name").fetchall()
+    assert failed == [("Write", 3)]
