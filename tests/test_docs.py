@@ -68,7 +68,24 @@ def test_shell_blocks_name_real_targets_and_commands(where: str, code: str) -> N
             assert done.returncode == 0, f"{where}: {line!r}: {done.stderr}"
             for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
                 assert option in done.stdout, f"{where}: {line!r}: {option} is not an option"
+        elif words[:2] == ["python", "-m"]:  # a module of this checkout (the benchmarks)
+            assert (ROOT / (words[2].replace(".", "/") + ".py")).is_file(), f"{where}: no module in {line!r}"
         else:
             assert words[0] in {"docker", "opentelemetry-instrument", "htpasswd", "pip", "apt-get", "export"}, (
                 f"{where}: {line!r}"
             )
+
+
+def test_the_evidence_page_shows_the_figures_the_replay_prints() -> None:
+    """docs/evidence.md's table is what benchmarks/real_trajectories.py prints on the 945 trajectories (about
+    10 s). The data lives beside the checkout, not in it: without it there is nothing to compare."""
+    from benchmarks.real_trajectories import measure, render
+    from benchmarks.trajectories import default_data_dir, load
+
+    data = default_data_dir()
+    if not (data / "manifest.json").is_file():
+        pytest.skip(f"no trajectories at {data} (set $OTEL_REPEAT_GUARD_TRAJECTORIES)")
+    page = (ROOT / "docs" / "evidence.md").read_text(encoding="utf-8")
+    shown = page.split("-->\n", 1)[1].split("\n<!-- /figures -->", 1)[0]
+    printed = render(measure(load(data)))
+    assert shown.splitlines() == printed[: printed.index("", 2)]
