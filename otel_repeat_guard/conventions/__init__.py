@@ -22,6 +22,7 @@ from otel_repeat_guard.conventions.base import (
     RequestedCall,
     ToolCall,
     agent_run_key,
+    agent_run_label,
     failed,
 )
 from otel_repeat_guard.conventions.declarative import AttributeConvention, SpanMatcher
@@ -263,6 +264,7 @@ __all__ = [
     "TraceloopConvention",
     "agent_id_prefilter",
     "agent_run_key",
+    "agent_run_label",
     "failed",
     "find_agent_run",
     "find_tool_call",
