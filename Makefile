@@ -23,6 +23,8 @@ CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_r
 # Debian's browser for the real-browser dashboard test (Playwright never downloads one here).
 CHROMIUM ?= /usr/bin/chromium
 DB ?= repeat-guard.db
+# The dashboard's port for `make demo` and `make dashboard` (a taken one is refused in one line, exit 2).
+PORT ?= 8501
 
 # Agent-framework integration tests: one virtualenv per group of frameworks that install together
 # (google-adk pins opentelemetry <= 1.44; strands pins 1.45.1; each requirements file says why it
@@ -51,20 +53,26 @@ $(BIN)/.installed: pyproject.toml
 	$(PURE) $(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-# $(call compiled_install,EXTRAS,ENV): builds the wheel once, installs it, then its EXTRAS' dependencies.
+# $(call compiled_install,EXTRAS,ENV,PIP_OUTPUT): builds the wheel once, installs it, then its EXTRAS' dependencies.
 # The suite's copy sets OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1: a build that cannot compile fails loudly.
+# Each step says what it does; PIP_OUTPUT is --quiet for the suite, pip's own progress for the demo.
 define compiled_install
+	@echo "==> creating the virtualenv $(VENV_COMPILED)"
 	test -x $(CBIN)/python || $(PYTHON) -m venv $(VENV_COMPILED)
-	$(CBIN)/pip install --quiet --upgrade pip
+	@echo "==> upgrading pip"
+	$(CBIN)/pip install $(3) --upgrade pip
 	rm -rf $(VENV_COMPILED)/dist
-	$(2) $(CBIN)/pip wheel --quiet --no-deps --wheel-dir $(VENV_COMPILED)/dist .
-	$(CBIN)/pip install --quiet --force-reinstall --no-deps $(VENV_COMPILED)/dist/*.whl
-	$(CBIN)/pip install --quiet "$$(ls $(VENV_COMPILED)/dist/*.whl)[$(1)]"
+	@echo "==> building the wheel: mypyc compiles the core (about a minute; pure Python where no C compiler works)"
+	$(2) $(CBIN)/pip wheel $(3) --no-deps --wheel-dir $(VENV_COMPILED)/dist .
+	@echo "==> installing the wheel"
+	$(CBIN)/pip install $(3) --force-reinstall --no-deps $(VENV_COMPILED)/dist/*.whl
+	@echo "==> installing its dependencies: [$(1)]"
+	$(CBIN)/pip install $(3) "$$(ls $(VENV_COMPILED)/dist/*.whl)[$(1)]"
 	$(CBIN)/otel-repeat-guard --version
 endef
 
 $(CBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
-	$(call compiled_install,$(EXTRAS),OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1)
+	$(call compiled_install,$(EXTRAS),OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1,--quiet)
 	touch $@
 
 # Debian's Prometheus server and promtool, for the metrics test and the config check.
@@ -84,16 +92,16 @@ $(VENV_PHOENIX)/.installed:
 backends: prometheus redis $(VENV_PHOENIX)/.installed
 
 $(CBIN)/.installed-dashboard: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
-	$(call compiled_install,dashboard,)
+	$(call compiled_install,dashboard,,--progress-bar on)
 	touch $@
 
 # The quick start: a simulated multi-agent workload through the guard into $(DB), then the dashboard.
 # The compiled build where a C compiler works, else the same package in pure Python.
 demo: $(CBIN)/.installed-dashboard
-	$(CBIN)/otel-repeat-guard demo --db $(DB) --dashboard
+	$(CBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
 
 dashboard: $(CBIN)/.installed-dashboard
-	$(CBIN)/otel-repeat-guard dashboard --db $(DB)
+	$(CBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
 
 # Debian's Redis server, for the distributed-runs tests (they start it on a free port themselves).
 redis: | prometheus

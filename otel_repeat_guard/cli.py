@@ -25,6 +25,7 @@ from otel_repeat_guard.dashboard.settings import STORE_ENV, TRACE_URL_ENV, check
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
+from otel_repeat_guard.ports import busy_port
 from otel_repeat_guard.store.schema import (
     DB_ENV,
     SCHEMA_VERSION,
@@ -288,6 +289,7 @@ def run_demo(args: argparse.Namespace) -> int:
         check_dashboard_extra()  # before the demo runs, not after
         if args.trace_url is not None:
             _checked_trace_url(args.trace_url)
+        check_port(args.host, args.port)  # a port taken now is refused before the demo prints a line
     check_store(db, must_exist=False)
     start_demo_store(db, append=args.append)
     scripts = scenario(args.agents)
@@ -347,6 +349,13 @@ def app_path() -> Path:
     return Path(spec.origin).parent / "app.py"
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port that is taken, in one line, before anything is printed or started."""
+    refusal = busy_port(host, port)
+    if refusal is not None:
+        raise CliError(refusal)
+
+
 def check_dashboard_extra() -> None:
     """Refuse, with the install command, when the dashboard's packages are missing."""
     missing = [
@@ -396,6 +405,7 @@ def dashboard_command(db: Path | None, host: str, port: int, trace_url: str | No
 def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | None) -> int:
     db = db or default_db_path()
     command = dashboard_command(db, host, port, trace_url)
+    check_port(host, port)  # after the store's checks, before anything is printed
     try:
         old = upgrade(db)
     except StoreError as exc:
@@ -416,6 +426,7 @@ def run_clickhouse_dashboard(store: str, *, host: str, port: int, trace_url: str
         _checked_trace_url(trace_url)
     target = check_store_url(store)
     command = dashboard_command(None, host, port, trace_url)
+    check_port(host, port)
     env = dict(os.environ)
     env[STORE_ENV] = store  # the URL holds no password (refused there): that stays in its variable or file
     return _serve(command, env, target.describe(), host, port, trace_url)

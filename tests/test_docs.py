@@ -68,7 +68,71 @@ def test_shell_blocks_name_real_targets_and_commands(where: str, code: str) -> N
             assert done.returncode == 0, f"{where}: {line!r}: {done.stderr}"
             for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
                 assert option in done.stdout, f"{where}: {line!r}: {option} is not an option"
+        elif words[:2] == ["python", "-m"]:  # a module of this checkout (the benchmarks)
+            assert (ROOT / (words[2].replace(".", "/") + ".py")).is_file(), f"{where}: no module in {line!r}"
         else:
             assert words[0] in {"docker", "opentelemetry-instrument", "htpasswd", "pip", "apt-get", "export"}, (
                 f"{where}: {line!r}"
             )
+
+
+def test_the_evidence_page_shows_the_figures_the_replay_prints() -> None:
+    """docs/evidence.md's table is what benchmarks/real_trajectories.py prints on the 945 trajectories (about
+    10 s). The data lives beside the checkout, not in it: without it there is nothing to compare."""
+    from benchmarks.real_trajectories import measure, render
+    from benchmarks.trajectories import default_data_dir, load
+
+    data = default_data_dir()
+    if not (data / "manifest.json").is_file():
+        pytest.skip(f"no trajectories at {data} (set $OTEL_REPEAT_GUARD_TRAJECTORIES)")
+    page = (ROOT / "docs" / "evidence.md").read_text(encoding="utf-8")
+    shown = page.split("-->\n", 1)[1].split("\n<!-- /figures -->", 1)[0]
+    printed = render(measure(load(data)))
+    assert shown.splitlines() == printed[: printed.index("", 2)]
+
+
+TURN_ON = re.compile(
+    r"^### (.+?)\n\n```sh\npip install 'otel-repeat-guard\[([a-z-]+)\]'\n```\n\n```python turn-on\n(.*?)^```",
+    re.M | re.S,
+)
+INSTRUMENTATION = re.compile(r"^from (openinference\.instrumentation\.\w+) import", re.M)
+
+
+def _extras() -> dict[str, list[str]]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with (ROOT / "pyproject.toml").open("rb") as handle:
+        extras: dict[str, list[str]] = tomllib.load(handle)["project"]["optional-dependencies"]
+    return extras
+
+
+def _turn_on_sections() -> list[tuple[str, str, str]]:
+    page = (ROOT / "docs" / "runtimes.md").read_text(encoding="utf-8")
+    return [(m[1], m[2], m[3]) for m in TURN_ON.finditer(page.split("## Turn it on, per framework", 1)[1])]
+
+
+def test_the_readme_opens_adding_the_guard_with_the_install_line() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Add it to your agent\n\n", 1)[1]
+    assert section.startswith("```sh\npip install 'otel-repeat-guard[<framework>]'")
+
+
+@pytest.mark.parametrize(("title", "extra", "code"), _turn_on_sections(), ids=[t for t, _, _ in _turn_on_sections()])
+def test_each_framework_section_installs_an_extra_that_holds_the_instrumentation_it_imports(
+    title: str, extra: str, code: str
+) -> None:
+    """docs/runtimes.md: the extra exists and names (as a requirement) each instrumentation the section's
+    lines import; the lines are valid Python (they need the framework installed, so they are not run here)."""
+    requirements = _extras().get(extra)
+    assert requirements is not None, f"{title}: no extra [{extra}] in pyproject.toml"
+    names = {re.split(r"[\[<>=!~ ]", r, maxsplit=1)[0] for r in requirements}
+    for module in INSTRUMENTATION.findall(code):
+        distribution = module.replace(".", "-").replace("_", "-")
+        assert distribution in names, f"{title}: [{extra}] does not install {distribution}, which it imports"
+    compile(code, f"docs/runtimes.md: {title}", "exec")
+
+
+def test_every_framework_extra_has_its_section() -> None:
+    frameworks = {"langchain", "openai-agents", "crewai", "smolagents", "llama-index", "haystack", "agno", "autogen"}
+    frameworks |= {"semantic-kernel", "pydantic-ai", "strands", "google-adk"}
+    assert {extra for _, extra, _ in _turn_on_sections()} == frameworks
+    assert frameworks <= set(_extras())

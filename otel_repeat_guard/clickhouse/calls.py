@@ -73,6 +73,8 @@ _SPAN_COLUMNS = """
         if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,"""
 """Every call's times and service, as the embedded store keeps them."""
 
+_KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as a regex: a key's name part
+
 TOOL_CALLS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
@@ -86,7 +88,10 @@ TOOL_CALLS = f"""
                 rep['repeat_tool_guard.agent_id'] != '', rep['repeat_tool_guard.agent_id'],
                 concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId))) AS agent_key,
         if(run_fact != '' AND SpanAttributes['{RUN_NAME}'] != '', SpanAttributes['{RUN_NAME}'],
-           nullIf(SpanAttributes['gen_ai.agent.name'], '')) AS agent_name,
+           coalesce(nullIf(SpanAttributes['gen_ai.agent.name'], ''),
+                    if(run_fact = '' AND SpanAttributes['gen_ai.agent.id'] = '',
+                       nullIf(extract(rep['repeat_tool_guard.agent_id'], '{_KEY_NAME}'), ''), NULL))
+        ) AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
         (empty({{include:Array(String)}}) OR arrayExists(p -> tool_name LIKE p, {{include:Array(String)}}))
             AND NOT arrayExists(p -> tool_name LIKE p, {{exclude:Array(String)}}) AS tracked,

@@ -23,6 +23,7 @@ from otel_repeat_guard.conventions.base import (
     RequestedCall,
     ToolCall,
     agent_run_key,
+    agent_run_label,
     failed,
     str_or_none,
 )
@@ -314,6 +315,7 @@ __all__ = [
     "VercelAIConvention",
     "agent_id_prefilter",
     "agent_run_key",
+    "agent_run_label",
     "failed",
     "find_agent_run",
     "find_tool_call",

@@ -214,3 +214,13 @@ def agent_run_key(agent_id: str | None, name: str, span_id: int) -> str:
     """The chain key of an agent run found through its span: its agent id (else its name) plus its
     span id, so that two concurrent runs of one agent (one agent object) never share a chain."""
     return f"{agent_id or name}#{span_id:016x}"
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def agent_run_label(key: str) -> str | None:
+    """The readable part of a key :func:`agent_run_key` built (the agent id or the run's name, before
+    ``#<span id>``), for a reader that has the key but not the name; None for any other key."""
+    head, sep, span = key.rpartition("#")
+    return head if sep and head and len(span) == 16 and _HEX.issuperset(span) else None

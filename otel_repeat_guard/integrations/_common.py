@@ -11,6 +11,7 @@ from opentelemetry.metrics import NoOpMeterProvider
 
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.installed import default_inbox, installed_guard, not_installed
+from otel_repeat_guard.integrations import _unseen as unseen
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder, RepeatGuardStop
 
@@ -30,6 +31,10 @@ def unguarded() -> RepeatGuardSpanProcessor:
         if not _unguarded:
             _unguarded.append(RepeatGuardSpanProcessor(meter_provider=NoOpMeterProvider()))
         return _unguarded[0]
+
+
+def _unguarded_guard() -> RepeatGuardSpanProcessor | None:
+    return _unguarded[0] if _unguarded else None
 
 
 def _warn_unguarded() -> None:
@@ -76,15 +81,23 @@ def check_then(then: object) -> None:
 
 
 def take_reminders(
-    guard: RepeatGuardSpanProcessor, inbox: ReminderInbox, context: Context | None = None
+    guard: RepeatGuardSpanProcessor,
+    inbox: ReminderInbox,
+    context: Context | None = None,
+    *,
+    framework: str | None = None,
 ) -> list[Reminder]:
     """Drain the reminders of the agent run the current span (of ``context``) belongs to; never raises.
 
     First the guard counts what the run's last model call requested without tool spans
     (:meth:`RepeatGuardSpanProcessor.model_call_due`), so their reminders are due in this request.
+    A ``framework``'s adapter whose runs the guard never finds warns once, naming the instrumentation
+    to turn on (:mod:`otel_repeat_guard.integrations._unseen`).
     """
     try:
         agent_id = guard.model_call_due(context)
+        if framework is not None and guard is not _unguarded_guard():  # unguarded: warned why already
+            unseen.model_request(framework, agent_id is not None)
         return [] if agent_id is None else inbox.drain(agent_id)
     except Exception:
         logger.exception("repeat guard could not collect reminders; the model request goes out unchanged")

@@ -62,7 +62,7 @@ class RepeatGuardModelContext(_ChatCompletionContext):
 
     async def get_messages(self) -> list[Any]:
         messages: list[Any] = await self.inner.get_messages()
-        reminders = take_reminders(self._guard, self._inbox)
+        reminders = take_reminders(self._guard, self._inbox, framework="autogen")
         if not reminders:
             return messages
         try:

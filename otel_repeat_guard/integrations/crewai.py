@@ -35,7 +35,7 @@ def repeat_guard_llm_hook(
 
     def add_reminders(context: Any) -> None:
         try:
-            reminders = take_reminders(guard, inbox)
+            reminders = take_reminders(guard, inbox, framework="crewai")
             if reminders:
                 context.messages.append({"role": "user", "content": reminder_message(reminders)})
         except Exception:

@@ -54,7 +54,7 @@ def repeat_guard_before_model_callback(
 
     async def before_model_callback(callback_context: Any, llm_request: Any) -> Any:
         try:
-            reminders = take_reminders(guard, inbox)
+            reminders = take_reminders(guard, inbox, framework="google-adk")
             if reminders:
                 message = types.Content(role="user", parts=[types.Part(text=reminder_message(reminders))])
                 llm_request.contents = [*(llm_request.contents or ()), message]

@@ -35,7 +35,7 @@ class RepeatGuardHook:
     def run(self, state: Any) -> None:
         """Append one user message with the run's due reminders to ``state["messages"]``; never raises."""
         try:
-            reminders = take_reminders(self._guard, self._inbox)
+            reminders = take_reminders(self._guard, self._inbox, framework="haystack")
             if not reminders:
                 return
             from haystack.dataclasses import ChatMessage

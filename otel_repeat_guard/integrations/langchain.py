@@ -94,7 +94,7 @@ def _run_context() -> Context | None:
 
 
 def _due(guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> list[Reminder]:
-    return take_reminders(guard, inbox, _run_context())
+    return take_reminders(guard, inbox, _run_context(), framework="langchain")
 
 
 def _with(messages: list[Any], reminders: list[Reminder]) -> list[Any] | None:

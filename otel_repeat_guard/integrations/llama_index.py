@@ -73,7 +73,7 @@ class _Sources:
 def reminder_chat_message(sources: _Sources) -> Any:
     """A user ``ChatMessage`` of the current run's due reminders, or None; never raises."""
     try:
-        reminders = take_reminders(sources.guard, sources.inbox)
+        reminders = take_reminders(sources.guard, sources.inbox, framework="llama-index")
         if not reminders:
             return None
         from llama_index.core.llms import ChatMessage, MessageRole

@@ -41,7 +41,7 @@ def repeat_guard_input_filter(
     from agents.run_config import ModelInputData
 
     async def add_reminders(data: Any) -> Any:
-        reminders = take_reminders(guard, inbox)
+        reminders = take_reminders(guard, inbox, framework="openai-agents")
         stop_if_due(reminders)  # the stop tier ends the run: Runner.run raises RepeatGuardStop
         if reminders:
             model_data = data.model_data

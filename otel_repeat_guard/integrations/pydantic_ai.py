@@ -36,7 +36,7 @@ def repeat_guard_history_processor(
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
     async def add_reminders(messages: list[Any]) -> list[Any]:
-        reminders = take_reminders(guard, inbox)
+        reminders = take_reminders(guard, inbox, framework="pydantic-ai")
         if not reminders:
             return messages
         stop_if_due(reminders)  # the stop tier ends the run: agent.run raises RepeatGuardStop

@@ -33,7 +33,7 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 def with_reminders(messages: Any, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> Any:
     """``messages`` with the current run's due reminders as one more user message, or ``messages`` itself."""
     try:
-        reminders = take_reminders(guard, inbox)
+        reminders = take_reminders(guard, inbox, framework="smolagents")
         if not reminders:
             return messages
         from smolagents.models import ChatMessage, MessageRole

@@ -51,7 +51,7 @@ class RepeatGuardHooks:
     def before_model_call(self, event: Any) -> None:
         """Drain the current run's reminders into ``event.agent.messages``; never raises."""
         try:
-            reminders = take_reminders(self._guard, self._inbox)
+            reminders = take_reminders(self._guard, self._inbox, framework="strands")
             if reminders:
                 add_reminder(event.agent.messages, reminder_message(reminders))
         except Exception:

@@ -38,6 +38,7 @@ from otel_repeat_guard.conventions import (
     SpanRouter,
     ToolCallReader,
     agent_run_key,
+    agent_run_label,
     failed,
     find_agent_run,
 )
@@ -337,6 +338,8 @@ def tool_call_row(
     agent_key = decided_run or agent_id or event_agent
     if decided_run is not None:
         agent_name = _str_or_none(attributes.get(RUN_NAME)) or agent_name
+    elif agent_name is None and agent_key is event_agent and event_agent is not None:
+        agent_name = agent_run_label(event_agent)  # the run's own name, as the guard keyed it: never the key
     known = agent_key is not None
     if agent_key is None:
         agent_key = provisional_agent_key(trace_id, parent_span_id)

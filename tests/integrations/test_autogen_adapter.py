@@ -90,9 +90,9 @@ def hook_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, int]]:
     calls: list[tuple[str | None, int]] = []
     take = adapter.take_reminders
 
-    def spying(guard: Any, inbox: Any, context: Any = None) -> Any:
+    def spying(guard: Any, inbox: Any, context: Any = None, **options: Any) -> Any:
         agent_id = guard.current_agent_id(context)
-        reminders = take(guard, inbox, context)
+        reminders = take(guard, inbox, context, **options)
         calls.append((agent_id, len(reminders)))
         return reminders
 

@@ -1,0 +1,62 @@
+"""A dashboard port that something else listens on: one line, exit 2, before anything else is printed."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_repeat_guard.ports import busy_port
+from otel_repeat_guard.store import open_for_writing
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A real socket listening on a loopback port the system chose; yields the port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        yield held.getsockname()[1]
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "otel_repeat_guard.cli", *argv], check=False, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_port_something_listens_on_is_named_busy(listener: int) -> None:
+    assert busy_port("127.0.0.1", listener) == (
+        f"port {listener} on 127.0.0.1 is in use: stop what listens there or choose another with --port"
+    )
+
+
+def test_a_port_nothing_listens_on_is_free() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert busy_port("127.0.0.1", port) is None
+
+
+def test_the_dashboard_on_a_busy_port_prints_one_line_and_exits_2(tmp_path: Path, listener: int) -> None:
+    db = tmp_path / "ok.db"
+    open_for_writing(db).close()
+    result = run_cli("dashboard", "--db", str(db), "--port", str(listener))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"otel-repeat-guard: error: port {listener} on 127.0.0.1 is in use: "
+        "stop what listens there or choose another with --port\n"
+    )
+
+
+def test_the_demo_with_a_dashboard_on_a_busy_port_refuses_before_the_demo_runs(tmp_path: Path, listener: int) -> None:
+    db = tmp_path / "demo.db"
+    result = run_cli("demo", "--db", str(db), "--seconds", "0", "--agents", "1", "--dashboard", "--port", str(listener))
+    assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1)
+    assert result.stderr.startswith(f"otel-repeat-guard: error: port {listener} on 127.0.0.1 is in use")
+    assert not db.exists()
