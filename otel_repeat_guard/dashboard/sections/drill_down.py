@@ -46,7 +46,6 @@ def _hotspot_loops(db: str, filters: Filters, tool: str, kinds: tuple[str, ...])
 
 
 def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds: tuple[str, ...]) -> None:
-    st.subheader("Drill-down: a hotspot's loops, call by call")
     if not tools:
         st.caption("No hotspots to drill into.")
         return
@@ -65,10 +64,6 @@ def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds:
     length = 1 if pd.isna(picked["run_length"]) else int(picked["run_length"])
     focus = reads.loop_start_ns(db, agent_key, end_id, length)
     calls = reads.run_timeline(db, agent_key, focus_ns=focus)
-    st.caption(
-        "The agent run's model calls and tool calls in order: the reminders where they were delivered, the model "
-        "call that received each, what the agent run did next, and where the loop broke."
-    )
     timeline.draw(calls, settings, "timeline")
     if kind == REPEAT:
         repeats = ~calls["position"].isin(["", "1", "excluded"])
