@@ -48,7 +48,9 @@ def items(
         )
     if not unguarded.empty:
         calls = int(unguarded["calls"].sum())
-        found.append((f"{plural(calls, 'tool call')} could not be compared: loops among them cannot show.", "blind_spots.py"))
+        found.append(
+            (f"{plural(calls, 'tool call')} could not be compared: loops among them cannot show.", "blind_spots.py")
+        )
     if not excluded.empty:
         found.append((f"{plural(len(excluded), 'tool')} excluded from tracking in this selection.", "blind_spots.py"))
     return found

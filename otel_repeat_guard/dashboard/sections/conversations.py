@@ -26,6 +26,7 @@ def draw(db: str, listed: pd.DataFrame, settings: Settings, words: Wording) -> N
         key="conversations",
         hide_index=True,
         width="stretch",
+        height="content",
         column_config={
             "conversation": st.column_config.TextColumn("Conversation or session"),
             "runs": st.column_config.NumberColumn("Agent runs"),
@@ -41,7 +42,9 @@ def draw(db: str, listed: pd.DataFrame, settings: Settings, words: Wording) -> N
     if runs.empty:
         return
     labels = {
-        str(r.agent_key): f"{r.agent} · {plural(int(r.model_calls), 'model call')} · {plural(int(r.repeated_calls), 'repeated call')}"
+        str(
+            r.agent_key
+        ): f"{r.agent} · {plural(int(r.model_calls), 'model call')} · {plural(int(r.repeated_calls), 'repeated call')}"
         for r in runs.itertuples(index=False)
     }
     choice = st.selectbox(

@@ -64,13 +64,15 @@ def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds:
     length = 1 if pd.isna(picked["run_length"]) else int(picked["run_length"])
     focus = reads.loop_start_ns(db, agent_key, end_id, length)
     calls = reads.run_timeline(db, agent_key, focus_ns=focus)
-    timeline.draw(calls, settings, "timeline")
     if kind == REPEAT:
         repeats = ~calls["position"].isin(["", "1", "excluded"])
         in_loop = (calls["kind"] == "tool") & (calls["name"] == tool) & repeats
         repeated = calls.loc[in_loop, "text"].dropna()
         st.caption("Arguments of the repeated call (shown as text):")
-        st.code(str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None)
+        st.code(
+            str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None, wrap_lines=True
+        )
+    timeline.draw(calls, settings, "timeline")
     if CYCLE in kinds:
         _cycle_section(db, agent_key, end_id if kind == CYCLE else None)
 

@@ -37,6 +37,7 @@ def draw(outcomes: pd.DataFrame, reminders: int, kind: str | None) -> None:
             key="efficacy",
             hide_index=True,
             width="stretch",
+            height="content",
             column_config={
                 by: st.column_config.TextColumn(EFFICACY_BY[by]),
                 "reminders": st.column_config.NumberColumn("Reminders"),

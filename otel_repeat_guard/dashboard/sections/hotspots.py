@@ -21,6 +21,7 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool, word
         key=key,
         hide_index=True,
         width="stretch",
+        height="content",
         column_config={
             label: st.column_config.TextColumn(label.capitalize()),
             "repeated_calls": st.column_config.NumberColumn(words.calls, format="localized"),
@@ -68,6 +69,7 @@ def draw_models(by_model: pd.DataFrame) -> None:
         key="by_model",
         hide_index=True,
         width="stretch",
+        height="content",
         column_config={
             "model": st.column_config.TextColumn("Model"),
             "calls": st.column_config.NumberColumn("Model calls", format="localized"),

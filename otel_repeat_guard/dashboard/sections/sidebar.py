@@ -71,15 +71,15 @@ def _custom_range(bounds: pd.DataFrame) -> tuple[int, int]:
     row = bounds.iloc[0]
     first = _utc(int(row["first_ns"]) if pd.notna(row["first_ns"]) else time.time_ns())
     last = _utc(int(row["last_ns"]) if pd.notna(row["last_ns"]) else time.time_ns())
-    sidebar = st.sidebar
-    left, right = sidebar.columns(2)
-    start_day = left.date_input(
+    sidebar = st.sidebar  # one field a row: side by side, a date no longer fits ("2026 / 12 / (")
+    start_day = sidebar.date_input(
         "From (UTC)", value=first.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_from_day"
     )
-    start_time = right.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
-    left, right = sidebar.columns(2)
-    end_day = left.date_input("To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day")
-    end_time = right.time_input(
+    start_time = sidebar.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
+    end_day = sidebar.date_input(
+        "To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day"
+    )
+    end_time = sidebar.time_input(
         "at ", value=(last + dt.timedelta(minutes=1)).time().replace(second=0, microsecond=0), key="custom_to_time"
     )
     start = dt.datetime.combine(_day(start_day, first), start_time or dt.time(), tzinfo=dt.timezone.utc)

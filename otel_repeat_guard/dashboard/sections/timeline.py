@@ -63,7 +63,7 @@ def draw(frame: pd.DataFrame, settings: Settings, key: str) -> None:
         return
     st.altair_chart(run_chart.run_timeline(frame), width="stretch", key=f"{key}_chart")
     shown = table_frame(frame, settings)
-    st.table(shown.style.hide(axis="index").map(lambda _: _WRAP).map(lambda _: _KEEP, subset=_UNBROKEN))
+    st.table(shown.style.hide(axis="index").map(lambda _: _WRAP).map(lambda _: _KEEP, subset=pd.Index(_UNBROKEN)))
     if len(frame) >= TIMELINE_ROWS:
         st.caption(f"The first {TIMELINE_ROWS} calls from a little before the loop.")
     texts = frame["text"].fillna("").astype(str)
