@@ -12,9 +12,10 @@ def draw_excluded(excluded: pd.DataFrame) -> None:
     if excluded.empty:
         return
     names = ", ".join(f"`{t}`" for t in excluded["tool"])
+    one = len(excluded) == 1
     st.info(
-        f"{names}: excluded from tracking by the guard's configuration (exclude patterns), so its calls are "
-        "stored but never counted as repeats. Change OTEL_REPEAT_GUARD_EXCLUDE to track it.",
+        f"{names}: excluded from tracking by the guard's configuration (exclude patterns), so {'its' if one else 'their'} "
+        f"calls are stored but never counted as repeats. Change OTEL_REPEAT_GUARD_EXCLUDE to track {'it' if one else 'them'}.",
         icon="ℹ️",
     )
 
@@ -30,4 +31,15 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
         icon="⚠️",
     )
     frame = unguarded.assign(why=[explain(str(reason)) for reason in unguarded["reason"]])
-    st.dataframe(frame, hide_index=True, width="stretch", key="unguarded_calls")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        key="unguarded_calls",
+        column_config={
+            "reason": st.column_config.TextColumn("Reason"),
+            "tool": st.column_config.TextColumn("Tool"),
+            "calls": st.column_config.NumberColumn("Calls", format="localized"),
+            "why": st.column_config.TextColumn("Why"),
+        },
+    )

@@ -13,7 +13,6 @@ EFFICACY_BY = {"tier": "Tier", "tool": "Tool", "agent": "Agent", "model": "Model
 
 
 def draw(outcomes: pd.DataFrame, reminders: int, kind: str | None) -> None:
-    st.subheader("Did the reminders work?")
     if kind not in (None, REPEAT):
         st.caption("Outcomes are measured for the reminders of runs of identical calls (the repeat kind) only.")
         return
