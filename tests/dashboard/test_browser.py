@@ -63,9 +63,8 @@ def page(dashboard_url: str) -> Iterator[Page]:
 def open_page(page: Page, url: str, address: str) -> None:
     """The dashboard's page at ``address`` (``""``: the overview), once its first table is drawn."""
     page.goto(f"{url}/{address}")
-    page.locator("[data-testid=stDataFrame] tbody tr[role=row], [data-testid=stTable] tbody tr").first.wait_for(
-        state="attached"
-    )
+    drawn = "[data-testid=stDataFrame] tbody tr[role=row], [data-testid=stTable] tbody tr, [data-testid=stMetric]"
+    page.locator(drawn).first.wait_for(state="attached")
 
 
 def grid_rows(page: Page, table: int) -> list[list[str]]:
@@ -156,7 +155,10 @@ def test_script_in_arguments_model_outputs_and_tool_names_is_text(page: Page, da
     assert settled(lambda: "render_page" in timeline_names(page), True)
     texts = {row[-1] for row in table_rows(page) if len(row) > 6}
     assert want in texts
-    assert any(PAYLOAD in text and '"role": "assistant"' in text for text in texts)  # a model output
+    page.get_by_text("Arguments and outputs in full").click()  # the model outputs, in full
+    full = page.get_by_test_id("stExpander").get_by_test_id("stCode")
+    expect(full).to_contain_text(PAYLOAD)
+    expect(full).to_contain_text('"role": "assistant"')
     assert TOOL_PAYLOAD in timeline_names(page)  # a tool name
     injected = page.evaluate("() => [...document.scripts].filter(s => s.textContent.includes('alert(')).length")
     assert injected == 0
