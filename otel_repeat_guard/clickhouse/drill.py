@@ -131,18 +131,19 @@ def conversations(reader: TableReader, filters: Filters, limit: int) -> pd.DataF
     return frame
 
 
-def conversation_runs(reader: TableReader, conversation: str) -> pd.DataFrame:
-    sql = f"""WITH {reader.models(None, whole=True)}, {reader.tools(None, whole=True)},
+def conversation_runs(reader: TableReader, conversation: str, filters: Filters | None = None) -> pd.DataFrame:
+    chosen = filters or Filters()
+    calls = reader.where(chosen, "tracked", "run_length >= 2", "agent_key IN (SELECT agent_key FROM runs)")
+    sql = f"""WITH {reader.models(None, whole=True)}, {reader.tools(chosen)},
         runs AS (SELECT agent_key, ifNull(max(agent_name), agent_key) AS agent, min(start_ns) AS first_ns,
                         count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens
                  FROM model WHERE conversation_id = {{conversation:String}} GROUP BY agent_key),
-        loops AS (SELECT agent_key, countIf(run_length >= 2) AS repeated_calls FROM tool
-                  WHERE agent_key IN (SELECT agent_key FROM runs) GROUP BY agent_key)
+        loops AS (SELECT agent_key, count() AS repeated_calls FROM tool {calls} GROUP BY agent_key)
         SELECT r.agent_key AS agent_key, r.agent AS agent, r.first_ns AS first_ns, r.model_calls AS model_calls,
                r.tokens AS tokens, ifNull(l.repeated_calls, 0) AS repeated_calls
         FROM runs AS r LEFT JOIN loops AS l ON l.agent_key = r.agent_key ORDER BY first_ns, agent_key
         SETTINGS join_use_nulls = 1"""
-    frame = reader.frame(sql, reader.params(conversation=conversation))
+    frame = reader.frame(sql, reader.params(chosen, conversation=conversation))
     frame["started"] = pd.to_datetime(frame["first_ns"], unit="ns", utc=True)
     return frame
 

@@ -11,7 +11,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from test_app import goto, metrics, run_app, table
 
-from otel_repeat_guard.dashboard.queries import TIERS
+from otel_repeat_guard.dashboard import queries
+from otel_repeat_guard.dashboard.queries import TIERS, Filters
+from otel_repeat_guard.store import open_for_reading
 
 FILTERS = ("services", "agents", "tools", "tiers")
 
@@ -86,6 +88,14 @@ def test_a_tool_filter_lists_only_the_conversations_that_called_it(
     app = run_app(monkeypatch, seeded_db, page="conversations")
     every = set(table(app, "conversation")["conversation"])
     choose(app, "tools", ["sql_query"])
-    assert set(table(app, "conversation")["conversation"]) == {c for c in every if c.startswith("analyst")}
+    listed = table(app, "conversation").set_index("conversation")
+    assert set(listed.index) == {c for c in every if c.startswith("analyst")}
+    conn, _ = open_for_reading(seeded_db)
+    try:  # the runs the box offers count the same repeated calls as their conversation's row
+        for conversation, row in listed.iterrows():
+            runs = queries.conversation_runs(conn, str(conversation), Filters(tools=("sql_query",)))
+            assert int(runs["repeated_calls"].sum()) == int(row["repeated_calls"]) > 0
+    finally:
+        conn.close()
     choose(app, "tools", ["todo_write"])  # an excluded tool: its calls are no repeats
     assert total(app, "conversation", "repeated_calls") in (None, 0)

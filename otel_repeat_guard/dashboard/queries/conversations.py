@@ -52,17 +52,17 @@ def conversations(conn: sqlite3.Connection, filters: Filters, limit: int = 25) -
     return frame
 
 
-def conversation_runs(conn: sqlite3.Connection, conversation: str) -> pd.DataFrame:
+def conversation_runs(conn: sqlite3.Connection, conversation: str, filters: Filters | None = None) -> pd.DataFrame:
     """The agent runs of one conversation or session, first first: ``agent_key``, ``agent``, ``first_ns``,
-    ``model_calls``, ``tokens``, ``repeated_calls``."""
-    sql = """
+    ``model_calls``, ``tokens``, ``repeated_calls`` (of the run's tool calls that ``filters`` select)."""
+    calls, params = where(filters or Filters(), "c.agent_key = m.agent_key", "tracked", "run_length >= 2")
+    sql = f"""
         SELECT m.agent_key, COALESCE(MAX(m.agent_name), m.agent_key) AS agent, MIN(m.start_ns) AS first_ns,
                COUNT(*) AS model_calls, COALESCE(SUM(m.total_tokens), 0) AS tokens,
-               (SELECT COUNT(*) FROM tool_calls AS c WHERE c.agent_key = m.agent_key AND c.run_length >= 2)
-                   AS repeated_calls
+               (SELECT COUNT(*) FROM tool_calls AS c {calls}) AS repeated_calls
         FROM model_calls AS m WHERE m.conversation_id = ?
         GROUP BY m.agent_key ORDER BY first_ns, m.agent_key
     """
-    frame = read(conn, sql, [conversation])
+    frame = read(conn, sql, [*params, conversation])
     frame["started"] = pd.to_datetime(frame["first_ns"], unit="ns", utc=True)
     return frame

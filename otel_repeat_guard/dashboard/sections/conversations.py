@@ -9,12 +9,13 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import reads
+from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.sections import timeline
 from otel_repeat_guard.dashboard.sections.wording import Wording, plural
 from otel_repeat_guard.dashboard.settings import Settings
 
 
-def draw(db: str, listed: pd.DataFrame, settings: Settings, words: Wording) -> None:
+def draw(db: str, listed: pd.DataFrame, filters: Filters, settings: Settings, words: Wording) -> None:
     """``listed``: the conversations of the selection (``queries.conversations``)."""
     if listed.empty:
         st.caption(
@@ -38,7 +39,7 @@ def draw(db: str, listed: pd.DataFrame, settings: Settings, words: Wording) -> N
         },
     )
     conversation = str(st.selectbox("Conversation", list(listed["conversation"]), key="conversation"))
-    runs = reads.conversation_runs(db, conversation)
+    runs = reads.conversation_runs(db, conversation, filters)
     if runs.empty:
         return
     labels = {

@@ -8,7 +8,8 @@ from otel_repeat_guard.dashboard.view import View, run_page
 
 
 def draw(view: View) -> None:
-    conversations.draw(view.store, reads.conversations(view.store, view.filters), view.settings, view.words)
+    listed = reads.conversations(view.store, view.filters)
+    conversations.draw(view.store, listed, view.filters, view.settings, view.words)
 
 
 if __name__ == "__main__":
