@@ -7,6 +7,7 @@ from pathlib import Path
 
 from otel_repeat_guard.dashboard import costs, figures, queries
 from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard.sections.wording import WORDING, loop_calls, plural
 from otel_repeat_guard.store import open_for_reading
 
 
@@ -31,3 +32,13 @@ def test_hotspots_without_wasted_tokens_count_zero_and_pandas_warns_nothing(seed
     assert agents["tokens"].tolist() == [0] * len(by_agent)
     assert str(tools["wasted_tokens"].dtype) == "int64" and tools["wasted_cost"].tolist()[0] == "—"
     assert models.empty
+
+
+def test_labels_say_one_repeated_call_and_two_repeated_calls() -> None:
+    """Regression: "1 repeated calls"."""
+    assert plural(1, "repeated call") == "1 repeated call"
+    assert plural(2, "repeated call") == "2 repeated calls"
+    assert plural(1_234, "call was", "calls were") == "1,234 calls were"
+    assert loop_calls(1, WORDING[None]) == "1 call in a loop"
+    assert loop_calls(3, WORDING[None]) == "3 calls in loops"
+    assert loop_calls(1, WORDING["parallel_duplicate"]) == "1 parallel duplicate"

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.blind_spots import explain
+from otel_repeat_guard.dashboard.sections.wording import plural
 
 
 def draw_excluded(excluded: pd.DataFrame) -> None:
@@ -26,7 +27,7 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
         return
     total = int(unguarded["calls"].sum())
     st.warning(
-        f"{total:,} tool calls could not be compared, so loops among them cannot show here. "
+        f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here. "
         "Run `otel-repeat-guard doctor` on the collector's files for the setting that fixes each.",
         icon="⚠️",
     )

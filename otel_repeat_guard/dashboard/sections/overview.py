@@ -38,7 +38,8 @@ def draw_headline(
     first[0].metric(
         "Tool calls",
         f"{tracked:,}",
-        help=f"Tracked calls. {untracked:,} calls of excluded tools (e.g. todo_write) are not counted.",
+        help=f"Tracked calls. {plural(untracked, 'call')} of excluded tools (e.g. todo_write) "
+        f"{'is' if untracked == 1 else 'are'} not counted.",
     )
     first[1].metric(words.calls, f"{int(row['repeated_calls']):,}", help=words.calls_help)
     first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help=f"{words.calls} ÷ tracked calls.")
@@ -56,7 +57,7 @@ def draw_headline(
     third[0].metric(
         "Reminders heeded",
         f"{broken / (broken + ignored):.0%}" if broken + ignored else "—",
-        help=f"Of {reminders:,} reminders, {broken:,} were followed by a different call (broken) and {ignored:,} "
+        help=f"Of {plural(reminders, 'reminder')}, {broken:,} were followed by a different call (broken) and {ignored:,} "
         "by the same call again (ignored); the rest ended with their run or wait for the next call.",
     )
     if models:
