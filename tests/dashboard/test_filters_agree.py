@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
-from test_app import goto, metrics, run_app, table
+from test_app import APP, goto, metrics, run_app, table
 
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.dashboard.queries import TIERS, Filters
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store import DB_ENV, open_for_reading
 
 FILTERS = ("services", "agents", "tools", "tiers")
 
@@ -99,3 +99,23 @@ def test_a_tool_filter_lists_only_the_conversations_that_called_it(
         conn.close()
     choose(app, "tools", ["todo_write"])  # an excluded tool: its calls are no repeats
     assert total(app, "conversation", "repeated_calls") in (None, 0)
+
+
+def test_a_link_opens_the_same_selection_and_the_address_follows_the_filters(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path
+) -> None:
+    monkeypatch.setenv(DB_ENV, str(seeded_db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params["tool"] = ["sql_query", "no_such_tool"]  # a value the store does not offer is dropped
+    app.query_params["range"] = "All time"
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert app.multiselect(key="tools").value == ["sql_query"]
+    assert app.selectbox(key="time_range").value == "All time"
+    assert metrics(app)["Repeated calls"] == "12"
+    assert not app.warning  # no "default value and Session State" complaint
+    app.multiselect(key="agents").set_value(["analyst"]).run()
+    assert app.query_params == {"tool": "sql_query", "range": "All time", "agent": "analyst"}
+    goto(app, "hotspots")
+    assert app.multiselect(key="tools").value == ["sql_query"]
+    assert list(table(app, "tool")["tool"]) == ["sql_query"]
