@@ -119,8 +119,8 @@ def _cycle_section(db: str, agent_key: str, picked: int | None) -> None:
             "copy": st.column_config.NumberColumn("Copy", help="Which repetition of the cycle the call belongs to"),
             "step": st.column_config.NumberColumn("Step", help="The call's place in its copy"),
             "tool": st.column_config.TextColumn("Tool"),
-            "arguments": st.column_config.TextColumn("Arguments (text)", width="large"),
-            "status": st.column_config.TextColumn("Status", width="small"),
+            "arguments": st.column_config.TextColumn("Arguments (text)"),  # sized to its text, as every column
+            "status": st.column_config.TextColumn("Status"),
             "time": st.column_config.DatetimeColumn("Started (UTC)", format="HH:mm:ss.SSS"),
         },
     )
