@@ -183,9 +183,9 @@ test:
 
 test-all: lint typecheck unit unit-compiled sdk-oldest integration
 
-# Refreshes docs/dashboard.png from the browser test.
+# Refreshes docs/screenshots/ (each dashboard page at 1440 px on the demo store) from the browser test.
 screenshot: $(BIN)/.installed chromium
-	REPEAT_GUARD_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(BIN)/python -m pytest -q tests/dashboard/test_browser.py
+	REPEAT_GUARD_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q tests/dashboard/test_browser_layout.py
 
 # 1,000,000 tool calls: the time of each dashboard query and of a cold page run.
 benchmark: $(BIN)/.installed

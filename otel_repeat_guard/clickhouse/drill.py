@@ -107,36 +107,43 @@ def model_tokens(reader: TableReader, filters: Filters, bands: Sequence[int], *,
 def conversations(reader: TableReader, filters: Filters, limit: int) -> pd.DataFrame:
     where = reader.where(filters, "conversation_id IS NOT NULL", tool=False)
     every = reader.models(None, "every", whole=True)
-    sql = f"""WITH {reader.models(filters)}, {every}, {reader.tools(None, whole=True)},
+    calls = reader.where(filters, "tracked", "agent_key IN (SELECT agent_key FROM runs)")
+    tiers = ", ".join(f"'{t}'" for t in tiers_shown(filters))  # fixed text: the known tiers only
+    reminded = f"countIf(reminder_tier IN ({tiers}))" if tiers else "toUInt64(0)"
+    having = "HAVING sum(ifNull(l.calls, 0)) > 0" if filters.tools else ""
+    sql = f"""WITH {reader.models(filters)}, {every}, {reader.tools(filters)},
         recent AS (SELECT conversation_id FROM model {where} ORDER BY end_ns DESC LIMIT {{recent:Int64}}),
         listed AS (SELECT DISTINCT conversation_id FROM recent ORDER BY conversation_id LIMIT {{limit:Int64}}),
         runs AS (SELECT conversation_id, agent_key, count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens,
                         max(end_ns) AS last_ns
                  FROM every WHERE conversation_id IN (SELECT conversation_id FROM listed) GROUP BY conversation_id, agent_key),
-        loops AS (SELECT agent_key, countIf(run_length >= 2) AS repeated_calls, countIf(reminder_tier IS NOT NULL) AS reminders
-                  FROM tool WHERE agent_key IN (SELECT agent_key FROM runs) GROUP BY agent_key)
+        loops AS (SELECT agent_key, count() AS calls, countIf(run_length >= 2) AS repeated_calls, {reminded} AS reminders
+                  FROM tool {calls} GROUP BY agent_key)
         SELECT r.conversation_id AS conversation, count() AS runs, sum(r.model_calls) AS model_calls, sum(r.tokens) AS tokens,
-               max(r.last_ns) AS last_ns, sum(l.repeated_calls) AS repeated_calls, sum(l.reminders) AS reminders
+               max(r.last_ns) AS last_ns, sum(ifNull(l.repeated_calls, 0)) AS repeated_calls,
+               sum(ifNull(l.reminders, 0)) AS reminders
         FROM runs AS r LEFT JOIN loops AS l ON l.agent_key = r.agent_key
-        GROUP BY r.conversation_id ORDER BY max(r.last_ns) DESC, r.conversation_id"""
+        GROUP BY r.conversation_id {having} ORDER BY max(r.last_ns) DESC, r.conversation_id
+        SETTINGS join_use_nulls = 1"""
     params = reader.params(filters, recent=RECENT_MODEL_CALLS, limit=int(limit))
     frame = reader.frame(sql, params)
     frame["last"] = pd.to_datetime(frame["last_ns"], unit="ns", utc=True)
     return frame
 
 
-def conversation_runs(reader: TableReader, conversation: str) -> pd.DataFrame:
-    sql = f"""WITH {reader.models(None, whole=True)}, {reader.tools(None, whole=True)},
+def conversation_runs(reader: TableReader, conversation: str, filters: Filters | None = None) -> pd.DataFrame:
+    chosen = filters or Filters()
+    calls = reader.where(chosen, "tracked", "run_length >= 2", "agent_key IN (SELECT agent_key FROM runs)")
+    sql = f"""WITH {reader.models(None, whole=True)}, {reader.tools(chosen)},
         runs AS (SELECT agent_key, ifNull(max(agent_name), agent_key) AS agent, min(start_ns) AS first_ns,
                         count() AS model_calls, sum(ifNull(total_tokens, 0)) AS tokens
                  FROM model WHERE conversation_id = {{conversation:String}} GROUP BY agent_key),
-        loops AS (SELECT agent_key, countIf(run_length >= 2) AS repeated_calls FROM tool
-                  WHERE agent_key IN (SELECT agent_key FROM runs) GROUP BY agent_key)
+        loops AS (SELECT agent_key, count() AS repeated_calls FROM tool {calls} GROUP BY agent_key)
         SELECT r.agent_key AS agent_key, r.agent AS agent, r.first_ns AS first_ns, r.model_calls AS model_calls,
                r.tokens AS tokens, ifNull(l.repeated_calls, 0) AS repeated_calls
         FROM runs AS r LEFT JOIN loops AS l ON l.agent_key = r.agent_key ORDER BY first_ns, agent_key
         SETTINGS join_use_nulls = 1"""
-    frame = reader.frame(sql, reader.params(conversation=conversation))
+    frame = reader.frame(sql, reader.params(chosen, conversation=conversation))
     frame["started"] = pd.to_datetime(frame["first_ns"], unit="ns", utc=True)
     return frame
 

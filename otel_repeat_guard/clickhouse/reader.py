@@ -210,8 +210,8 @@ class ClickHouseReader(TableReader):
     def conversations(self, filters: Filters, limit: int = 25) -> pd.DataFrame:
         return drill.conversations(self, filters, limit)
 
-    def conversation_runs(self, conversation: str) -> pd.DataFrame:
-        return drill.conversation_runs(self, conversation)
+    def conversation_runs(self, conversation: str, filters: Filters | None = None) -> pd.DataFrame:
+        return drill.conversation_runs(self, conversation, filters)
 
     def hotspot_runs(self, filters: Filters, tool: str, limit: int = 25) -> pd.DataFrame:
         return drill.hotspot_runs(self, filters, tool, limit)

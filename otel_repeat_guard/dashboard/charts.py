@@ -16,7 +16,7 @@ def hotspot_bars(frame: pd.DataFrame, category: str, title: str, measure: str = 
         .mark_bar(color="#d1495b")
         .encode(
             x=alt.X("repeated_calls:Q", title=measure, axis=alt.Axis(tickMinStep=1, format="d")),
-            y=alt.Y(f"{category}:N", sort="-x", title=None),
+            y=alt.Y(f"{category}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=260)),
             tooltip=[
                 alt.Tooltip(f"{category}:N"),
                 alt.Tooltip("repeated_calls:Q", title=measure),
@@ -93,7 +93,7 @@ def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.Chart:
         .mark_bar()
         .encode(
             x=alt.X("n:Q", title="reminders", stack="normalize", axis=alt.Axis(format="%")),
-            y=alt.Y(f"{by}:N", title=None, sort="-x"),
+            y=alt.Y(f"{by}:N", title=None, sort="-x", axis=alt.Axis(labelLimit=260)),
             color=alt.Color(
                 "outcome:N",
                 scale=alt.Scale(

@@ -43,6 +43,13 @@ def token_headline(all_priced: pd.DataFrame, wasted_priced: pd.DataFrame) -> Tok
     return TokenHeadline(tokens, cost, unpriced, wasted, wasted_cost, wasted_unpriced, names)
 
 
+def _counts(column: pd.Series) -> pd.Series:
+    """Whole counts, none (a row the merge found nothing for) as 0. An empty frame's column is of object
+    dtype, so after a merge it holds only NaN: typed first, so that ``fillna`` downcasts nothing (pandas
+    warns of that)."""
+    return column.infer_objects().fillna(0).astype(int)
+
+
 def _wasted_columns(wasted: pd.DataFrame, key: str, label: str) -> pd.DataFrame:
     summed = costs.summarize(wasted, [key]).rename(
         columns={
@@ -64,8 +71,8 @@ def with_wasted_tokens(
     shows it) and ``wasted_token_share``: of all tokens for a tool (model calls belong to no tool), of the
     agent's own tokens for an agent."""
     merged = hotspots.merge(_wasted_columns(wasted, key, label), on=label, how="left")
-    merged["wasted_tokens"] = merged["wasted_tokens"].fillna(0).astype(int)
-    merged["wasted_unpriced_tokens"] = merged["wasted_unpriced_tokens"].fillna(0).astype(int)
+    merged["wasted_tokens"] = _counts(merged["wasted_tokens"])
+    merged["wasted_unpriced_tokens"] = _counts(merged["wasted_unpriced_tokens"])
     merged["wasted_cost"] = [
         costs.money(cost if isinstance(cost, Decimal) else Decimal(0), int(unpriced), int(tokens))
         for cost, unpriced, tokens in zip(
@@ -77,7 +84,7 @@ def with_wasted_tokens(
             columns={"total_tokens": "tokens"}
         )
         merged = merged.merge(totals, on="agent", how="left")
-        merged["tokens"] = merged["tokens"].fillna(0).astype(int)
+        merged["tokens"] = _counts(merged["tokens"])
     else:
         merged["tokens"] = costs.total(all_priced)[0]
     merged["wasted_token_share"] = [
@@ -94,7 +101,7 @@ def by_model(all_priced: pd.DataFrame, wasted_priced: pd.DataFrame) -> pd.DataFr
     )
     merged = models.merge(wasted, on="model", how="left")
     for column in ("wasted_tokens", "wasted_unpriced_tokens", "wasted_model_calls"):
-        merged[column] = merged[column].infer_objects().fillna(0).astype(int)
+        merged[column] = _counts(merged[column])
     merged["wasted_share"] = [
         w / t if t else 0.0 for w, t in zip(merged["wasted_tokens"], merged["total_tokens"], strict=True)
     ]

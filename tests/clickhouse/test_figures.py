@@ -78,6 +78,8 @@ def test_the_store_wide_reads_agree(demo_pair: tuple[Path, Target]) -> None:
     _same(sqlite.excluded_tools(tools), clickhouse.excluded_tools(tools))
     conversation = str(sqlite.conversations(Filters())["conversation"].iloc[0])
     _same(sqlite.conversation_runs(conversation), clickhouse.conversation_runs(conversation))
+    for filters in _filters(store):  # the runs' repeated calls follow the filters, on both stores
+        _same(sqlite.conversation_runs(conversation, filters), clickhouse.conversation_runs(conversation, filters))
 
 
 def test_the_drill_down_finds_the_same_runs_and_timeline(demo_pair: tuple[Path, Target]) -> None:

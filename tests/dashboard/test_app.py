@@ -16,6 +16,7 @@ import streamlit as st
 from replay import Turn, replay
 from streamlit.testing.v1 import AppTest
 
+from otel_repeat_guard.dashboard.sections.timeline import COLUMNS
 from otel_repeat_guard.demo.scenario import AgentScript
 from otel_repeat_guard.store import DB_ENV, SCHEMA_VERSION, open_for_writing
 
@@ -30,12 +31,27 @@ def _fresh_cache() -> Iterator[None]:
     st.cache_data.clear()
 
 
-def run_app(monkeypatch: pytest.MonkeyPatch, db: Path, script: Path = APP) -> AppTest:
+def run_app(monkeypatch: pytest.MonkeyPatch, db: Path, script: Path = APP, page: str | None = None) -> AppTest:
+    """The app on ``db``, on its default page (the overview) or on ``page`` (a file of ``views/``)."""
     monkeypatch.setenv(DB_ENV, str(db))
     app = AppTest.from_file(str(script), default_timeout=60)
     app.run()
     assert not app.exception, [e.message for e in app.exception]
+    return app if page is None else goto(app, page)
+
+
+def goto(app: AppTest, page: str) -> AppTest:
+    """``app`` on another page (``hotspots``, ``runs``...), the sidebar's choices kept."""
+    app.switch_page(f"views/{page}.py").run()
+    assert not app.exception, [e.message for e in app.exception]
     return app
+
+
+def timeline(app: AppTest, nth: int = 0) -> pd.DataFrame:
+    """The ``nth`` run timeline table on the page, under the column names of ``queries.run_timeline``."""
+    found = [t.value for t in app.table if COLUMNS["note"] in t.value.columns]
+    assert len(found) > nth, [list(t.value.columns) for t in app.table]
+    return found[nth].rename(columns={label: name for name, label in COLUMNS.items()})
 
 
 def metrics(app: AppTest) -> dict[str, str]:
@@ -119,7 +135,7 @@ def test_headline_numbers_pinned(monkeypatch: pytest.MonkeyPatch, seeded_db: Pat
 def test_hotspot_and_agent_tables_are_the_replayed_rows(
     monkeypatch: pytest.MonkeyPatch, seeded_db: Path, scripts: tuple[AgentScript, ...]
 ) -> None:
-    app = run_app(monkeypatch, seeded_db)
+    app = run_app(monkeypatch, seeded_db, page="hotspots")
     figures = replay(scripts)
     for by, label in (("tool", "tool"), ("agent", "agent")):
         frame = table(app, label)
@@ -143,7 +159,7 @@ def test_by_model_shows_tokens_their_waste_and_cost(
     monkeypatch: pytest.MonkeyPatch, seeded_db: Path, scripts: tuple[AgentScript, ...]
 ) -> None:
     figures = replay(scripts)
-    frame = table(run_app(monkeypatch, seeded_db), "model").set_index("model")
+    frame = table(run_app(monkeypatch, seeded_db, page="hotspots"), "model").set_index("model")
     assert set(frame.index) == {t.model for t in figures.turns}
     for model, row in frame.iterrows():
         turns = [t for t in figures.turns if t.model == model]
@@ -158,7 +174,7 @@ def test_reminder_efficacy_per_tier_tool_agent_and_model(
     monkeypatch: pytest.MonkeyPatch, seeded_db: Path, scripts: tuple[AgentScript, ...]
 ) -> None:
     figures = replay(scripts)
-    app = run_app(monkeypatch, seeded_db)
+    app = run_app(monkeypatch, seeded_db, page="reminders")
     tiers = table(app, "tier").set_index("tier")
     for tier in ("gentle", "detailed"):
         outcomes = [o for r, o in figures.outcomes if r.tier == tier]
@@ -177,21 +193,21 @@ def test_reminder_efficacy_per_tier_tool_agent_and_model(
 
 
 def test_drill_down_shows_the_runs_timeline_as_text(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
-    app = run_app(monkeypatch, seeded_db)
+    app = run_app(monkeypatch, seeded_db, page="runs")
     app.selectbox(key="drill_tool").set_value("run_tests").run()
-    timeline = table(app, "time")
-    tools = timeline[timeline["kind"] == "tool"]
+    calls = timeline(app)
+    tools = calls[calls["kind"] == "tool"]
     assert list(tools["position"][3:11]) == [str(i) for i in range(1, 9)]
-    assert "trace" not in timeline.columns  # no trace UI configured: no dead link
-    assert (timeline["kind"] == "model").sum() == len(tools) + 1
-    assert timeline["note"].str.contains("loop broken after 8 identical calls").any()
-    assert timeline["note"].str.startswith("received the detailed reminder").sum() == 2
+    assert "trace" not in calls.columns  # no trace UI configured: no dead link
+    assert (calls["kind"] == "model").sum() == len(tools) + 1
+    assert calls["note"].str.contains("loop broken after 8 identical calls").any()
+    assert calls["note"].str.startswith("received the detailed reminder").sum() == 2
     assert app.code[0].value == '{"path":"tests/unit","verbose":true}'
 
 
 def test_the_run_box_follows_the_hotspot_tool(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
     """Regression: the Run box kept the previous tool's run while the table showed the new tool's."""
-    app = run_app(monkeypatch, seeded_db)
+    app = run_app(monkeypatch, seeded_db, page="runs")
     app.selectbox(key="drill_tool").set_value("web_search").run()
     runs = app.selectbox(key="drill_run:web_search")
     assert len(runs.options) == 2
@@ -200,8 +216,8 @@ def test_the_run_box_follows_the_hotspot_tool(monkeypatch: pytest.MonkeyPatch, s
     box = app.selectbox(key="drill_run:shell")
     assert all("run of 6" in label for label in box.options)
     assert "run of 6" in str(box.format_func(box.value) if callable(getattr(box, "format_func", None)) else box.value)
-    timeline = table(app, "time")
-    assert "shell" in set(timeline["name"]) and "web_search" not in set(timeline["name"])
+    calls = timeline(app)
+    assert "shell" in set(calls["name"]) and "web_search" not in set(calls["name"])
 
 
 def test_filters_change_the_numbers(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
@@ -209,8 +225,8 @@ def test_filters_change_the_numbers(monkeypatch: pytest.MonkeyPatch, seeded_db: 
     app.multiselect(key="services").set_value(["ops-bot"]).run()
     shown = metrics(app)
     assert (shown["Tool calls"], shown["Repeated calls"], shown["Longest run"]) == ("13", "7", "6")
-    assert list(table(app, "tool")["tool"]) == ["shell", "tail_logs"]
-    app.multiselect(key="tiers").set_value(["detailed"]).run()
+    assert list(table(goto(app, "hotspots"), "tool")["tool"]) == ["shell", "tail_logs"]
+    goto(app, "overview").multiselect(key="tiers").set_value(["detailed"]).run()
     assert (metrics(app)["Gentle reminders"], metrics(app)["Detailed reminders"]) == ("filtered", "1")
     app.selectbox(key="time_range").set_value("Last 15 minutes").run()
     assert metrics(app)["Tool calls"] == "13"  # the demo just ran
@@ -243,6 +259,8 @@ def test_filtering_on_an_excluded_tool_says_it_is_excluded(monkeypatch: pytest.M
     app = run_app(monkeypatch, seeded_db)
     app.multiselect(key="tools").set_value(["todo_write"]).run()
     assert metrics(app)["Tool calls"] == "0"
+    assert any("1 tool excluded from tracking" in m.value for m in app.markdown)
+    goto(app, "blind_spots")
     assert any("`todo_write`: excluded from tracking" in info.value for info in app.info)
 
 
@@ -290,22 +308,19 @@ def test_a_custom_time_range(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -
 
 
 def test_conversations_group_the_runs_and_open_a_timeline(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
-    app = run_app(monkeypatch, seeded_db)
+    app = run_app(monkeypatch, seeded_db, page="conversations")
     conversations = table(app, "conversation").set_index("conversation")
     assert conversations.loc["researcher-conversation", "runs"] == 3
     app.selectbox(key="conversation").set_value("researcher-conversation").run()
     box = app.selectbox(key="conversation_run:researcher-conversation")
     assert len(box.options) == 3
-    timeline = table(app, "time", nth=1)
-    assert set(timeline["name"]) >= {"claude-sonnet-4-5", "web_search"}
+    assert set(timeline(app)["name"]) >= {"claude-sonnet-4-5", "web_search"}
 
 
 def test_trace_link_template_is_configurable(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
     monkeypatch.setenv("OTEL_REPEAT_GUARD_TRACE_URL", "https://tempo.example/explore?trace={trace_id}&span={span_id}")
-    timeline = table(run_app(monkeypatch, seeded_db), "time")
-    assert (
-        timeline["trace"].str.fullmatch(r"https://tempo\.example/explore\?trace=[0-9a-f]{32}&span=[0-9a-f]{16}").all()
-    )
+    calls = timeline(run_app(monkeypatch, seeded_db, page="runs"))
+    assert calls["trace"].str.fullmatch(r"https://tempo\.example/explore\?trace=[0-9a-f]{32}&span=[0-9a-f]{16}").all()
 
 
 def test_checkout_entry_point_draws_the_same_page(monkeypatch: pytest.MonkeyPatch, seeded_db: Path) -> None:
@@ -368,7 +383,7 @@ def test_calls_the_guard_could_not_compare_are_shown_with_why(monkeypatch: pytes
         tracer.start_span("execute_tool lookup", attributes={**tool, "gen_ai.tool.call.arguments": "{}"}).end()
     provider.shutdown()
 
-    app = run_app(monkeypatch, db)
+    app = run_app(monkeypatch, db, page="blind_spots")
     (warning,) = [w.value for w in app.warning]
     assert warning.startswith("5 tool calls could not be compared")
     frame = next(df.value for df in app.dataframe if "reason" in df.value.columns)

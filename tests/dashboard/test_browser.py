@@ -1,41 +1,25 @@
 """The real thing: ``otel-repeat-guard dashboard`` serving, headless Chromium (Debian's) reading it.
 
 ``make test`` installs Debian's chromium when it is missing; Playwright drives it through
-``executable_path`` (it never downloads a browser). Set ``REPEAT_GUARD_SCREENSHOT`` to a
-path to keep the screenshot (``make screenshot`` refreshes docs/dashboard.png).
+``executable_path`` (it never downloads a browser). The pages at 1440 px, and their screenshots, are
+test_browser_layout.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from browser import chromium, serving
 from playwright.sync_api import Page, expect, sync_playwright
 
 from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import AgentScript, Call, Prompt, scenario
 
 T = TypeVar("T")
-CHROMIUM = os.environ.get("REPEAT_GUARD_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PAYLOAD = "<script>alert(1)</script>"
 TOOL_PAYLOAD = "<img src=x onerror=alert(2)>"
 # Its model's outputs quote the arguments (the demo's model says "Calling render_page with ..."), so the
@@ -54,58 +38,33 @@ PROBE = AgentScript(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def dashboard_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = tmp_path_factory.mktemp("browser") / "dashboard.db"
     run_scenario((*scenario(8), PROBE), db, seconds=2)
-    port = free_port()
-    cli = shutil.which("otel-repeat-guard") or str(Path(sys.executable).with_name("otel-repeat-guard"))
-    server = subprocess.Popen(
-        [cli, "dashboard", "--db", str(db), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    output = server.stdout.read() if server.stdout else ""
-                    pytest.fail(f"the dashboard did not start (exit {server.poll()}):\n{output}")
-                time.sleep(0.2)
+    with serving(db) as url:
         yield url
-    finally:
-        server.terminate()  # the command stops its Streamlit child on SIGTERM
-        assert server.wait(timeout=20) == 130
 
 
 @pytest.fixture(scope="module")
 def page(dashboard_url: str) -> Iterator[Page]:
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        browser = chromium(playwright)
         page = browser.new_page(viewport={"width": 2200, "height": 1200})  # wide: the grid draws only visible columns
         dialogs: list[str] = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-        page.goto(dashboard_url)
         page.set_default_timeout(30_000)  # the first run of the app imports pandas and altair
-        page.get_by_test_id("stDataFrame").first.locator("tbody tr[role=row]").first.wait_for(state="attached")
+        open_page(page, dashboard_url, "hotspots")
         yield page
         assert dialogs == [], f"a script ran in the page: {dialogs}"
         browser.close()
+
+
+def open_page(page: Page, url: str, address: str) -> None:
+    """The dashboard's page at ``address`` (``""``: the overview), once its first table is drawn."""
+    page.goto(f"{url}/{address}")
+    drawn = "[data-testid=stDataFrame] tbody tr[role=row], [data-testid=stTable] tbody tr, [data-testid=stMetric]"
+    page.locator(drawn).first.wait_for(state="attached")
 
 
 def grid_rows(page: Page, table: int) -> list[list[str]]:
@@ -138,12 +97,22 @@ def pick(page: Page, label: str, option: str) -> None:
     page.keyboard.press("Enter")
 
 
-# The grids in page order: the calls the guard could not compare (the demo's unrecorded http_get), by tool,
-# by agent, by model, reminder efficacy, the timeline, conversations, a conversation's run.
-BY_TOOL, TIMELINE = 1, 5
+def table_rows(page: Page) -> list[list[str]]:
+    """The cells of the page's run timeline (an HTML table: its text wraps)."""
+    table = page.get_by_test_id("stTable").first
+    expect(table.locator("tbody tr").first).to_be_attached(timeout=30_000)
+    rows: list[list[str]] = table.evaluate(
+        """t => [...t.querySelectorAll('tbody tr')].map(row => [...row.querySelectorAll('td, th')].map(
+               cell => cell.textContent.trim()))"""
+    )
+    return rows
 
 
-def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page) -> None:
+BY_TOOL = 0  # the first grid of the hotspots page
+
+
+def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page, dashboard_url: str) -> None:
+    open_page(page, dashboard_url, "hotspots")
     settled(lambda: len(grid_rows(page, BY_TOOL)), 9)  # the grid fills in as the page finishes its first run
     rows = grid_rows(page, BY_TOOL)
     by_tool = {row[0]: row[1:4] for row in rows}  # repeated calls, reminders, longest run
@@ -158,6 +127,8 @@ def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page) -> 
         "web_search": ["4", "0", "2"],
         "render_page": ["2", "1", "3"],
     }
+    open_page(page, dashboard_url, "")
+    page.get_by_test_id("stMetric").first.wait_for()
     metrics = {
         (metric.get_by_test_id("stMetricLabel").text_content() or "").strip(): metric.get_by_test_id(
             "stMetricValue"
@@ -172,19 +143,22 @@ def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page) -> 
 
 
 def timeline_names(page: Page) -> list[str]:
-    return [row[2] for row in grid_rows(page, TIMELINE) if len(row) > 2]  # Started, Call, Tool or model, ...
+    return [row[2] for row in table_rows(page) if len(row) > 2]  # Started, Call, Tool or model, ...
 
 
-def test_script_in_arguments_model_outputs_and_tool_names_is_text(page: Page) -> None:
+def test_script_in_arguments_model_outputs_and_tool_names_is_text(page: Page, dashboard_url: str) -> None:
+    open_page(page, dashboard_url, "runs")
     pick(page, "Hotspot tool", "render_page")
-    code = page.get_by_test_id("stCode")
+    code = page.get_by_test_id("stCode").first
     expect(code).to_contain_text('{"html":"<script>alert(1)</script>"}', timeout=30_000)
     want = '{"html":"<script>alert(1)</script>"}'
     assert settled(lambda: "render_page" in timeline_names(page), True)
-    rows = grid_rows(page, TIMELINE)
-    texts = {row[-1] for row in rows if len(row) > 8}
+    texts = {row[-1] for row in table_rows(page) if len(row) > 6}
     assert want in texts
-    assert any(PAYLOAD in text and '"role": "assistant"' in text for text in texts)  # a model output
+    page.get_by_text("Arguments and outputs in full").click()  # the model outputs, in full
+    full = page.get_by_test_id("stExpander").get_by_test_id("stCode")
+    expect(full).to_contain_text(PAYLOAD)
+    expect(full).to_contain_text('"role": "assistant"')
     assert TOOL_PAYLOAD in timeline_names(page)  # a tool name
     injected = page.evaluate("() => [...document.scripts].filter(s => s.textContent.includes('alert(')).length")
     assert injected == 0
@@ -198,8 +172,9 @@ def run_labels(page: Page) -> str:
     return page.get_by_role("combobox", name="Run").first.input_value()
 
 
-def test_the_run_box_follows_the_hotspot_tool_and_picks_the_timeline(page: Page) -> None:
+def test_the_run_box_follows_the_hotspot_tool_and_picks_the_timeline(page: Page, dashboard_url: str) -> None:
     """Regression: after changing "Hotspot tool", the Run box kept showing the previous tool's run."""
+    open_page(page, dashboard_url, "runs")
     pick(page, "Hotspot tool", "web_search")
     assert settled(lambda: "run of 2" in run_labels(page), True), run_labels(page)
     combo = page.get_by_role("combobox", name="Run").first
@@ -217,25 +192,8 @@ def test_the_run_box_follows_the_hotspot_tool_and_picks_the_timeline(page: Page)
     assert settled(lambda: "sql_query" in timeline_names(page) and "web_search" not in timeline_names(page), True)
 
 
-def test_screenshot(page: Page, dashboard_url: str) -> None:
-    """A fresh, tall page load, saved where ``REPEAT_GUARD_SCREENSHOT`` says (docs/dashboard.png via make)."""
-    browser = page.context.browser
-    assert browser is not None
-    shot = browser.new_page(viewport={"width": 1400, "height": 3400})
-    shot.goto(dashboard_url)
-    rows = shot.get_by_test_id("stDataFrame").nth(TIMELINE).locator("tbody tr[role=row]")
-    rows.first.wait_for(state="attached", timeout=30_000)
-    expect(shot.get_by_test_id("stCode")).to_contain_text("stuck", timeout=30_000)
-    shot.wait_for_timeout(1500)  # let the charts finish their first paint
-    image = shot.screenshot()
-    shot.close()
-    assert len(image) > 50_000  # a drawn page, not a blank one
-    destination = os.environ.get("REPEAT_GUARD_SCREENSHOT")
-    if destination:
-        Path(destination).write_bytes(image)
-
-
-def test_no_trace_link_without_a_trace_ui(page: Page) -> None:
+def test_no_trace_link_without_a_trace_ui(page: Page, dashboard_url: str) -> None:
     """Regression: "open trace" pointed at localhost:16686 when no Jaeger ran (`make demo`)."""
+    open_page(page, dashboard_url, "runs")
     assert page.get_by_text("open trace").count() == 0
-    assert all(not any("16686" in cell for cell in row) for row in grid_rows(page, TIMELINE))
+    assert all(not any("16686" in cell for cell in row) for row in table_rows(page))

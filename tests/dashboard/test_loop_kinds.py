@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from test_app import metrics, run_app, table
+from test_app import goto, metrics, run_app, table
 
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.store import open_for_reading
@@ -58,7 +58,7 @@ def test_all_kinds_count_each_call_in_a_loop_once(monkeypatch: pytest.MonkeyPatc
     assert shown["Wasted-call share"] == f"{9 / 21:.1%}"
     assert (shown["Gentle reminders"], shown["Detailed reminders"]) == ("6", "2")  # 3 repeat + 2 cycle + 1 no progress
     assert (shown["Agents with loops"], shown["Longest run of identical calls"]) == ("4", "2")
-    tools = table(app, "tool").set_index("tool")
+    tools = table(goto(app, "hotspots"), "tool").set_index("tool")
     assert tools["repeated_calls"].to_dict() == {"cat": 3, "grep": 3, "edit_file": 2, "web_search": 1}
     assert tools["reminders"].to_dict() == {"cat": 5, "grep": 1, "edit_file": 2, "web_search": 0}
 
@@ -81,7 +81,7 @@ def test_a_kind_narrows_the_loop_figures_to_its_calls(
         detailed,
         agents,
     )
-    assert sorted(table(app, "tool")["tool"]) == tools
+    assert sorted(table(goto(app, "hotspots"), "tool")["tool"]) == tools
     over_time = queries.over_time(open_for_reading(loops_db)[0], queries.Filters(kind=kind), 3600)
     assert int(over_time.loc[over_time["series"] == "repeated calls", "count"].sum()) == int(calls)
 
@@ -89,7 +89,7 @@ def test_a_kind_narrows_the_loop_figures_to_its_calls(
 def test_the_cycle_drill_down_shows_the_cycles_calls_copy_by_copy(
     monkeypatch: pytest.MonkeyPatch, loops_db: Path
 ) -> None:
-    app = run_app(monkeypatch, loops_db)
+    app = run_app(monkeypatch, loops_db, page="runs")
     app.selectbox(key="loop_kind").set_value("cycle").run()
     app.selectbox(key="drill_tool").set_value("edit_file").run()
     box = app.selectbox(key="drill_run:edit_file")
@@ -110,7 +110,9 @@ def test_the_cycle_drill_down_shows_the_cycles_calls_copy_by_copy(
 def test_a_run_of_identical_calls_inside_a_cycle_shows_the_cycle_too(
     monkeypatch: pytest.MonkeyPatch, loops_db: Path
 ) -> None:
-    app = run_app(monkeypatch, loops_db)  # all kinds: cat's runs of identical calls and its cycle are listed
+    app = run_app(
+        monkeypatch, loops_db, page="runs"
+    )  # all kinds: cat's runs of identical calls and its cycle are listed
     app.selectbox(key="drill_tool").set_value("cat").run()
     box = app.selectbox(key="drill_run:cat")
     assert sorted(label.split(" · ")[1] for label in box.options) == [
@@ -133,7 +135,7 @@ def test_two_cycles_in_one_agent_run_are_offered_one_at_a_time(monkeypatch: pyte
         agent.call(run, tool, arguments)
     run.end()
     agent.close()
-    app = run_app(monkeypatch, db)
+    app = run_app(monkeypatch, db, page="runs")
     app.selectbox(key="loop_kind").set_value("cycle").run()
     app.selectbox(key="drill_tool").set_value("edit").run()
     assert list(table(app, "copy")["tool"]) == ["read", "edit", "read", "edit"]
@@ -150,6 +152,7 @@ def test_a_store_with_repeats_only_has_no_kind_filter_and_reads_as_before(
     app = run_app(monkeypatch, seeded_db)
     assert [box for box in app.selectbox if box.key == "loop_kind"] == []
     assert "Repeated calls" in metrics(app) and "Calls in loops" not in metrics(app)
+    goto(app, "runs")
     assert app.selectbox(key=f"drill_run:{app.selectbox(key='drill_tool').value}").label == "Run of identical calls"
 
 
@@ -161,7 +164,7 @@ def test_the_drill_down_of_a_repeat_run_in_an_agent_run_with_a_cycle(
     repeat_in_cycle(agent)
     cycler(agent)
     agent.close()
-    app = run_app(monkeypatch, db)
+    app = run_app(monkeypatch, db, page="runs")
     app.selectbox(key="loop_kind").set_value("repeat").run()
     app.selectbox(key="drill_tool").set_value("cat").run()
     assert app.code[0].value == '{"f":"x"}'  # the repeated call's arguments, as before

@@ -6,15 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.blind_spots import explain
+from otel_repeat_guard.dashboard.sections.wording import plural
 
 
 def draw_excluded(excluded: pd.DataFrame) -> None:
     if excluded.empty:
         return
     names = ", ".join(f"`{t}`" for t in excluded["tool"])
+    one = len(excluded) == 1
     st.info(
-        f"{names}: excluded from tracking by the guard's configuration (exclude patterns), so its calls are "
-        "stored but never counted as repeats. Change OTEL_REPEAT_GUARD_EXCLUDE to track it.",
+        f"{names}: excluded from tracking by the guard's configuration (exclude patterns), so {'its' if one else 'their'} "
+        f"calls are stored but never counted as repeats. Change OTEL_REPEAT_GUARD_EXCLUDE to track {'it' if one else 'them'}.",
         icon="ℹ️",
     )
 
@@ -25,9 +27,20 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
         return
     total = int(unguarded["calls"].sum())
     st.warning(
-        f"{total:,} tool calls could not be compared, so loops among them cannot show here. "
+        f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here. "
         "Run `otel-repeat-guard doctor` on the collector's files for the setting that fixes each.",
         icon="⚠️",
     )
     frame = unguarded.assign(why=[explain(str(reason)) for reason in unguarded["reason"]])
-    st.dataframe(frame, hide_index=True, width="stretch", key="unguarded_calls")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        key="unguarded_calls",
+        column_config={
+            "reason": st.column_config.TextColumn("Reason"),
+            "tool": st.column_config.TextColumn("Tool"),
+            "calls": st.column_config.NumberColumn("Calls", format="localized"),
+            "why": st.column_config.TextColumn("Why"),
+        },
+    )

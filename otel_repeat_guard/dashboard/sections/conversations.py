@@ -9,13 +9,14 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import reads
+from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.sections import timeline
+from otel_repeat_guard.dashboard.sections.wording import Wording, plural
 from otel_repeat_guard.dashboard.settings import Settings
 
 
-def draw(db: str, listed: pd.DataFrame, settings: Settings) -> None:
+def draw(db: str, listed: pd.DataFrame, filters: Filters, settings: Settings, words: Wording) -> None:
     """``listed``: the conversations of the selection (``queries.conversations``)."""
-    st.subheader("Conversations and sessions")
     if listed.empty:
         st.caption(
             "No model call in this selection names a conversation (`gen_ai.conversation.id`) or a session (`session.id`)."
@@ -26,22 +27,25 @@ def draw(db: str, listed: pd.DataFrame, settings: Settings) -> None:
         key="conversations",
         hide_index=True,
         width="stretch",
+        height="content",
         column_config={
             "conversation": st.column_config.TextColumn("Conversation or session"),
             "runs": st.column_config.NumberColumn("Agent runs"),
-            "model_calls": st.column_config.NumberColumn("Model calls"),
-            "tokens": st.column_config.NumberColumn("Tokens"),
-            "repeated_calls": st.column_config.NumberColumn("Repeated calls"),
+            "model_calls": st.column_config.NumberColumn("Model calls", format="localized"),
+            "tokens": st.column_config.NumberColumn("Tokens", format="localized"),
+            "repeated_calls": st.column_config.NumberColumn("Repeated calls", format="localized"),
             "reminders": st.column_config.NumberColumn("Reminders"),
             "last": st.column_config.DatetimeColumn("Last call (UTC)", format="YYYY-MM-DD HH:mm:ss"),
         },
     )
     conversation = str(st.selectbox("Conversation", list(listed["conversation"]), key="conversation"))
-    runs = reads.conversation_runs(db, conversation)
+    runs = reads.conversation_runs(db, conversation, filters)
     if runs.empty:
         return
     labels = {
-        str(r.agent_key): f"{r.agent} · {r.model_calls} model calls · {r.repeated_calls} repeated calls"
+        str(
+            r.agent_key
+        ): f"{r.agent} · {plural(int(r.model_calls), 'model call')} · {plural(int(r.repeated_calls), 'repeated call')}"
         for r in runs.itertuples(index=False)
     }
     choice = st.selectbox(

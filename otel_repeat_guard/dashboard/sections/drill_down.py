@@ -46,7 +46,6 @@ def _hotspot_loops(db: str, filters: Filters, tool: str, kinds: tuple[str, ...])
 
 
 def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds: tuple[str, ...]) -> None:
-    st.subheader("Drill-down: a hotspot's loops, call by call")
     if not tools:
         st.caption("No hotspots to drill into.")
         return
@@ -65,17 +64,15 @@ def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds:
     length = 1 if pd.isna(picked["run_length"]) else int(picked["run_length"])
     focus = reads.loop_start_ns(db, agent_key, end_id, length)
     calls = reads.run_timeline(db, agent_key, focus_ns=focus)
-    st.caption(
-        "The agent run's model calls and tool calls in order: the reminders where they were delivered, the model "
-        "call that received each, what the agent run did next, and where the loop broke."
-    )
-    timeline.draw(calls, settings, "timeline")
     if kind == REPEAT:
         repeats = ~calls["position"].isin(["", "1", "excluded"])
         in_loop = (calls["kind"] == "tool") & (calls["name"] == tool) & repeats
         repeated = calls.loc[in_loop, "text"].dropna()
         st.caption("Arguments of the repeated call (shown as text):")
-        st.code(str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None)
+        st.code(
+            str(repeated.iloc[-1]) if not repeated.empty else "(arguments not stored)", language=None, wrap_lines=True
+        )
+    timeline.draw(calls, settings, "timeline")
     if CYCLE in kinds:
         _cycle_section(db, agent_key, end_id if kind == CYCLE else None)
 
@@ -122,8 +119,8 @@ def _cycle_section(db: str, agent_key: str, picked: int | None) -> None:
             "copy": st.column_config.NumberColumn("Copy", help="Which repetition of the cycle the call belongs to"),
             "step": st.column_config.NumberColumn("Step", help="The call's place in its copy"),
             "tool": st.column_config.TextColumn("Tool"),
-            "arguments": st.column_config.TextColumn("Arguments (text)", width="large"),
-            "status": st.column_config.TextColumn("Status", width="small"),
+            "arguments": st.column_config.TextColumn("Arguments (text)"),  # sized to its text, as every column
+            "status": st.column_config.TextColumn("Status"),
             "time": st.column_config.DatetimeColumn("Started (UTC)", format="HH:mm:ss.SSS"),
         },
     )

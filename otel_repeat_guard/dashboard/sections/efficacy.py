@@ -13,7 +13,6 @@ EFFICACY_BY = {"tier": "Tier", "tool": "Tool", "agent": "Agent", "model": "Model
 
 
 def draw(outcomes: pd.DataFrame, reminders: int, kind: str | None) -> None:
-    st.subheader("Did the reminders work?")
     if kind not in (None, REPEAT):
         st.caption("Outcomes are measured for the reminders of runs of identical calls (the repeat kind) only.")
         return
@@ -37,6 +36,7 @@ def draw(outcomes: pd.DataFrame, reminders: int, kind: str | None) -> None:
             key="efficacy",
             hide_index=True,
             width="stretch",
+            height="content",
             column_config={
                 by: st.column_config.TextColumn(EFFICACY_BY[by]),
                 "reminders": st.column_config.NumberColumn("Reminders"),

@@ -21,9 +21,10 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool, word
         key=key,
         hide_index=True,
         width="stretch",
+        height="content",
         column_config={
             label: st.column_config.TextColumn(label.capitalize()),
-            "repeated_calls": st.column_config.NumberColumn(words.calls),
+            "repeated_calls": st.column_config.NumberColumn(words.calls, format="localized"),
             "reminders": st.column_config.NumberColumn("Reminders"),
             "longest_run": st.column_config.NumberColumn(words.longest or "Longest loop"),
             "wasted_seconds": st.column_config.NumberColumn("Wasted (s)", format="%.1f"),
@@ -31,7 +32,7 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool, word
                 "Share", format="%.0f%%", help=f"{words.calls} as a share of this {label}'s calls"
             ),
             "wasted_tokens": st.column_config.NumberColumn(
-                "Wasted tokens", help="Tokens of the model calls that issued its repeated calls"
+                "Wasted tokens", format="localized", help="Tokens of the model calls that issued its repeated calls"
             ),
             "wasted_token_share": st.column_config.NumberColumn(
                 "Of tokens",
@@ -50,12 +51,9 @@ def draw_grouped(title: str, frame: pd.DataFrame, label: str, key: str, models: 
     if frame.empty:
         st.caption(f"No {words.calls.lower()} in this selection.")
         return
-    left, right = st.columns([5, 2] if models else [3, 2])  # the token columns need the room
-    with left:
-        _hotspot_table(frame, label, key, models, words)
-    with right:
-        chart = charts.hotspot_bars(frame, label, f"{words.calls} by {label}", words.calls.lower())
-        st.altair_chart(chart, width="stretch")
+    _hotspot_table(frame, label, key, models, words)  # the whole width: every column readable at 1440 px
+    chart = charts.hotspot_bars(frame, label, f"{words.calls} by {label}", words.calls.lower())
+    st.altair_chart(chart, width="stretch")
 
 
 def draw_models(by_model: pd.DataFrame) -> None:
@@ -71,11 +69,12 @@ def draw_models(by_model: pd.DataFrame) -> None:
         key="by_model",
         hide_index=True,
         width="stretch",
+        height="content",
         column_config={
             "model": st.column_config.TextColumn("Model"),
-            "calls": st.column_config.NumberColumn("Model calls"),
-            "total_tokens": st.column_config.NumberColumn("Tokens"),
-            "wasted_tokens": st.column_config.NumberColumn("Wasted tokens"),
+            "calls": st.column_config.NumberColumn("Model calls", format="localized"),
+            "total_tokens": st.column_config.NumberColumn("Tokens", format="localized"),
+            "wasted_tokens": st.column_config.NumberColumn("Wasted tokens", format="localized"),
             "wasted_share": st.column_config.NumberColumn("Wasted share", format="%.1f%%"),
             "cost_text": st.column_config.TextColumn("Cost"),
             "wasted_cost": st.column_config.TextColumn("Wasted cost"),

@@ -7,7 +7,7 @@ import streamlit as st
 
 from otel_repeat_guard.dashboard import charts, figures
 from otel_repeat_guard.dashboard.queries import TIERS, Filters
-from otel_repeat_guard.dashboard.sections.wording import WORDING, Wording
+from otel_repeat_guard.dashboard.sections.wording import WORDING, Wording, plural
 from otel_repeat_guard.store.records import REPEAT
 
 TIME_HELP = (
@@ -38,7 +38,8 @@ def draw_headline(
     first[0].metric(
         "Tool calls",
         f"{tracked:,}",
-        help=f"Tracked calls. {untracked:,} calls of excluded tools (e.g. todo_write) are not counted.",
+        help=f"Tracked calls. {plural(untracked, 'call')} of excluded tools (e.g. todo_write) "
+        f"{'is' if untracked == 1 else 'are'} not counted.",
     )
     first[1].metric(words.calls, f"{int(row['repeated_calls']):,}", help=words.calls_help)
     first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help=f"{words.calls} ÷ tracked calls.")
@@ -56,7 +57,7 @@ def draw_headline(
     third[0].metric(
         "Reminders heeded",
         f"{broken / (broken + ignored):.0%}" if broken + ignored else "—",
-        help=f"Of {reminders:,} reminders, {broken:,} were followed by a different call (broken) and {ignored:,} "
+        help=f"Of {plural(reminders, 'reminder')}, {broken:,} were followed by a different call (broken) and {ignored:,} "
         "by the same call again (ignored); the rest ended with their run or wait for the next call.",
     )
     if models:
@@ -74,7 +75,8 @@ def draw_headline(
             + (f"No price for: {tokens.unpriced_models}." if tokens.unpriced_models else "Every model has a price."),
         )
     notes = [
-        f"{tracked:,} tracked tool calls; {untracked:,} calls of excluded tools are stored but not counted.",
+        f"{plural(tracked, 'tracked tool call')}; {plural(untracked, 'call')} of excluded tools "
+        f"{'is' if untracked == 1 else 'are'} stored but not counted.",
         f"{words.time} is summed over concurrent agents.",
     ]
     if models:
@@ -88,22 +90,22 @@ def draw_headline(
     st.caption(" ".join(notes))
 
 
-def draw_trends(over_time: pd.DataFrame, bucket_s: float, lengths: pd.DataFrame, words: Wording) -> None:
-    left, right = st.columns(2)
-    with left:
-        st.subheader("Over time")
-        if over_time.empty:
-            st.caption(f"No {words.calls.lower()} in this selection.")
-        else:
-            st.altair_chart(charts.over_time(over_time, bucket_s, words.calls.lower()), width="stretch")
-    with right:
-        st.subheader("Run-length distribution")
-        if words is not WORDING[REPEAT]:
-            st.caption("Runs of identical calls, whatever the loop kind.")
-        loops = lengths[lengths["run_length"] >= 2]
-        single = int(lengths.loc[lengths["run_length"] == 1, "runs"].sum())
-        if loops.empty:
-            st.caption("No runs of two or more identical calls in this selection.")
-        else:
-            st.altair_chart(charts.run_length_histogram(loops), width="stretch")
-        st.caption(f"{single:,} calls were not repeated (runs of one).")
+def draw_over_time(over_time: pd.DataFrame, bucket_s: float, words: Wording) -> None:
+    st.subheader("Over time")
+    if over_time.empty:
+        st.caption(f"No {words.calls.lower()} in this selection.")
+    else:
+        st.altair_chart(charts.over_time(over_time, bucket_s, words.calls.lower()), width="stretch")
+
+
+def draw_run_lengths(lengths: pd.DataFrame, words: Wording) -> None:
+    st.subheader("Run-length distribution")
+    if words is not WORDING[REPEAT]:
+        st.caption("Runs of identical calls, whatever the loop kind.")
+    loops = lengths[lengths["run_length"] >= 2]
+    single = int(lengths.loc[lengths["run_length"] == 1, "runs"].sum())
+    if loops.empty:
+        st.caption("No runs of two or more identical calls in this selection.")
+    else:
+        st.altair_chart(charts.run_length_histogram(loops), width="stretch")
+    st.caption(f"{plural(single, 'call was', 'calls were')} not repeated (runs of one).")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from otel_repeat_guard.dashboard.queries import TIERS, Filters
 from otel_repeat_guard.dashboard.reads import CACHE_TTL_SECONDS
+from otel_repeat_guard.dashboard.sections import address
 from otel_repeat_guard.dashboard.sections.wording import KIND_LABELS
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS
 from otel_repeat_guard.store.records import LOOP_KINDS, REPEAT
@@ -39,7 +40,11 @@ def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters,
     sidebar = st.sidebar
     sidebar.header("Filters")
     ranges = [*TIME_RANGES, CUSTOM_RANGE]
-    label = sidebar.selectbox("Time range", ranges, index=ranges.index(DEFAULT_TIME_RANGE), key="time_range")
+    offered = {"services": values("service"), "agents": values("agent"), "tools": values("tool"), "tiers": TIERS}
+    linked = address.restore(offered, list(TIME_RANGES), "time_range")
+    # A range from the address is the box's value already: no second default beside it.
+    first = 0 if linked else ranges.index(DEFAULT_TIME_RANGE)
+    label = sidebar.selectbox("Time range", ranges, index=first, key="time_range")
     if label == CUSTOM_RANGE:
         start_ns, end_ns = _custom_range(bounds)
     else:
@@ -49,14 +54,15 @@ def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters,
     filters = Filters(
         start_ns=start_ns,
         end_ns=end_ns,
-        services=tuple(sidebar.multiselect("Service", values("service"), key="services")),
-        agents=tuple(sidebar.multiselect("Agent", values("agent"), key="agents")),
-        tools=tuple(sidebar.multiselect("Tool", values("tool"), key="tools")),
+        services=tuple(sidebar.multiselect("Service", offered["services"], key="services")),
+        agents=tuple(sidebar.multiselect("Agent", offered["agents"], key="agents")),
+        tools=tuple(sidebar.multiselect("Tool", offered["tools"], key="tools")),
         tiers=tuple(
             sidebar.multiselect("Reminder tier", list(TIERS), key="tiers", help="Counts only reminders of these tiers.")
         ),
         kind=_kind_filter(kinds),
     )
+    address.publish(filters, str(label), DEFAULT_TIME_RANGE, list(TIME_RANGES))
     auto = sidebar.toggle(f"Auto-refresh every {REFRESH_SECONDS} s", value=False, key="auto_refresh")
     sidebar.caption(f"Store: `{db}`")
     return filters, auto, kinds
@@ -71,15 +77,15 @@ def _custom_range(bounds: pd.DataFrame) -> tuple[int, int]:
     row = bounds.iloc[0]
     first = _utc(int(row["first_ns"]) if pd.notna(row["first_ns"]) else time.time_ns())
     last = _utc(int(row["last_ns"]) if pd.notna(row["last_ns"]) else time.time_ns())
-    sidebar = st.sidebar
-    left, right = sidebar.columns(2)
-    start_day = left.date_input(
+    sidebar = st.sidebar  # one field a row: side by side, a date no longer fits ("2026 / 12 / (")
+    start_day = sidebar.date_input(
         "From (UTC)", value=first.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_from_day"
     )
-    start_time = right.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
-    left, right = sidebar.columns(2)
-    end_day = left.date_input("To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day")
-    end_time = right.time_input(
+    start_time = sidebar.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
+    end_day = sidebar.date_input(
+        "To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day"
+    )
+    end_time = sidebar.time_input(
         "at ", value=(last + dt.timedelta(minutes=1)).time().replace(second=0, microsecond=0), key="custom_to_time"
     )
     start = dt.datetime.combine(_day(start_day, first), start_time or dt.time(), tzinfo=dt.timezone.utc)

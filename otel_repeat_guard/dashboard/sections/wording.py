@@ -57,3 +57,23 @@ WORDING: dict[str | None, Wording] = {
 def wording(kind: str | None, kinds: tuple[str, ...]) -> Wording:
     """The figures' names for the chosen kind; a store with repeats only reads exactly as before kinds."""
     return WORDING[REPEAT if kind is None and set(kinds) <= {REPEAT} else kind]
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    """``count`` and its noun, singular for one: "1 repeated call", "2 repeated calls" (``many``: the plural
+    when it is not ``one`` + "s")."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
+_ONE = {
+    "Repeated calls": "repeated call",
+    "Calls in loops": "call in a loop",
+    "Calls completing a cycle": "call completing a cycle",
+    "Calls without progress": "call without progress",
+    "Parallel duplicates": "parallel duplicate",
+}
+
+
+def loop_calls(count: int, words: Wording) -> str:
+    """``count`` of the loop kind's calls: "1 repeated call", "3 calls in loops"."""
+    return plural(count, _ONE[words.calls], words.calls.lower())

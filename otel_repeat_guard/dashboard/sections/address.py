@@ -1,0 +1,42 @@
+"""The sidebar's choices in the page's address, so that a link opens the same page on the same selection
+(``/hotspots?tool=sql_query&range=Last+hour``). The address is read once per session, before the widgets
+are drawn; after that the widgets' own state leads and the address follows it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import streamlit as st
+
+from otel_repeat_guard.dashboard.queries import Filters
+
+PARAMS = {"service": "services", "agent": "agents", "tool": "tools", "tier": "tiers"}
+"""Address parameter -> the sidebar's widget key (and ``Filters`` field)."""
+RANGE = "range"
+
+
+def restore(offered: Mapping[str, Sequence[str]], ranges: Sequence[str], key: str) -> bool:
+    """The address's choices into the session for the widgets not drawn yet, keeping only values the store
+    offers (an odd value in a link costs nothing else). Whether the time range came from the address."""
+    params = st.query_params
+    for name, widget in PARAMS.items():
+        if widget not in st.session_state and name in params:
+            st.session_state[widget] = [v for v in params.get_all(name) if v in offered[widget]]
+    wanted = params.get(RANGE)
+    if key not in st.session_state and wanted in ranges:
+        st.session_state[key] = wanted
+        return True
+    return False
+
+
+def publish(filters: Filters, time_range: str, default_range: str, shareable: Sequence[str]) -> None:
+    """The address after the sidebar's choices: each chosen value, and the time range unless it is the
+    default (or a custom range, which is not shared)."""
+    wanted: dict[str, list[str]] = {
+        name: list(getattr(filters, widget)) for name, widget in PARAMS.items() if getattr(filters, widget)
+    }
+    if time_range != default_range and time_range in shareable:
+        wanted[RANGE] = [time_range]
+    params = st.query_params
+    if {name: params.get_all(name) for name in params} != wanted:
+        params.from_dict(wanted)
