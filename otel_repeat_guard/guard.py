@@ -98,7 +98,11 @@ class Guard:
         self._collapse_parallel = config.collapse_parallel
         self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
         self.runs = RunResolver(
-            self._conventions, max_live_spans, self._run_over, is_model_call=router.is_model_call, read_tool=open_tool_reader(router)
+            self._conventions,
+            max_live_spans,
+            self._run_over,
+            is_model_call=router.is_model_call,
+            read_tool=open_tool_reader(router),
         )
         self.steps = PendingSteps(max_agents)
         self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
