@@ -20,19 +20,25 @@ from pathlib import Path
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.dashboard.settings import STORE_ENV, TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
+from otel_repeat_guard.ingest_cli import (
+    STORE_HELP,
+    CliError,
+    add_ingest_commands,
+    check_store,
+    run_doctor,
+    run_ingest,
+    seconds,
+)
 from otel_repeat_guard.ports import busy_port
 from otel_repeat_guard.store.schema import (
     DB_ENV,
     SCHEMA_VERSION,
     StoreError,
-    check_integrity,
     default_db_path,
-    open_for_reading,
     start_demo_store,
     upgrade,
 )
@@ -44,10 +50,6 @@ DEFAULT_PORT = 8501
 DEFAULT_HOST = "127.0.0.1"
 
 
-class CliError(Exception):
-    """Bad input: printed as ``otel-repeat-guard: error: ...`` with exit code 2."""
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -55,16 +57,6 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}") from None
-    if not value >= 0:  # also rejects NaN
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
 
 
@@ -97,12 +89,6 @@ def _version_text() -> str:
     return f"%(prog)s {__version__} ({build_mode()})"
 
 
-STORE_HELP = (
-    "read the OpenTelemetry Collector's ClickHouse table instead: clickhouse://USER@HOST:8123/DB?table=otel_traces "
-    "or chdb://DIR (password from $OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD or _PASSWORD_FILE, never the URL)"
-)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
@@ -126,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--agents", type=_positive_int, default=DEMO_AGENTS, help=f"top-level agents (default {DEMO_AGENTS})"
     )
-    demo.add_argument("--seconds", type=_seconds, default=20.0, help="upper bound on the run time (default 20)")
+    demo.add_argument("--seconds", type=seconds, default=20.0, help="upper bound on the run time (default 20)")
     demo.add_argument("--dashboard", action="store_true", help="then start the dashboard on the same store")
     demo.add_argument("--no-arguments", action="store_true", help="store argument digests only, no argument text")
     demo.add_argument(
@@ -148,139 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     _add_dashboard_options(dashboard)
 
-    ingest = commands.add_parser(
-        "ingest",
-        help="read OTel Collector file-exporter output (OTLP JSON lines, optionally zstd) into the store",
-        description="Read the OTel Collector file exporter's output into the store. Malformed records are "
-        "reported as PATH:LINE, skipped and counted; spans already in the store are skipped, so ingesting "
-        "a file again inserts nothing twice.",
-    )
-    ingest.add_argument("path", type=Path, metavar="PATH", help="the file exporter's output file")
-    ingest.add_argument("--db", type=Path, default=None, help=db_help)
-    ingest.add_argument(
-        "--follow", action="store_true", help="keep reading as the file grows and rotates, until interrupted"
-    )
-    ingest.add_argument(
-        "--replay",
-        action="store_true",
-        help="run the guard's chain logic over spans recorded without the guard, so their loops show too",
-    )
-    ingest.add_argument("--no-arguments", action="store_true", help="store argument digests only, no argument text")
-    ingest.add_argument("--poll", type=_seconds, default=0.5, help="seconds between checks while following")
-    ingest.add_argument("--quiet", action="store_true", help="no progress line")
-
-    doctor = commands.add_parser(
-        "doctor",
-        help="check that the guard can compare the tool calls in collector output, and say what fixes it if not",
-        description="Play collector file-exporter output (OTLP JSON lines, optionally zstd) through the guard and "
-        "report, per instrumentation scope and tool, how many tool calls it recognised, where their arguments "
-        "came from, how their agent runs were resolved, and each blind spot with the setting that fixes it. "
-        "Exit code 0 when every recognised call can be compared, 1 otherwise.",
-    )
-    doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
-    doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
-    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_ingest_commands(commands, db_help)
     return parser
-
-
-def run_doctor(args: argparse.Namespace) -> int:
-    if args.store is not None or not args.paths:
-        if args.store is None or args.paths:
-            raise CliError("doctor reads either collector files (FILE ...) or a ClickHouse table (--store URL)")
-        return clickhouse_doctor(args.store, as_json=args.json)
-    try:
-        from otel_repeat_guard.doctor import diagnose, read_files, render  # noqa: PLC0415 - needs the ingest extra
-    except ImportError as exc:
-        raise CliError(
-            f"doctor needs the ingest extra ({exc.name} is missing): pip install 'otel-repeat-guard[ingest]'"
-        ) from None
-    for path in args.paths:
-        check_input(path, may_be_missing=False)
-    try:
-        read = read_files(args.paths)
-    except OSError as exc:
-        raise CliError(f"cannot read {exc.filename}: {exc.strerror}") from None
-    if not read.requests:  # text, binary, an empty file: nothing the guard could be judged on
-        first = f" (first: {' '.join(read.problems[0].split())[:160]})" if read.problems else " (no record at all)"
-        raise CliError(f"{' '.join(map(str, args.paths))}: no OTLP trace record to diagnose{first}")
-    for problem in read.problems:
-        print(f"skipped malformed record {problem}", file=sys.stderr)
-    report = diagnose(read.spans, config=GuardConfig.from_env())
-    print(render(report, args.json))
-    return report.exit_code
-
-
-def check_input(path: Path, *, may_be_missing: bool) -> None:
-    """Refuse an input that is not a readable file (a directory, a symlink loop, no permission), in one line.
-
-    With ``may_be_missing`` (``--follow``) a file that does not exist yet is fine: it is waited for.
-    """
-    try:
-        with path.open("rb"):
-            pass
-    except FileNotFoundError:
-        if may_be_missing and not path.is_symlink():
-            return
-        raise CliError(f"no file at {path}") from None
-    except IsADirectoryError:
-        raise CliError(f"{path} is a directory: give the file the collector writes") from None
-    except OSError as exc:  # ELOOP, EACCES, ...
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def check_store(db: Path, *, must_exist: bool) -> None:
-    """Refuse a store that is missing (if it must exist), damaged or not ours, before it is used.
-
-    The whole file is checked (``PRAGMA quick_check``), not only its schema, so damage deep in
-    it stops the command with exit code 2 instead of failing writes or dashboard queries later.
-    An older schema passes: every command upgrades it in place (a writer opening it does).
-    """
-    if not must_exist and not db.exists():
-        return  # a writer creates it
-    try:
-        conn, _ = open_for_reading(db, upgradable=True)
-        try:
-            check_integrity(conn, db)
-        finally:
-            conn.close()
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
-
-
-def run_ingest(args: argparse.Namespace) -> int:
-    try:
-        from otel_repeat_guard.ingest.progress import Progress  # noqa: PLC0415 - needs the ingest extra
-        from otel_repeat_guard.ingest.runner import Ingest, IngestOptions, NoTraceRecords  # noqa: PLC0415
-    except ImportError as exc:
-        raise CliError(
-            f"ingest needs its extra ({exc.name} is missing): pip install 'otel-repeat-guard[ingest]'"
-        ) from None
-
-    db: Path = args.db or default_db_path()
-    check_input(args.path, may_be_missing=args.follow)  # before the store file is created
-    check_store(db, must_exist=False)
-    options = IngestOptions(
-        follow=args.follow, replay=args.replay, store_arguments=not args.no_arguments, poll_seconds=args.poll
-    )
-    job = Ingest(args.path, db, options, progress=None if args.quiet else Progress())
-    if args.follow:
-        print(f"following {args.path} into {db} (Ctrl+C to stop)", flush=True)
-    try:
-        stats = job.run()
-    except KeyboardInterrupt:
-        stats = job.stats
-    except NoTraceRecords as exc:  # text, binary, logs or metrics: not collector trace output
-        raise CliError(str(exc)) from None
-    except OSError as exc:  # the file changed under a follower: unreadable now, replaced by a directory, ...
-        raise CliError(f"cannot read {exc.filename or args.path}: {exc.strerror or exc}") from None
-    print(f"ingested {args.path} into {db}: {stats.summary()}", flush=True)
-    if args.replay and stats.replayed_traces and not stats.new_spans:
-        print(
-            "nothing changed: every span was in the store already, so the replay stored nothing "
-            "(replay a file on its first ingest)",
-            flush=True,
-        )
-    return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -430,15 +285,6 @@ def run_clickhouse_dashboard(store: str, *, host: str, port: int, trace_url: str
     env = dict(os.environ)
     env[STORE_ENV] = store  # the URL holds no password (refused there): that stays in its variable or file
     return _serve(command, env, target.describe(), host, port, trace_url)
-
-
-def clickhouse_doctor(store: str, *, as_json: bool) -> int:
-    """``doctor --store``: what the guard could and could not see in the table; 1 if anything was unseen."""
-    from otel_repeat_guard.clickhouse.commands import doctor, render  # noqa: PLC0415 - the clickhouse extra
-
-    report = doctor(store)
-    print(render(report, as_json=as_json))
-    return 0 if report.comparable else 1
 
 
 def _serve(command: list[str], env: dict[str, str], shown: str, host: str, port: int, trace_url: str | None) -> int:

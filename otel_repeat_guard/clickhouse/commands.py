@@ -13,8 +13,12 @@ from otel_repeat_guard.blind_spots import explain as explain_reason
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, connect
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
+from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
 from otel_repeat_guard.dashboard.queries.filters import Filters
+
+MAX_NS = 2**63 - 1
+"""The end of every range: the table's whole span, for ``ingest --from``."""
 
 
 def open_reader(store: str) -> ClickHouseReader:
@@ -29,6 +33,12 @@ def open_reader(store: str) -> ClickHouseReader:
             "is the Collector's clickhouse exporter writing there (database and traces_table_name)?"
         )
     return ClickHouseReader(target, client=client)
+
+
+def table_spans(store: str) -> TableSpans:
+    """Every span of ``store``'s table, for ``ingest --from`` (the table checked reachable first)."""
+    reader = open_reader(store)
+    return TableSpans(reader.client, 0, MAX_NS)
 
 
 def check_store_url(store: str) -> Target:

@@ -1,4 +1,8 @@
-"""``otel-repeat-guard ingest``: Collector output into the store, record by record, never aborting on bad input."""
+"""``otel-repeat-guard ingest``: Collector output into the store, record by record, never aborting on bad input.
+
+The input is a file of the Collector's file exporter, or any other :class:`~otel_repeat_guard.ingest.spans.SpanSource`
+(the Collector's ClickHouse table: ``otel_repeat_guard/clickhouse/spans.py``); replay, the store, the counts and
+the problem lines are the same for both."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_line
 from otel_repeat_guard.ingest.progress import Progress
 from otel_repeat_guard.ingest.replay import Replayer
 from otel_repeat_guard.ingest.source import FileSource
+from otel_repeat_guard.ingest.spans import SpanSource
 from otel_repeat_guard.ingest.store_writer import StoreWriter
 
 MAX_REPORTED = 100  # malformed records shown one by one; the rest are only counted
@@ -77,11 +82,11 @@ class IngestOptions:
 
 
 class Ingest:
-    """Reads one file (optionally following it) into the store at ``db``."""
+    """Reads one file (optionally following it), or another span source, into the store at ``db``."""
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path | SpanSource,
         db: str | Path,
         options: IngestOptions | None = None,
         *,
@@ -90,7 +95,9 @@ class Ingest:
         stop: threading.Event | None = None,
         on_batch: Callable[[IngestStats], None] | None = None,
     ) -> None:
-        self.path = Path(path)
+        self._source = None if isinstance(path, str | Path) else path
+        self.path = Path(path if isinstance(path, str | Path) else path.name)  # what problem lines name
+        self.name = str(path) if isinstance(path, str | Path) else path.name  # what the summary names
         self.options = options or IngestOptions()
         self.stats = IngestStats()
         self.stop = stop or threading.Event()
@@ -112,6 +119,8 @@ class Ingest:
 
         Raises :class:`NoTraceRecords` (having created no store) when the whole input, read once,
         held records and not one of them was an OTLP trace request."""
+        if self._source is not None:
+            return self._run_source(self._source)
         source = FileSource(
             self.path, follow=self.options.follow, poll_seconds=self.options.poll_seconds, stop=self.stop
         )
@@ -141,6 +150,30 @@ class Ingest:
                 f"{self.path} holds no OTLP trace record: none of its {self.stats.records:,} records is an "
                 f"ExportTraceServiceRequest in OTLP JSON (first: {self._first_problem}); no store was written"
             )
+        return self.stats
+
+    def _run_source(self, source: SpanSource) -> IngestStats:
+        """Ingest every batch of a span source (each of its records a span: problems are malformed records)."""
+        self._held = None  # a source's records are spans: nothing to hold back
+        try:
+            for batch in source.batches():
+                self.stats.records += batch.records
+                self.stats.requests += batch.records - len(batch.problems)
+                self.stats.spans += len(batch.spans)
+                for where, reason in batch.problems:
+                    self.stats.malformed += 1
+                    self._report(f"{where}: skipped: {_shorten(reason)}")
+                spans = batch.spans if self._replayer is None else self._replayer.add(batch.spans)
+                self._write(spans)
+                if self._progress is not None:
+                    self._progress.update(source.name, batch.offset, batch.size, self._status())
+            if self._replayer is not None:
+                self._write(self._replayer.flush())
+        finally:
+            if self._writer is not None:
+                self._writer.close()
+            if self._progress is not None:
+                self._progress.close()
         return self.stats
 
     def _decode(self, path: Path, records: list[Record]) -> list[ReadableSpan]:
