@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -119,25 +119,15 @@ class Ingest:
 
         Raises :class:`NoTraceRecords` (having created no store) when the whole input, read once,
         held records and not one of them was an OTLP trace request."""
-        if self._source is not None:
-            return self._run_source(self._source)
-        source = FileSource(
-            self.path, follow=self.options.follow, poll_seconds=self.options.poll_seconds, stop=self.stop
-        )
+        steps = self._from_file() if self._source is None else self._from_source(self._source)
         try:
-            for chunk in source.chunks():
-                for loss in chunk.losses:
-                    self.stats.losses += 1
-                    self.stats.lost_bytes += loss.bytes
-                    self._report(_shorten(loss.what))  # it names the file
-                spans = self._decode(chunk.path, chunk.records)
-                if self._replayer is not None:
-                    spans = self._replayer.add(spans)
-                    if not chunk.records:  # idle while following: finish traces whose root never came
-                        spans += self._replayer.flush_idle()
+            for read, idle, where in steps:
+                spans = read if self._replayer is None else self._replayer.add(read)
+                if idle and self._replayer is not None:  # idle while following: finish traces whose root never came
+                    spans += self._replayer.flush_idle()
                 self._write(spans)
-                if self._progress is not None and self._held is None:
-                    self._progress.update(str(chunk.path), chunk.offset, chunk.size, self._status())
+                if self._progress is not None and where is not None:
+                    self._progress.update(*where, self._status())
             if self._replayer is not None:
                 self._write(self._replayer.flush())
         finally:
@@ -147,34 +137,37 @@ class Ingest:
                 self._progress.close()
         if self.stats.records and not self.stats.requests and not self.options.follow:
             raise NoTraceRecords(
-                f"{self.path} holds no OTLP trace record: none of its {self.stats.records:,} records is an "
+                f"{self.name} holds no OTLP trace record: none of its {self.stats.records:,} records is an "
                 f"ExportTraceServiceRequest in OTLP JSON (first: {self._first_problem}); no store was written"
             )
         return self.stats
 
-    def _run_source(self, source: SpanSource) -> IngestStats:
-        """Ingest every batch of a span source (each of its records a span: problems are malformed records)."""
+    def _from_file(self) -> Iterator[tuple[list[ReadableSpan], bool, tuple[str, int, int] | None]]:
+        """The file's spans, a chunk at a time: (spans, idle while following, where reading stands or None)."""
+        source = FileSource(
+            self.path, follow=self.options.follow, poll_seconds=self.options.poll_seconds, stop=self.stop
+        )
+        for chunk in source.chunks():
+            for loss in chunk.losses:
+                self.stats.losses += 1
+                self.stats.lost_bytes += loss.bytes
+                self._report(_shorten(loss.what))  # it names the file
+            spans = self._decode(chunk.path, chunk.records)
+            shown = None if self._held is not None else (str(chunk.path), chunk.offset, chunk.size)
+            yield spans, not chunk.records, shown
+
+    def _from_source(self, source: SpanSource) -> Iterator[tuple[list[ReadableSpan], bool, tuple[str, int, int]]]:
+        """A span source's spans, a batch at a time (each of its records a span: problems are malformed records)."""
         self._held = None  # a source's records are spans: nothing to hold back
-        try:
-            for batch in source.batches():
-                self.stats.records += batch.records
-                self.stats.requests += batch.records - len(batch.problems)
-                self.stats.spans += len(batch.spans)
-                for where, reason in batch.problems:
-                    self.stats.malformed += 1
-                    self._report(f"{where}: skipped: {_shorten(reason)}")
-                spans = batch.spans if self._replayer is None else self._replayer.add(batch.spans)
-                self._write(spans)
-                if self._progress is not None:
-                    self._progress.update(source.name, batch.offset, batch.size, self._status())
-            if self._replayer is not None:
-                self._write(self._replayer.flush())
-        finally:
-            if self._writer is not None:
-                self._writer.close()
-            if self._progress is not None:
-                self._progress.close()
-        return self.stats
+        for batch in source.batches():
+            self.stats.records += batch.records
+            self.stats.requests += batch.records - len(batch.problems)
+            self.stats.spans += len(batch.spans)
+            for where, reason in batch.problems:
+                self.stats.malformed += 1
+                self._first_problem = self._first_problem or f"{where}: {_shorten(reason, 120)}"
+                self._report(f"{where}: skipped: {_shorten(reason)}")
+            yield batch.spans, batch.idle, (source.name, batch.offset, batch.size)
 
     def _decode(self, path: Path, records: list[Record]) -> list[ReadableSpan]:
         spans: list[ReadableSpan] = []
