@@ -30,11 +30,15 @@ def held_by_abandoned(runs: int) -> tuple[int, int]:
     tracemalloc.start()
     try:
         for i in range(runs):
-            attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "r", "gen_ai.agent.id": f"a-{i}"}
+            attributes = {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "r",
+                "gen_ai.agent.id": f"a-{i}",
+            }
             run = tracer.start_span("invoke_agent researcher", attributes=attributes)
             tracer.start_span("execute_tool grep", context=trace.set_span_in_context(run), attributes=_TOOL)
         gc.collect()
-        return tracemalloc.get_traced_memory()[0], len(guard._runs.live)  # noqa: SLF001 - what the guard keeps
+        return tracemalloc.get_traced_memory()[0], len(guard._runs.live)  # what the guard keeps
     finally:
         tracemalloc.stop()
 

@@ -28,7 +28,10 @@ def test_replaying_the_table_stores_what_replaying_the_same_spans_from_a_file_st
     table = f"chdb://{directory}?database=unguarded"
     assert main(["ingest", "--from", table, "--db", str(tmp_path / "table.db"), "--replay", "--quiet"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1].startswith(f"ingested chdb://{directory} (unguarded.otel_traces) into") and "replayed 2 traces through the guard" in out[-1]
+    assert (
+        out[-1].startswith(f"ingested chdb://{directory} (unguarded.otel_traces) into")
+        and "replayed 2 traces through the guard" in out[-1]
+    )
 
     from_file, from_table = store_rows(tmp_path / "file.db"), store_rows(tmp_path / "table.db")
     assert from_table == from_file
