@@ -18,7 +18,7 @@ from otel_repeat_guard.blind_spots import CallAudit
 from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
-from otel_repeat_guard.forks import renew_after_fork
+from otel_repeat_guard.forks import ForkHandle
 from otel_repeat_guard.guard import Guard
 from otel_repeat_guard.inputs import chain_key, checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
@@ -74,11 +74,10 @@ class RepeatGuardSpanProcessor(SpanProcessor):
         self._wrapping, self._limits = bool(downstream), SpanLimits()
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
-        renew_after_fork(self)  # a forked child's guard starts afresh: after_fork
+        self._fork = ForkHandle(self._wrapped_events.clear, guard.after_fork)  # a forked child starts afresh
 
     def after_fork(self) -> None:  # in a forked child (forks.py): nothing in flight, the configuration stays
-        self._wrapped_events.clear()
-        self._guard.after_fork()
+        self._fork.after_fork()
 
     @property
     def config(self) -> GuardConfig:
