@@ -31,7 +31,7 @@ from typing import TypeVar
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from otel_repeat_guard.dashboard import costs, queries
+from otel_repeat_guard.dashboard import VIEWS, costs, queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.store import DB_ENV, open_for_reading, open_for_writing
 from otel_repeat_guard.store.schema import rebuild_rollup
@@ -280,10 +280,10 @@ def bench_page(db: Path) -> list[float]:
     for page in PAGES[1:]:
         st.cache_data.clear()
         started = time.perf_counter()
-        test.switch_page(f"views/{page}.py").run()
+        test.switch_page(str(VIEWS / f"{page}.py")).run()
         assert not test.exception, [e.message for e in test.exception]
         print(f"  cold run of the {page} page (caches cleared) {(time.perf_counter() - started) * 1000:8.1f} ms")
-    test.switch_page("views/overview.py").run()
+    test.switch_page(str(VIEWS / "overview.py")).run()
     st.cache_data.clear()
     started = time.perf_counter()
     test.selectbox(key="time_range").set_value("All time").run()

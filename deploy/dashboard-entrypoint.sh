@@ -14,8 +14,10 @@ otel-repeat-guard ingest --follow --quiet --db "$DB" "$TRACES_FILE" &
 ingest=$!
 trap 'kill "$ingest" "${dashboard:-}" 2>/dev/null || true' EXIT INT TERM
 
-for _ in $(seq 1 100); do  # ingest creates the store before it waits for the first trace
-  [ -f "$DB" ] && break
+# ingest creates the store before it waits for the first trace; on a loaded machine its
+# start-up takes seconds, so wait for as long as it lives rather than for a fixed time.
+until [ -f "$DB" ]; do
+  kill -0 "$ingest" 2>/dev/null || { wait "$ingest"; exit $?; }
   sleep 0.1
 done
 

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import streamlit as st
 
-from otel_repeat_guard.dashboard import reads, view
+from otel_repeat_guard.dashboard import VIEWS, reads, view
 from otel_repeat_guard.dashboard.sections import sidebar
 from otel_repeat_guard.dashboard.settings import Settings
 from otel_repeat_guard.store.schema import StoreError
@@ -43,7 +42,6 @@ This ClickHouse table holds no tool spans (`gen_ai.operation.name = execute_tool
 """
 
 
-_PAGES = Path(__file__).resolve().parent / "views"
 # (file, title, address, icon): the first is the default page, at the app's root address.
 PAGES = (
     ("overview.py", "Overview", "overview", ":material/dashboard:"),
@@ -57,7 +55,7 @@ PAGES = (
 
 def pages() -> list[st.Page]:
     return [
-        st.Page(_PAGES / name, title=title, url_path=address, icon=icon, default=index == 0)
+        st.Page(VIEWS / name, title=title, url_path=address, icon=icon, default=index == 0)
         for index, (name, title, address, icon) in enumerate(PAGES)
     ]
 

@@ -109,7 +109,9 @@ class Ingest:
         self._on_batch = on_batch
         self._db = Path(db)
         self._config = self.options.config or GuardConfig.from_env()
-        self._writer: StoreWriter | None = None  # made with the first spans: no store for input that has none
+        # Made with the first spans, so input that has none makes no store; when following, made at
+        # once, so a dashboard started beside ``ingest --follow`` finds its store before the first trace.
+        self._writer: StoreWriter | None = None
         self._replayer = (
             Replayer(self._config, idle_seconds=self.options.replay_idle_seconds) if self.options.replay else None
         )
@@ -120,6 +122,8 @@ class Ingest:
         Raises :class:`NoTraceRecords` (having created no store) when the whole input, read once,
         held records and not one of them was an OTLP trace request."""
         steps = self._from_file() if self._source is None else self._from_source(self._source)
+        if self.options.follow:
+            self._open_writer()
         try:
             for read, idle, where in steps:
                 spans = read if self._replayer is None else self._replayer.add(read)
@@ -193,9 +197,7 @@ class Ingest:
 
     def _write(self, spans: list[ReadableSpan]) -> None:
         if spans:
-            if self._writer is None:
-                self._writer = StoreWriter(self._db, config=self._config, store_arguments=self.options.store_arguments)
-            counts = self._writer.write(spans)
+            counts = self._open_writer().write(spans)
             self.stats.new_spans += counts.new
             self.stats.duplicate_spans += counts.duplicate
             self.stats.unstored_spans += counts.unstored
@@ -207,6 +209,11 @@ class Ingest:
             self.stats.guarded_traces = self._replayer.guarded_traces
         if self._on_batch is not None:
             self._on_batch(self.stats)
+
+    def _open_writer(self) -> StoreWriter:
+        if self._writer is None:
+            self._writer = StoreWriter(self._db, config=self._config, store_arguments=self.options.store_arguments)
+        return self._writer
 
     def _malformed(self, path: Path, number: int, reason: str) -> None:
         self.stats.malformed += 1

@@ -11,6 +11,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.clickhouse.target import Target
+from otel_repeat_guard.dashboard import VIEWS
 from otel_repeat_guard.dashboard.settings import STORE_ENV
 from otel_repeat_guard.store import DB_ENV
 
@@ -34,7 +35,7 @@ def visit(monkeypatch: pytest.MonkeyPatch, page: str, *, sqlite: Path | None = N
     app = AppTest.from_file(str(APP), default_timeout=60)
     app.run()
     if page != "overview":
-        app.switch_page(f"views/{page}.py").run()
+        app.switch_page(str(VIEWS / f"{page}.py")).run()
     assert not app.exception, [e.message for e in app.exception]
     return app
 

@@ -16,6 +16,7 @@ import streamlit as st
 from replay import Turn, replay
 from streamlit.testing.v1 import AppTest
 
+from otel_repeat_guard.dashboard import VIEWS
 from otel_repeat_guard.dashboard.sections.timeline import COLUMNS
 from otel_repeat_guard.demo.scenario import AgentScript
 from otel_repeat_guard.store import DB_ENV, SCHEMA_VERSION, open_for_writing
@@ -42,7 +43,7 @@ def run_app(monkeypatch: pytest.MonkeyPatch, db: Path, script: Path = APP, page:
 
 def goto(app: AppTest, page: str) -> AppTest:
     """``app`` on another page (``hotspots``, ``runs``...), the sidebar's choices kept."""
-    app.switch_page(f"views/{page}.py").run()
+    app.switch_page(str(VIEWS / f"{page}.py")).run()
     assert not app.exception, [e.message for e in app.exception]
     return app
 

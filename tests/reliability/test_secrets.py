@@ -224,8 +224,8 @@ def test_injection_through_the_dashboard_filters(hostile_store: Path, monkeypatc
         assert not app.exception, [e.message for e in app.exception]
         shown = {m.label: m.value for m in app.metric}
         assert (shown["Tool calls"], shown["Repeated calls"], shown["Longest run"]) == ("0", "0", "0")
-        assert [c.value for c in app.caption if c.value.startswith("No ")][:2] == [
-            "No repeated calls in this selection.",
+        assert [c.value for c in app.caption if c.value.startswith("No ")] == [
+            "No repeated calls, no ignored reminders and no blind spots in this selection.",
             "No repeated calls in this selection.",
         ]
         app.multiselect(key=key).set_value([]).run()

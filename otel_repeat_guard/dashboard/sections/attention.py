@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
-from otel_repeat_guard.dashboard import figures
+from otel_repeat_guard.dashboard import VIEWS, figures
 from otel_repeat_guard.dashboard.sections.wording import Wording, loop_calls, plural
-
-PAGES = Path(__file__).resolve().parents[1] / "views"
 
 
 def items(
@@ -72,4 +68,4 @@ def draw(
     for text, page in found:
         left, right = st.columns([5, 1], vertical_alignment="center")
         left.markdown(text)
-        right.page_link(str(PAGES / page), label="Open", icon=":material/arrow_forward:")
+        right.page_link(str(VIEWS / page), label="Open", icon=":material/arrow_forward:")
