@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, RepeatDetector
@@ -55,6 +55,10 @@ class ChainStore(ABC):
     @abstractmethod
     def detect(self, agent_id: str, call: Call) -> list[Detection]:
         """What the run's opt-in detectors say of a counted call."""
+
+    @abstractmethod
+    def outcomes(self, agent_id: str, found: Mapping[str, bytes]) -> list[tuple[Call, Detection]]:
+        """What the run's calls that awaited their outcome extend, now that ``found`` (by call id) arrived."""
 
     @abstractmethod
     def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool:
@@ -197,6 +201,13 @@ class ChainTracker(ChainStore):
             if more.detectors is None:
                 more.detectors = self._detectors()
             return [found for detector in more.detectors if (found := detector.observe(call)) is not None]
+
+    def outcomes(self, agent_id: str, found: Mapping[str, bytes]) -> list[tuple[Call, Detection]]:
+        with self._lock:
+            more = self._more.get(agent_id) if self._more else None
+            if more is None or more.detectors is None:
+                return []
+            return [pair for detector in more.detectors for pair in detector.outcomes(found)]
 
     def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool:
         """Whether the call copies one of the run's counted calls made in the same step (then it is not

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id
 
 from otel_repeat_guard.agents import AgentChains
+from otel_repeat_guard.awaited import AwaitedOutcomes
 from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
 from otel_repeat_guard.chains import ChainStore
@@ -35,7 +36,7 @@ from otel_repeat_guard.conventions.genai import EXECUTE_TOOL, OPERATION, GenAICo
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
-from otel_repeat_guard.facts import ISSUER, WASTED
+from otel_repeat_guard.facts import ISSUER
 from otel_repeat_guard.fastpath import GENERAL, PlainToolSpans
 from otel_repeat_guard.guard_parts import (
     chain_store,
@@ -105,6 +106,7 @@ class Guard:
             read_tool=open_tool_reader(router),
         )
         self.steps = PendingSteps(max_agents)
+        self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
@@ -122,7 +124,7 @@ class Guard:
     def after_fork(self) -> None:
         """In a forked child (:mod:`otel_repeat_guard.forks`): every part starts afresh, the configuration stays."""
         self._model_runs.clear()
-        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn):
+        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn, self._awaited):
             part.after_fork()
 
     # -- the harness's questions ---------------------------------------------------------
@@ -252,9 +254,10 @@ class Guard:
                 merge(decision, counted)
                 return decision
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
+            call_id = call_id or requested.call_id
         if self._audit is not None:
             self._audit(CallAudit(scope_of(span), tool, source, run.how, None))
-        counted = self._count(run, tool, arguments, span, attributes, events, error, facts=facts)
+        counted = self._count(run, tool, arguments, span, attributes, events, error, facts=facts, awaits=call_id)
         if counted is None:
             return self._quiet(facts)
         if step is not None:
@@ -299,10 +302,12 @@ class Guard:
         call_id: str | None = None,
         context: SpanContext | None = None,
         facts: dict[str, Any] | None = None,
+        awaits: str | None = None,
     ) -> Decision | None:
         """Count one tracked call in its run (every detector), and word what it extends; None when it extends
         nothing. ``span`` is the call's own tool span, None for a call with no tool span (its events go on
-        the span ``context`` names: the requesting model span's)."""
+        the span ``context`` names: the requesting model span's). ``awaits`` (else ``call_id``) is the id
+        under which the run's next model request carries the call's outcome back, if no span records it."""
         chains = self.chains
         raw = None  # unknown or not JSON-like arguments have no key: never identical to others
         if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
@@ -312,9 +317,13 @@ class Guard:
             key = None if arguments is MISSING else arguments_key(arguments)
         call = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
-            call, outcome = opt_in(chains, self.config, run, tool, key, span, attributes, events, error)
+            call, outcome = opt_in(
+                chains, self.config, run, tool, key, span, attributes, events, error, awaits or call_id
+            )
             if call is None and key is not None:  # the extra copy of a call made twice in one step: one call for all
                 return Decision([self._recorder.parallel_duplicate(tool, key)], [], facts)
+            if call is not None and call.awaits is not None:
+                self._awaited.waits(run.key)
         length = chains.observe(run.key, tool, key, raw)
         if length < 2 and call is None:
             return None  # nearly every call: no repeat, no detector to ask
@@ -389,7 +398,7 @@ class Guard:
         if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
-        idle = not keep and not (due and self.steps.steps)  # a text answer, nothing pending: nothing to do
+        idle = not keep and not (due and self.steps.steps) and not self._awaited.runs  # a text answer, nothing pending
         if idle and not self.facts:
             return None  # not even its run to resolve: nothing records it
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
@@ -399,10 +408,12 @@ class Guard:
         inside = opened is None and not idle and self.steps.latest_end(run.key) >= started  # from a call inside
         read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
-        if idle or inside:
+        if inside:
             return decision
         if due and self.steps.steps:
             merge(decision, self._count_unanswered(run))
+        if self._awaited.runs and run.key in self._awaited.runs:
+            merge(decision, self._awaited.answered(run, mask, name, attributes, events, context))
         if read is not None:
             step = Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0)
             step.wasted = opened is not None and opened.wasted  # charged while it was open
@@ -451,17 +462,10 @@ class Guard:
         return Decision([], [], facts) if self.facts else None
 
     def _wasted(self, step: Step, tool: str, counted: Decision, facts: dict[str, Any] | None) -> None:
-        """A call that repeats or extends a loop: the tokens of the model call that asked for it are wasted,
-        each model call's once (``WASTED`` on the call that charged it). Not for a parallel duplicate:
-        the same model call asked for the original."""
-        if not step.wasted and counted.events[0][0] != PARALLEL_DUPLICATE_EVENT:
-            step.wasted = True
-            if facts is not None:
-                facts[WASTED] = True
-            if step.ended_ns:
-                self.metrics.wasted_tokens(tool, *token_usage(step.attributes))
-            else:  # a step still open (issues_while_open): its usage is counted at its end
-                step.wasted_tool = tool
+        """A call that repeats or extends a loop wastes its issuer's tokens; not a parallel duplicate's: the same
+        model call asked for the original."""
+        if counted.events[0][0] != PARALLEL_DUPLICATE_EVENT:
+            step.charge(tool, facts, self.metrics.wasted_tokens)
 
     def _run_over(self, run: Run) -> None:
         over = self.agents.ended(run)
@@ -471,6 +475,7 @@ class Guard:
     def _over(self, key: str) -> None:
         self.chains.forget(key)
         self.steps.forget(key)
+        self._awaited.forget(key)
 
     # -- reporting -----------------------------------------------------------------------
 

@@ -139,12 +139,15 @@ def outcome_and_key(
     status = span.status
     failed_ = error or status.status_code is StatusCode.ERROR or failed(attributes, events)
     value, is_error = outcome_of(attributes, events, failed_, status.description)
-    if value is MISSING:
-        return value, None
+    return value, (None if value is MISSING else outcome_digest(value, is_error))
+
+
+def outcome_digest(value: Any, is_error: bool = False) -> bytes | None:
+    """What no-progress detection compares of an outcome; None for a value with no canonical form."""
     canonical = canonical_or_none(value)
     if canonical is None:
-        return value, None
-    return value, xxhash.xxh3_128_digest((b"E" if is_error else b"R") + canonical)  # an error never equals a result
+        return None
+    return xxhash.xxh3_128_digest((b"E" if is_error else b"R") + canonical)  # an error never equals a result
 
 
 def opt_in(
@@ -157,14 +160,21 @@ def opt_in(
     attributes: Mapping[str, Any],
     events: Sequence[EventLike],
     error: bool,
+    awaits: str | None = None,
 ) -> tuple[Call | None, Any]:
     """What the opt-in work needs before the call is counted: the call as detectors see it (None for
     a parallel duplicate, which is not counted), its outcome (for no-progress detection), and the outcome
-    of reminders waiting for it."""
+    of reminders waiting for it. A call whose outcome was not recorded awaits it under its call id
+    ``awaits``, from the run's next model request."""
     outcome = outcome_key = None
-    if config.no_progress_thresholds and span is not None:
-        outcome, outcome_key = outcome_and_key(span, attributes, events, error)
-    call = Call(tool, key, outcome_key)
+    if config.no_progress_thresholds:
+        if span is not None:
+            outcome, outcome_key = outcome_and_key(span, attributes, events, error)
+        if span is not None and outcome is not MISSING:
+            awaits = None  # recorded on its span: nothing to wait for
+    else:
+        awaits = None
+    call = Call(tool, key, outcome_key, awaits)
     if config.collapse_parallel and span is not None and key is not None:
         parent = span.parent.span_id if span.parent is not None else None
         if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):

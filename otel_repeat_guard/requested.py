@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
+from otel_repeat_guard.conventions.usage import token_usage
+from otel_repeat_guard.facts import WASTED
 from otel_repeat_guard.rules import evict_oldest
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -108,6 +110,19 @@ class Step:
         self._calls: list[RequestedCall] | None = None
         self._by_id: dict[str, RequestedCall] = {}
         self._taken: set[int] = set()
+
+    def charge(self, tool: str, facts: dict[str, Any] | None, wasted_tokens: Callable[..., None]) -> None:
+        """A call it asked for repeats or extends a loop: its tokens are wasted, once (``WASTED`` on the call
+        that charged it). A step still open (``issues_while_open``) is counted at its end, with its usage."""
+        if self.wasted:
+            return
+        self.wasted = True
+        if facts is not None:
+            facts[WASTED] = True
+        if self.ended_ns:
+            wasted_tokens(tool, *token_usage(self.attributes))
+        else:
+            self.wasted_tool = tool
 
     def asked_for_tools(self) -> bool:
         """The model's finish reason says it asked for tools, whether or not its content was recorded."""

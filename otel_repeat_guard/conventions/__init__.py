@@ -246,6 +246,19 @@ class SpanRouter:
         reader = self._models[mask] = first_nonempty if readers else None
         return reader
 
+    def tool_responses(
+        self, mask: int, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> dict[str, Any]:
+        """The tool results a model-call span with the model bits of ``mask`` carries back to the model, by
+        call id (:mod:`~otel_repeat_guard.conventions.responses`); read only for runs whose calls await them."""
+        bits = (mask & self.model_bits) >> len(self.conventions)
+        for k, convention in enumerate(self.conventions):
+            if bits >> k & 1 and hasattr(convention, "tool_responses"):
+                found: dict[str, Any] = convention.tool_responses(name, attributes, events)
+                if found:
+                    return found
+        return {}
+
 
 def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
     """:func:`find_tool_call` over ``conventions`` for the hot path, answering a plain tuple.

@@ -198,6 +198,10 @@ class BuiltInConvention:
         """The tool calls a model-call span of this vocabulary says the model asked for, in order."""
         return []
 
+    def tool_responses(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> dict[str, Any]:
+        """The tool results a model-call span of this vocabulary carries back to the model, by call id."""
+        return {}
+
 
 def call_id_of(attributes: Mapping[str, Any]) -> str | None:
     """The model's id for a tool call on its tool span: ``gen_ai.tool.call.id``, else OpenInference's ``tool_call.id``."""

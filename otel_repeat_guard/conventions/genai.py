@@ -24,6 +24,7 @@ from otel_repeat_guard.conventions.base import (
     tool_name,
 )
 from otel_repeat_guard.conventions.requests import gen_ai_requests
+from otel_repeat_guard.conventions.responses import gen_ai_input_messages
 
 _ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy telemetry schema
 OPERATION = "gen_ai.operation.name"
@@ -89,6 +90,9 @@ class GenAIConvention(BuiltInConvention):
     ) -> list[RequestedCall]:
         """``gen_ai.output.messages``, else the older ``gen_ai.choice`` events."""
         return gen_ai_requests(attributes, events)
+
+    def tool_responses(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> dict[str, Any]:
+        return gen_ai_input_messages(attributes)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         operation = attributes.get(OPERATION)

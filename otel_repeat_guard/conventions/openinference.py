@@ -23,6 +23,7 @@ from otel_repeat_guard.conventions.base import (
     tool_name,
 )
 from otel_repeat_guard.conventions.requests import openinference_output_messages
+from otel_repeat_guard.conventions.responses import openinference_input_messages
 
 _KIND: Final = "openinference.span.kind"
 _CALL_WRAPPER: Final = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
@@ -95,6 +96,9 @@ class OpenInferenceConvention(BuiltInConvention):
         self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
     ) -> list[RequestedCall]:
         return openinference_output_messages(attributes)
+
+    def tool_responses(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> dict[str, Any]:
+        return openinference_input_messages(attributes)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         if attributes.get(_KIND) != "AGENT":

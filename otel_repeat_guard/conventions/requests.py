@@ -23,7 +23,7 @@ from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
 _OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 
 
-def _parsed(value: Any) -> Any:
+def parsed(value: Any) -> Any:
     """A JSON text parsed, anything else as it is; None for text that does not parse (or nests too deep)."""
     if isinstance(value, str | bytes):
         try:
@@ -61,7 +61,7 @@ def gen_ai_output_messages(attributes: Mapping[str, Any]) -> list[RequestedCall]
     raw = attributes.get(_OUTPUT_MESSAGES)
     if isinstance(raw, str) and "tool_call" not in raw:
         return []  # a text answer: nothing to parse
-    messages = _parsed(raw)
+    messages = parsed(raw)
     out: list[RequestedCall] = []
     for message in messages if isinstance(messages, list) else ():
         if not isinstance(message, Mapping):
@@ -82,29 +82,36 @@ def gen_ai_choice_events(events: Sequence[EventLike]) -> list[RequestedCall]:
         if event_name(event) != "gen_ai.choice":
             continue
         attributes = event.attributes or {}
-        calls = _parsed(attributes.get("tool_calls"))
+        calls = parsed(attributes.get("tool_calls"))
         if calls is None:
-            message = _parsed(attributes.get("message"))
+            message = parsed(attributes.get("message"))
             calls = message.get("tool_calls") if isinstance(message, Mapping) else None
-        out.extend(_openai_tool_calls(_parsed(calls)))
+        out.extend(_openai_tool_calls(parsed(calls)))
     return out
 
 
-def _flattened(attributes: Mapping[str, Any], pattern: re.Pattern[str], fields: Sequence[str]) -> list[RequestedCall]:
-    """Tool calls spelt out one attribute per field, ``<prefix>.{i}.<…>.{j}.<field>``, in (i, j) order."""
-    found: dict[tuple[int, int], dict[str, Any]] = {}
+def flattened(attributes: Mapping[str, Any], pattern: re.Pattern[str]) -> list[dict[str, Any]]:
+    """Records spelt out one attribute per field, ``<prefix>.{i}…<field>``: ``pattern``'s groups are the
+    indices and then the field; one dict of fields per record, in index order."""
+    found: dict[tuple[int, ...], dict[str, Any]] = {}
     pairs: Iterable[tuple[object, Any]] = attributes.items()  # compiled, a key that is no str is checked here
     for key, value in pairs:
         match = pattern.fullmatch(key) if isinstance(key, str) else None
         if match is None:
             continue
+        groups = match.groups()
         try:
-            index = int(match[1]), int(match[2])
+            index = tuple(int(group) for group in groups[:-1])
         except ValueError:  # an index past Python's 4,300-digit conversion limit: no message's
             continue
-        found.setdefault(index, {})[match[3]] = value
+        found.setdefault(index, {})[groups[-1]] = value
+    return [fields for _, fields in sorted(found.items())]
+
+
+def _flattened(attributes: Mapping[str, Any], pattern: re.Pattern[str], fields: Sequence[str]) -> list[RequestedCall]:
+    """Tool calls spelt out one attribute per field, ``<prefix>.{i}.<…>.{j}.<field>``, in (i, j) order."""
     out: list[RequestedCall] = []
-    for _, call in sorted(found.items()):
+    for call in flattened(attributes, pattern):
         request = _request(*(call.get(field) for field in fields))
         if request is not None:
             out.append(request)

@@ -21,6 +21,7 @@ from otel_repeat_guard.conventions.base import (
     tool_name,
 )
 from otel_repeat_guard.conventions.requests import gen_ai_output_messages, traceloop_completions
+from otel_repeat_guard.conventions.responses import gen_ai_input_messages, traceloop_prompts
 
 _KIND: Final = "traceloop.span.kind"
 _ARGUMENT_KEYS: Final = ("gen_ai.tool.call.arguments", "traceloop.entity.input")
@@ -96,6 +97,9 @@ class TraceloopConvention(BuiltInConvention):
     ) -> list[RequestedCall]:
         """``gen_ai.output.messages`` (0.62 and later), else ``gen_ai.completion.{i}.tool_calls.{j}.*``."""
         return gen_ai_output_messages(attributes) or traceloop_completions(attributes)
+
+    def tool_responses(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> dict[str, Any]:
+        return gen_ai_input_messages(attributes) or traceloop_prompts(attributes)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
         kind = attributes.get(_KIND)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 
@@ -13,6 +14,9 @@ class Call(NamedTuple):
     """The arguments' digest; None when they are unknown (such a call is distinct from every call)."""
     outcome: bytes | None = None
     """The digest of the call's outcome (result, else error), for detectors that need it; None: not recorded."""
+    awaits: str | None = None
+    """With no outcome: the call id under which the run's next model request will carry it back (a
+    ``tool_call_response``), for the detectors that compare outcomes to wait for (see ``outcomes``)."""
 
 
 class Detection(NamedTuple):
@@ -46,10 +50,16 @@ class Stateful(Protocol):
 
 class Detector(Stateful, Protocol):
     """A loop shape. ``observe`` sees each tracked call of one run, in order; ``continues`` says whether
-    a call would extend the loop a reminder was about (so the reminder was ignored)."""
+    a call would extend the loop a reminder was about (so the reminder was ignored); ``outcomes`` hands
+    over outcomes that arrive after their calls (none for a shape that does not compare them)."""
 
     kind: str
 
     def observe(self, call: Call) -> Detection | None: ...
 
     def continues(self, call: Call, period: int) -> bool: ...
+
+    def outcomes(self, found: Mapping[str, bytes]) -> list[tuple[Call, Detection]]:
+        """The run's next model request arrived with the outcomes (digests) of calls that await one, by call
+        id: what the calls waiting for theirs extend now, each with its call (outcome filled in)."""
+        ...

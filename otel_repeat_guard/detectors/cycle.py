@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from otel_repeat_guard.detectors.base import Call, Detection
@@ -70,6 +71,9 @@ class CycleDetector:
         if call.key is None or len(self._history) < period:
             return False
         return bool(self._history[-period][0] == (call.tool, call.key))
+
+    def outcomes(self, found: Mapping[str, bytes]) -> list[tuple[Call, Detection]]:
+        return []  # a cycle is of calls, not outcomes
 
     def state(self) -> list[Any]:
         """``[[tool, key or None] per remembered call, the per-period counters]``."""

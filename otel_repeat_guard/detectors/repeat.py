@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from otel_repeat_guard.detectors.base import Call, Detection
@@ -53,6 +54,9 @@ class RepeatDetector:
     def continues(self, call: Call, period: int = 1) -> bool:
         """Whether ``call`` would extend the run."""
         return same_call(call.tool, call.key, self.tool, self.key)
+
+    def outcomes(self, found: Mapping[str, bytes]) -> list[tuple[Call, Detection]]:
+        return []  # a repeat is of calls, not outcomes
 
     def state(self) -> list[Any]:
         return [self.tool, self.key, self.run]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -335,6 +335,22 @@ class RedisChainStore(ChainStore):
         if not self._update("detect", agent_id, ("d", "w"), step):
             return self._local.detect(agent_id, call)
         return found
+
+    def outcomes(self, agent_id: str, found: Mapping[str, bytes]) -> list[tuple[Call, Detection]]:
+        make = self._detectors
+        if make is None:
+            return []
+        answered: list[tuple[Call, Detection]] = []
+
+        def step(state: bytes | None, _: Any) -> tuple[list[tuple[str, bytes]], list[tuple[str, str, str]]]:
+            detectors = make()
+            load_state(state, detectors)
+            answered[:] = [pair for detector in detectors for pair in detector.outcomes(found)]
+            return [("d", dump_state(detectors))], []
+
+        if not self._update("outcomes", agent_id, ("d", "w"), step):
+            return self._local.outcomes(agent_id, found)
+        return answered
 
     def parallel_duplicate(self, agent_id: str, call: Call, parent: int | None, start: int, end: int) -> bool:
         if call.key is None or parent is None:

@@ -24,9 +24,9 @@ from otel_repeat_guard.store.records import (
     ToolCallRow,
     agent_run_row,
     model_call_row,
-    requested_call_rows,
     tool_call_row,
 )
+from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
 from otel_repeat_guard.store.rollup import _label, _ModelRollup, _rolled_up, _Rollup
 from otel_repeat_guard.store.schema import default_db_path
 from otel_repeat_guard.store.sql import (
@@ -134,6 +134,7 @@ class SQLiteSpanExporter(SpanExporter):
         self._tracked = ToolFilter(config.include, config.exclude)
         self._store_arguments = bool(store_arguments)
         self._preview_chars = config.arguments_preview_chars
+        self._late = LateDetections()  # detections of request-counted calls that came before their rows
         self.dropped_spans = 0
         """Spans dropped because the store could not hold them, since this exporter was made."""
         self.unwritten_spans = 0
@@ -193,7 +194,7 @@ class SQLiteSpanExporter(SpanExporter):
                 if call is not None:
                     batch.calls.append(call)
                     continue
-                batch.calls.extend(requested_call_rows(span, self._tracked))
+                batch.calls.extend(requested_call_rows(span, self._tracked, self._late))
                 model = model_call_row(
                     span, self._router, store_outputs=self._store_arguments, preview_chars=self._preview_chars
                 )

@@ -42,7 +42,7 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
-from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
+from otel_repeat_guard.facts import ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -219,12 +219,12 @@ def provisional_agent_key(trace_id: str, parent_span_id: str | None) -> str:
     return f"trace:{trace_id}/{parent_span_id or '-'}"
 
 
-def _service_name(span: ReadableSpan) -> str:
+def service_name(span: ReadableSpan) -> str:
     value = span.resource.attributes.get("service.name") if span.resource is not None else None
     return value if isinstance(value, str) and value else UNKNOWN_SERVICE
 
 
-class _GuardEvents:
+class GuardEvents:
     """The guard's events on one tool span, by what the store reads of them (the last of each kind counts)."""
 
     __slots__ = ("detections", "reminders", "repeat", "unguarded")
@@ -320,7 +320,7 @@ def tool_call_row(
     tool, arguments, agent_id, agent_name, error, _ = call
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
-    guard = _GuardEvents(events)
+    guard = GuardEvents(events)
     repeat, unguarded = guard.repeat, guard.unguarded
     is_tracked = tracked[tool]
 
@@ -354,7 +354,7 @@ def tool_call_row(
         ToolCallRow(
             start_ns=start,
             end_ns=end,
-            service_name=_service_name(span),
+            service_name=service_name(span),
             trace_id=trace_id,
             span_id=format_span_id(context.span_id),
             parent_span_id=parent_span_id,
@@ -377,55 +377,6 @@ def tool_call_row(
             decided=decided_run is not None,
         )
     )
-
-
-def requested_call_rows(span: ReadableSpan, tracked: ToolFilter) -> list[ToolCallRow]:
-    """The rows of the calls the guard counted from a model's request (they have no tool span): one per
-    ``repeat_tool_guard.call`` event, whatever span carries it, keyed ``<span id>/<index>`` in that span."""
-    context = span.context
-    events = contents_of(span)[2]
-    if context is None or not len(events):
-        return []
-    rows: list[ToolCallRow] = []
-    at = span.start_time or 0
-    for index, event in enumerate(events):
-        attributes = event.attributes or {}
-        tool, run = _str_or_none(attributes.get("gen_ai.tool.name")), _str_or_none(attributes.get(RUN))
-        if event.name != CALL_EVENT or tool is None or run is None:
-            continue
-        length = _int_or_none(attributes.get("repeat_tool_guard.run_length"))
-        tier = _str_or_none(attributes.get("repeat_tool_guard.tier"))
-        threshold = _int_or_none(attributes.get("repeat_tool_guard.threshold"))
-        rows.append(
-            storable(
-                ToolCallRow(
-                    start_ns=event.timestamp or at,
-                    end_ns=event.timestamp or at,
-                    service_name=_service_name(span),
-                    trace_id=format_trace_id(context.trace_id),
-                    span_id=f"{format_span_id(context.span_id)}/{index}",
-                    parent_span_id=format_span_id(context.span_id),
-                    agent_key=run,
-                    agent_name=_str_or_none(attributes.get(RUN_NAME)),
-                    agent_known=True,
-                    tool_name=tool,
-                    tracked=tracked[tool],
-                    arguments_digest=_str_or_none(attributes.get("repeat_tool_guard.arguments_digest")),
-                    arguments_preview=None,
-                    error=False,
-                    run_length=length,
-                    reminder_tier=tier,
-                    reminder_threshold=threshold,
-                    detections=(DetectionRow(REPEAT, length, reminder_tier=tier, reminder_threshold=threshold),)
-                    if length is not None and length >= 2
-                    else (),
-                    issuer_span_id=_str_or_none(attributes.get(ISSUER)),
-                    charges_issuer=attributes.get(WASTED) is True,
-                    decided=True,
-                )
-            )
-        )
-    return rows
 
 
 def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> AgentRunRow | None:
@@ -472,7 +423,7 @@ def model_call_row(
         ModelCallRow(
             start_ns=start,
             end_ns=end,
-            service_name=_service_name(span),
+            service_name=service_name(span),
             trace_id=trace_id,
             span_id=format_span_id(context.span_id),
             parent_span_id=parent_span_id,

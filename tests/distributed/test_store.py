@@ -141,3 +141,35 @@ def test_a_password_never_reaches_a_log_line_or_the_configurations_repr() -> Non
     assert safe_url("redis://:s3cret@host/0") == "redis://:***@host/0"
     assert safe_url("redis://host:6379/0") == "redis://host:6379/0"
     assert "s3cret" not in repr(GuardConfig(chain_store="redis://:s3cret@host/0"))
+
+
+def _late_outcomes(config: GuardConfig) -> tuple[list[Any], list[Any]]:
+    """CrewAI's shape: no tool spans; each model call asks for one call and carries the earlier ones' results."""
+    reminders: list[Reminder] = []
+    guard = RepeatGuardSpanProcessor(config, reminders.append)
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.distributed")
+    answered: list[dict[str, Any]] = []
+    with tracer.start_as_current_span("invoke_agent late", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for i in range(5):
+            with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}) as span:
+                span.set_attribute("gen_ai.input.messages", json.dumps([{"role": "tool", "parts": answered}]))
+                part = {"type": "tool_call", "id": f"c{i}", "name": "grep", "arguments": {"q": i}}
+                span.set_attribute("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [part]}]))
+            answered = [*answered, {"type": "tool_call_response", "id": f"c{i}", "response": "no match"}]
+    provider.shutdown()
+    events = [
+        (e.name, {k: v for k, v in (e.attributes or {}).items() if k not in RANDOM})
+        for span in exporter.get_finished_spans()
+        for e in span.events
+    ]
+    return events, [(r.kind, r.tool_name, r.run_length, r.tier) for r in reminders]
+
+
+def test_calls_awaiting_their_outcomes_wait_in_redis_as_in_memory(redis_server: RedisServer) -> None:
+    memory = _late_outcomes(LOOPS)
+    assert memory[1] == [("no_progress", "grep", 3, "gentle")]
+    assert _late_outcomes(GuardConfig(**{**_fields(LOOPS), "chain_store": redis_server.url})) == memory

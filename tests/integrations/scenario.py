@@ -128,10 +128,10 @@ def provider_for(g: Guarded) -> TracerProvider:
 
 
 @contextlib.contextmanager
-def with_store(tmp_path: Path) -> Iterator[Guarded]:
+def with_store(tmp_path: Path, **options: Any) -> Iterator[Guarded]:
     """A guard whose spans also go into a fresh store in ``tmp_path`` (for :func:`assert_whole_chain`), closed
     at the end of the block. The body of the ``stored`` fixture, for a module whose own fixture wires it up."""
-    guarded = make_guarded(store=tmp_path / "store.db")
+    guarded = make_guarded(store=tmp_path / "store.db", **options)
     assert guarded.store is not None
     try:
         yield guarded
@@ -467,3 +467,41 @@ def assert_whole_chain(g: Guarded, expected: Figures, tool: str = "lookup") -> N
         name: {"actual": actual[name], "expected": value} for name, value in expected.items() if actual[name] != value
     }
     assert not wrong, wrong
+
+
+NO_PROGRESS_SCRIPT = tuple(
+    ("broken_lookup", {"city": "Paris", "units": units}) for units in ("metric", "imperial", "kelvin", "rankine")
+)
+"""No progress: four calls of one failing tool, each with other arguments, each failing alike."""
+NO_PROGRESS_CONFIG = GuardConfig(no_progress_thresholds=(3,))
+
+
+def assert_no_progress_from_the_model_requests(g: Guarded, requests: Sequence[Sequence[str]]) -> None:
+    """:data:`NO_PROGRESS_SCRIPT` ran on a runtime whose spans record no tool result: each outcome came back
+    in the next model request (``requests``: each request's message texts), so each call's no-progress
+    event is on that model call's span, named by its call id; the reminder after call 3 reaches the model
+    in the request after the one that carried call 3's result; and the store has the same detections."""
+    found = guard_events(g, "repeat_tool_guard.no_progress")
+    assert [e["repeat_tool_guard.run_length"] for _, e in found] == [2, 3, 4]
+    assert all(not is_tool_span(span) for span, _ in found)  # on the model calls that carried the outcomes
+    assert len({e["gen_ai.tool.call.id"] for _, e in found}) == 3
+    assert len({e["repeat_tool_guard.outcome_digest"] for _, e in found}) == 1
+    assert [(r.kind, r.tool_name, r.run_length, r.tier) for r in g.reminders] == [
+        ("no_progress", "broken_lookup", 3, "gentle")
+    ]
+    (reminder,) = g.reminders
+    assert "broken_lookup" in reminder.text
+    carried = [i for i, texts in enumerate(requests) if any(reminder.text in text for text in texts)]
+    assert carried == [len(NO_PROGRESS_SCRIPT)]  # request 5 (the answer's): call 3's result came with request 4
+    from otel_repeat_guard.store import open_for_reading
+
+    assert g.store is not None
+    conn, _ = open_for_reading(g.store.path)
+    try:
+        stored = conn.execute(
+            "SELECT c.tool_name, d.run_length, d.reminder_tier FROM detections d JOIN tool_calls c"
+            " ON c.id = d.call_id WHERE d.kind = 'no_progress' ORDER BY c.end_ns"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert stored == [("broken_lookup", 2, None), ("broken_lookup", 3, "gentle"), ("broken_lookup", 4, None)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,21 +52,30 @@ from .crewai_cases import (  # noqa: F401  (autouse fixtures)
 from .fake_openai import FakeOpenAI
 from .scenario import (
     FINAL_ANSWER,
+    NO_PROGRESS_CONFIG,
+    NO_PROGRESS_SCRIPT,
     PARIS,
     SHORT_SCRIPT,
     Guarded,
+    assert_no_progress_from_the_model_requests,
     guard_events,
     is_tool_span,
+    openai_messages,
     require,
     stored,  # noqa: F401  (a fixture)
+    wired,
+    with_store,
 )
 
 # CrewAI 1.15 warns about its own deprecated fields on every crew it builds.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:crewai")
 
 require("opentelemetry.instrumentation.crewai")
+from crewai.hooks import unregister_before_llm_call_hook  # noqa: E402
 from opentelemetry.instrumentation.crewai import CrewAIInstrumentor  # noqa: E402
 from opentelemetry.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
+
+from otel_repeat_guard.integrations.crewai import register_repeat_guard_hook  # noqa: E402
 
 MODEL_SCOPE = "opentelemetry.instrumentation.openai.v1"
 
@@ -310,3 +320,22 @@ def test_with_content_tracing_off_the_blind_spot_is_reported(
     assert "TRACELOOP_TRACE_CONTENT" in report.blind_spots[0].fix
     unguarded = g.unguarded()
     assert {reason for reason, _ in unguarded} == {"no_arguments"} and sum(unguarded.values()) == 8
+
+
+def test_no_progress_takes_each_outcome_from_the_next_model_request(instrumented: Instrumented, tmp_path: Path) -> None:
+    """Issue 24, item 5: CrewAI runs its tools with no span, so nothing records what a tool answered but the
+    next request's messages, which the openai instrumentation records as ``gen_ai.input.messages``."""
+    with with_store(tmp_path, config=NO_PROGRESS_CONFIG) as g:
+        hook = register_repeat_guard_hook(guard=g.guard, inbox=g.inbox)
+        try:
+            with FakeOpenAI(NO_PROGRESS_SCRIPT) as server, wired(instrumented.board, g):
+                assert kickoff(make_crew(server)) == FINAL_ANSWER
+        finally:
+            unregister_before_llm_call_hook(hook)
+        chats = [s for s in g.exporter.get_finished_spans() if s.instrumentation_scope.name == MODEL_SCOPE]  # type: ignore[union-attr]
+        last = json.loads(str(chats[-1].attributes["gen_ai.input.messages"]))  # type: ignore[index]
+        answers = [p for m in last for p in m.get("parts", ()) if p.get("type") == "tool_call_response"]
+        assert len(answers) == len(NO_PROGRESS_SCRIPT) and "is down" in json.dumps(answers[0])
+        assert_no_progress_from_the_model_requests(
+            g, [[text for _, text in openai_messages(body)] for body in server.requests]
+        )

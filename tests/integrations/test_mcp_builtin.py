@@ -57,12 +57,15 @@ from .mcp_cases import (
 from .scenario import (
     EXPECTED_RUNS,
     LOOP,
+    NO_PROGRESS_CONFIG,
+    NO_PROGRESS_SCRIPT,
     SCRIPT,
     SHORT_SCRIPT,
     Guarded,
     Switchboard,
     assert_interleaved,
     assert_no_event_on_non_tool_spans,
+    assert_no_progress_from_the_model_requests,
     assert_reminders_reached_model,
     assert_scenario_run,
     assert_separate_runs,
@@ -328,3 +331,26 @@ def test_stdio_server_calls_are_counted_from_the_model_requests(g: Guarded) -> N
     assert g.unguarded() == {}
     report = diagnosed(g)
     assert (report.blind_spots, report.exit_code) == ([], 0)
+
+
+def test_over_stdio_no_progress_takes_each_outcome_from_the_next_model_request(
+    provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 24, item 5: no span of this process records what the server answered, but the loop sends it
+    back to the model as a ``tool`` message, which openai-v2 records as a ``tool_call_response`` part."""
+    monkeypatch.setenv(CAPTURE, "span_only")
+    with (
+        with_store(tmp_path, config=NO_PROGRESS_CONFIG) as stored,
+        instrumented(stored, provider) as g,
+        FakeOpenAI(NO_PROGRESS_SCRIPT) as fake,
+    ):
+        asyncio.run(run_prompts(connect("stdio"), fake, g))
+    chats = [s for s in g.exporter.get_finished_spans() if s.name.startswith("chat ")]
+    responses = [
+        part
+        for message in json.loads(str(chats[-1].attributes["gen_ai.input.messages"]))  # type: ignore[index]
+        for part in message["parts"]
+        if part["type"] == "tool_call_response"
+    ]
+    assert len(responses) == len(NO_PROGRESS_SCRIPT) and "broken_lookup" in str(responses[0]["response"])
+    assert_no_progress_from_the_model_requests(g, [[text for _, text in seen(body)] for body in fake.requests])
