@@ -23,6 +23,13 @@ from otel_repeat_guard.recorder import (
     REPEAT_EVENT,
     UNGUARDED_EVENT,
 )
+from otel_repeat_guard.store.model_calls import (
+    CONVERSATION_KEYS,
+    MODEL_KEYS,
+    OUTPUT_KEYS,
+    PROVIDER_KEYS,
+    TOTAL_TOKEN_KEYS,
+)
 
 NOT_SEEN = "no_guard"
 """The blind-spot reason of a tool span the guard never saw (no facts, no events)."""
@@ -66,6 +73,13 @@ SCAN = f"""
 
 SERVICE_CONDITION = "AND ServiceName IN {services:Array(String)}"
 
+# The conventions' marks (GenAI, OpenInference, OpenLLMetry), as the guard's router reads them.
+TOOL_SPAN = """(SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+           OR SpanAttributes['openinference.span.kind'] = 'TOOL' OR SpanAttributes['traceloop.span.kind'] = 'tool')"""
+MODEL_SPAN = """(SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content')
+           OR (SpanAttributes['openinference.span.kind'] = 'LLM' AND NOT endsWith(SpanName, '._prepare_chat_with_tools'))
+           OR SpanAttributes['llm.request.type'] IN ('chat', 'completion'))"""
+
 _SPAN_COLUMNS = """
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
         start_ns + toInt64(Duration) AS end_ns,
@@ -78,7 +92,8 @@ _KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as 
 TOOL_CALLS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
-        SpanAttributes['gen_ai.tool.name'] AS tool_name,
+        coalesce(nullIf(SpanAttributes['gen_ai.tool.name'], ''), nullIf(SpanAttributes['tool.name'], ''),
+                 SpanAttributes['traceloop.entity.name']) AS tool_name,
         SpanAttributes['{RUN}'] AS run_fact,
         {_event(REPEAT_EVENT, "rep")},
         {_event(UNGUARDED_EVENT, "ung")},
@@ -103,7 +118,8 @@ TOOL_CALLS = f"""
         StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') OR SpanAttributes['gen_ai.tool.status'] = 'error'
             OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception') AS error,
         nullIf(rep['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
-        SpanAttributes['gen_ai.tool.call.arguments'] AS arguments,
+        coalesce(nullIf(SpanAttributes['gen_ai.tool.call.arguments'], ''), nullIf(SpanAttributes['input.value'], ''),
+                 SpanAttributes['traceloop.entity.input']) AS arguments,
         SpanAttributes['{ISSUER}'] AS issuer,
         SpanAttributes['{WASTED}'] = 'true' AS wasted,
         {_reminder("cycle", "cycle_tier")},
@@ -117,7 +133,7 @@ TOOL_CALLS = f"""
         toInt64OrNull(nop['repeat_tool_guard.run_length']) AS np_length,
         has(Events.Name, '{PARALLEL_DUPLICATE_EVENT}') OR pd_tier IS NOT NULL AS is_pd
     {SCAN}
-      AND SpanAttributes['gen_ai.operation.name'] = 'execute_tool' AND NOT mapContains(SpanAttributes, '{NESTED}')
+      AND {TOOL_SPAN} AND NOT mapContains(SpanAttributes, '{NESTED}')
 """
 """One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures (none for a
 span inside a tool span of the same call: that one is the row, ``facts.NESTED``)."""
@@ -129,6 +145,11 @@ def _count(keys: tuple[str, ...]) -> str:
     return "coalesce(" + ", ".join(f"if({value} >= 0, {value}, NULL)" for value in read) + ")"
 
 
+def _text(keys: tuple[str, ...]) -> str:
+    """The first of ``keys`` (the store's reader's, constants) with a non-empty text, else NULL."""
+    return "coalesce(" + ", ".join(f"nullIf(SpanAttributes['{key}'], '')" for key in keys) + ")"
+
+
 MODEL_CALLS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id,
@@ -137,19 +158,18 @@ MODEL_CALLS = f"""
                 concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId))) AS agent_key,
         coalesce(nullIf(SpanAttributes['{RUN_NAME}'], ''), nullIf(SpanAttributes['gen_ai.agent.name'], '')) AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
-        coalesce(nullIf(SpanAttributes['gen_ai.response.model'], ''), nullIf(SpanAttributes['gen_ai.request.model'], ''),
-                 nullIf(SpanAttributes['llm.model_name'], '')) AS model,
-        coalesce(nullIf(SpanAttributes['gen_ai.provider.name'], ''), nullIf(SpanAttributes['gen_ai.system'], '')) AS provider,
+        {_text(MODEL_KEYS)} AS model,
+        {_text(PROVIDER_KEYS)} AS provider,
         {_count(INPUT_TOKEN_KEYS)} AS input_tokens,
         {_count(OUTPUT_TOKEN_KEYS)} AS output_tokens,
         {_count(CACHE_READ_KEYS)} AS cache_read_tokens,
         {_count(CACHE_WRITE_KEYS)} AS cache_write_tokens,
-        ifNull(input_tokens + output_tokens, toInt64OrNull(SpanAttributes['llm.usage.total_tokens'])) AS total_tokens,
-        coalesce(nullIf(SpanAttributes['gen_ai.conversation.id'], ''), nullIf(SpanAttributes['session.id'], '')) AS conversation_id,
+        ifNull(input_tokens + output_tokens, {_count(TOTAL_TOKEN_KEYS)}) AS total_tokens,
+        {_text(CONVERSATION_KEYS)} AS conversation_id,
         StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') AS error,
-        SpanAttributes['gen_ai.output.messages'] AS output
+        {_text(OUTPUT_KEYS)} AS output
     {SCAN}
-      AND SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content')
+      AND {MODEL_SPAN}
       AND SpanAttributes['{WRAPPER}'] != 'true'
 """
 """One row per model-call span, with the store's ``model_calls`` columns (none for a framework's span that only

@@ -1,0 +1,46 @@
+"""A real framework's spans, not only the demo's: a LangChain ``create_agent`` run under OpenInference with
+the guard in the process (tests/fixtures/langchain_openinference), as the Collector's clickhouse exporter
+stores it. Its tool spans are OpenInference's (``openinference.span.kind = TOOL``, ``tool.name``), its model
+calls LLM spans with ``llm.token_count.*``: every dashboard figure equals the embedded store's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otel_repeat_guard.clickhouse.reader import ClickHouseReader
+from otel_repeat_guard.clickhouse.target import Target
+from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard.source import SQLiteReader
+from tests.clickhouse.test_figures import QUESTIONS, _same
+
+
+def test_the_capture_is_the_loop_the_guard_saw(capture_pair: tuple[Path, Target]) -> None:
+    """Nine identical lookups, reminded at 3, 5 and 8; ten model calls, the 2nd to 9th wasted (44,124 tokens)."""
+    head = ClickHouseReader(capture_pair[1]).headline(Filters()).iloc[0]
+    assert (int(head["tool_calls"]), int(head["repeated_calls"]), int(head["longest_run"])) == (9, 8, 9)
+    wasted = ClickHouseReader(capture_pair[1]).wasted_tokens(Filters(), (200_000,))
+    assert (int(wasted["input_tokens"].sum()), int(wasted["output_tokens"].sum())) == (44_000, 124)
+    assert int(ClickHouseReader(capture_pair[1]).reminder_count(Filters())) == 3
+
+
+@pytest.mark.parametrize("question", sorted(QUESTIONS))
+def test_every_figure_of_the_capture_equals_the_embedded_stores(
+    capture_pair: tuple[Path, Target], question: str
+) -> None:
+    store, target = capture_pair
+    for filters in (Filters(), Filters(tools=("lookup",)), Filters(tiers=("gentle",))):
+        _same(QUESTIONS[question](SQLiteReader(store), filters), QUESTIONS[question](ClickHouseReader(target), filters))
+
+
+def test_the_captures_drill_down_is_the_same_run_and_timeline(capture_pair: tuple[Path, Target]) -> None:
+    store, target = capture_pair
+    sqlite, clickhouse = SQLiteReader(store), ClickHouseReader(target)
+    expected, got = sqlite.hotspot_runs(Filters(), "lookup"), clickhouse.hotspot_runs(Filters(), "lookup")
+    _same(expected.drop(columns="end_id"), got.drop(columns="end_id"))
+    key = str(expected.iloc[0]["agent_key"])
+    columns = ["kind", "start_ns", "end_ns", "name", "run_length", "error", "reminder_tier"]
+    timeline = sqlite.run_timeline(key)
+    assert (timeline["kind"] == "model").sum() == 10
+    _same(timeline[columns], clickhouse.run_timeline(key)[columns])
