@@ -96,6 +96,15 @@ class ChainStore(ABC):
         """End the agent's run, for example because a new user prompt arrived."""
         self.forget(agent_id)
 
+    def chain_state(self, agent_id: str) -> list[Any] | None:
+        """The run's chain as plain values, for a harness that keeps it between processes; None: a shared
+        store keeps its own."""
+        return None
+
+    def restore_chain(self, agent_id: str, state: list[Any]) -> None:
+        """Give the run what :meth:`chain_state` returned (a shared store keeps its own: nothing then)."""
+        return None
+
 
 class ChainTracker(ChainStore):
     """Counts, per agent, how many consecutive tracked calls had the same tool and arguments.

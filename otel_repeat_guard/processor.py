@@ -7,33 +7,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
 
 from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.blind_spots import CallAudit
-from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.forks import ForkHandle
 from otel_repeat_guard.guard import Guard
-from otel_repeat_guard.inputs import chain_key, checked_processor_options, context_or_none, flush_timeout, shown_name
+from otel_repeat_guard.harness import HarnessQuestions, ReminderCallback
+from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
-from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import EventSpec, copy_with_events, record_on_ending_span, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
-ReminderCallback = Callable[[Reminder], None]
 __all__ = ["REDACTION_FAILED", "REMINDER_EVENT", "REPEAT_EVENT", "UNGUARDED_EVENT", "Decision", "ReminderCallback"]
 __all__ += ["RepeatGuardSpanProcessor"]
 
 
-class RepeatGuardSpanProcessor(SpanProcessor):
+class RepeatGuardSpanProcessor(HarnessQuestions):
     """Reminds agents that repeat the same tool call; advisory only: it never blocks, delays or rewrites a call.
 
     Reminders go to ``on_reminder`` on the thread that ends the tool span, events on the tool span; with
@@ -79,56 +75,6 @@ class RepeatGuardSpanProcessor(SpanProcessor):
     def after_fork(self) -> None:  # in a forked child (forks.py): nothing in flight, the configuration stays
         self._fork.after_fork()
 
-    @property
-    def config(self) -> GuardConfig:
-        return self._guard.config
-
-    def reset(self, agent_id: object) -> None:
-        """A user prompt was submitted: start the agent's chain afresh. ``agent_id`` is a chain key (``Reminder.agent_id``)
-        or a ``gen_ai.agent.id`` (each open run of it too); not a string (None: no span), it is ignored, as by all three."""
-        if (key := chain_key(agent_id)) is not None:
-            self._guard.harness("reset", key)
-
-    def forget(self, agent_id: object) -> None:
-        """The agent is disposed: drop its state (a chain key, or a ``gen_ai.agent.id`` and its open runs)."""
-        if (key := chain_key(agent_id)) is not None:
-            self._guard.harness("forget", key)
-
-    def run_length(self, agent_id: object) -> int:
-        """The agent's current consecutive count, 0 if none."""
-        return 0 if (key := chain_key(agent_id)) is None else self._guard.run_length(key)
-
-    def chain_state(self, agent_id: str) -> list[Any] | None:
-        """The chain key's repeat chain as plain values, for a harness that keeps it between processes; None without."""
-        return self._chains.chain_state(agent_id) if isinstance(self._chains, ChainTracker) else None
-
-    def restore_chain(self, agent_id: str, state: list[Any]) -> None:
-        """Give the chain key what :meth:`chain_state` returned (a shared chain store keeps its own: nothing then)."""
-        if isinstance(self._chains, ChainTracker):
-            self._chains.restore_chain(agent_id, state)
-
-    def current_agent_id(self, context: object = None) -> str | None:
-        """The chain key of the current span's agent run (of ``context``), resolved as for a tool span started
-        right here (``inbox.drain(guard.current_agent_id())``); None with no current span of this process."""
-        return self._guard.current_run(trace.get_current_span(context_or_none(context)))
-
-    def model_call_due(self, context: object = None) -> str | None:
-        """A model request is about to go out from the current span (of ``context``): count now what the run's last
-        model call requested that no tool span answered, so their reminders are in the inbox before this request
-        (their events on the current span); returns the run's chain key."""
-        try:
-            current = trace.get_current_span(context_or_none(context))
-            key, decision = self._guard.model_call_due(current)
-            if decision is not None:
-                if current.is_recording():
-                    for name, attributes in decision.events:
-                        current.add_event(name, attributes)
-                self._deliver(decision.reminders)
-        except Exception:
-            logger.exception("repeat guard failed to prepare the next model call")
-            return None
-        return key
-
     # -- SpanProcessor -------------------------------------------------------------
 
     def on_start(self, span: Span, parent_context: object = None) -> None:
@@ -145,12 +91,7 @@ class RepeatGuardSpanProcessor(SpanProcessor):
                 evict_oldest(live)
             decision = self._guard.started(span, name, attributes) if attributes else None  # most have none yet
             if decision is not None:
-                if decision.events and self._wrapping:
-                    self._wrapped_events[span_id] = decision.events  # added to the copy handed on at its end
-                else:
-                    for event, event_attributes in decision.events:
-                        span.add_event(event, event_attributes)  # the span is open: the public API works
-                self._deliver(decision.reminders)
+                self._record_open(span, span_id, decision)
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
@@ -199,12 +140,3 @@ class RepeatGuardSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: object = 30000) -> bool:  # a float too, as the SDK's processors take
         return all([processor.force_flush(flush_timeout(timeout_millis)) for processor in self._downstream])
-
-    def _deliver(self, reminders: list[Reminder]) -> None:
-        if self._on_reminder is None:
-            return
-        for reminder in reminders:
-            try:
-                self._on_reminder(reminder)
-            except Exception:
-                logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
