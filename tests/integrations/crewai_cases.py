@@ -230,15 +230,21 @@ def kickoff_twice(crew: Crew) -> list[str]:
     return [kickoff(crew), kickoff(crew)]
 
 
-def test_the_whole_chain_agrees(instrumented: Instrumented, stored: Guarded) -> None:
-    """Issue 21, item 5: the loop through the real crew, with the reminder hook registered, into the store:
-    reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
-    hook = register_repeat_guard_hook(guard=stored.guard, inbox=stored.inbox)
+def kickoff_reminded(instrumented: Instrumented, g: Guarded, script: Any) -> FakeOpenAI:
+    """One run of a crew on ``script`` with the reminder hook registered and ``g`` behind the board; its server."""
+    hook = register_repeat_guard_hook(guard=g.guard, inbox=g.inbox)
     try:
-        with FakeOpenAI(LOOP) as server, wired(instrumented.board, stored):
+        with FakeOpenAI(script) as server, wired(instrumented.board, g):
             assert kickoff(make_crew(server)) == FINAL_ANSWER
     finally:
         unregister_before_llm_call_hook(hook)
+    return server
+
+
+def test_the_whole_chain_agrees(instrumented: Instrumented, stored: Guarded) -> None:
+    """Issue 21, item 5: the loop through the real crew, with the reminder hook registered, into the store:
+    reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    server = kickoff_reminded(instrumented, stored, LOOP)
     assert_reminders_reached_model([openai_messages(body) for body in server.requests])
     assert_whole_chain(stored, expected_whole_chain())
 

@@ -40,6 +40,7 @@ from .crewai_cases import (  # noqa: F401  (autouse fixtures)
     fake_server,
     guarded_on,
     kickoff,
+    kickoff_reminded,
     kickoff_twice,
     lift_crewai_stop,
     make_crew,
@@ -63,7 +64,6 @@ from .scenario import (
     openai_messages,
     require,
     stored,  # noqa: F401  (a fixture)
-    wired,
     with_store,
 )
 
@@ -71,11 +71,8 @@ from .scenario import (
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:crewai")
 
 require("opentelemetry.instrumentation.crewai")
-from crewai.hooks import unregister_before_llm_call_hook  # noqa: E402
 from opentelemetry.instrumentation.crewai import CrewAIInstrumentor  # noqa: E402
 from opentelemetry.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-
-from otel_repeat_guard.integrations.crewai import register_repeat_guard_hook  # noqa: E402
 
 MODEL_SCOPE = "opentelemetry.instrumentation.openai.v1"
 
@@ -326,12 +323,7 @@ def test_no_progress_takes_each_outcome_from_the_next_model_request(instrumented
     """Issue 24, item 5: CrewAI runs its tools with no span, so nothing records what a tool answered but the
     next request's messages, which the openai instrumentation records as ``gen_ai.input.messages``."""
     with with_store(tmp_path, config=NO_PROGRESS_CONFIG) as g:
-        hook = register_repeat_guard_hook(guard=g.guard, inbox=g.inbox)
-        try:
-            with FakeOpenAI(NO_PROGRESS_SCRIPT) as server, wired(instrumented.board, g):
-                assert kickoff(make_crew(server)) == FINAL_ANSWER
-        finally:
-            unregister_before_llm_call_hook(hook)
+        server = kickoff_reminded(instrumented, g, NO_PROGRESS_SCRIPT)
         chats = [s for s in g.exporter.get_finished_spans() if s.instrumentation_scope.name == MODEL_SCOPE]  # type: ignore[union-attr]
         last = json.loads(str(chats[-1].attributes["gen_ai.input.messages"]))  # type: ignore[index]
         answers = [p for m in last for p in m.get("parts", ()) if p.get("type") == "tool_call_response"]
