@@ -13,8 +13,9 @@ and ordering key, then on the call's end. Values are parameters: ``{name:Type}``
 
 from __future__ import annotations
 
+from otel_repeat_guard.conventions.genai import INVOCATIONS
 from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
-from otel_repeat_guard.facts import ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
+from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,
@@ -89,7 +90,7 @@ _SPAN_COLUMNS = """
 
 _KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as a regex: a key's name part
 
-TOOL_CALLS = f"""
+TOOL_SPANS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
         coalesce(nullIf(SpanAttributes['gen_ai.tool.name'], ''), nullIf(SpanAttributes['tool.name'], ''),
@@ -138,6 +139,49 @@ TOOL_CALLS = f"""
 """One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures (none for a
 span inside a tool span of the same call: that one is the row, ``facts.NESTED``)."""
 
+_NO_EVENT = "CAST(map(), 'Map(LowCardinality(String), String)')"
+_NO_TEXT, _NO_COUNT = "CAST(NULL, 'Nullable(String)')", "CAST(NULL, 'Nullable(Int64)')"
+
+REQUESTED_CALLS = f"""
+    SELECT
+        toUnixTimestamp64Nano(ev_ts) AS start_ns,
+        start_ns AS end_ns,
+        toInt64(0) AS duration_ns,
+        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        TraceId AS trace_id, concat(SpanId, '/', toString(ev_index - 1)) AS span_id, SpanId AS parent_span_id,
+        ev['gen_ai.tool.name'] AS tool_name,
+        ev['{RUN}'] AS run_fact,
+        ev AS rep, {_NO_EVENT} AS ung, {_NO_EVENT} AS cyc, {_NO_EVENT} AS nop,
+        run_fact AS agent_key,
+        nullIf(ev['{RUN_NAME}'], '') AS agent_name,
+        ifNull(agent_name, agent_key) AS agent,
+        (empty({{include:Array(String)}}) OR arrayExists(p -> tool_name LIKE p, {{include:Array(String)}}))
+            AND NOT arrayExists(p -> tool_name LIKE p, {{exclude:Array(String)}}) AS tracked,
+        ifNull(toInt64OrNull(ev['repeat_tool_guard.run_length']), if(tracked, toNullable(toInt64(1)), NULL)) AS run_length,
+        nullIf(ev['repeat_tool_guard.tier'], '') AS reminder_tier,
+        {_NO_TEXT} AS unguarded_reason,
+        toUInt8(1) AS seen,
+        toUInt8(0) AS error,
+        nullIf(ev['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
+        '' AS arguments,
+        ev['{ISSUER}'] AS issuer,
+        ev['{WASTED}'] = 'true' AS wasted,
+        {_NO_TEXT} AS cycle_tier, {_NO_TEXT} AS np_tier, {_NO_TEXT} AS pd_tier,
+        toUInt8(0) AS is_cycle, {_NO_COUNT} AS period, {_NO_COUNT} AS repetitions, {_NO_COUNT} AS cycle_length,
+        toUInt8(0) AS is_np, {_NO_COUNT} AS np_length, toUInt8(0) AS is_pd
+    FROM {TABLE}
+    ARRAY JOIN Events.Name AS ev_name, Events.Attributes AS ev, Events.Timestamp AS ev_ts, arrayEnumerate(Events.Name) AS ev_index
+    WHERE Timestamp >= fromUnixTimestamp64Nano({{scan_lo:Int64}}) AND Timestamp <= fromUnixTimestamp64Nano({{scan_hi:Int64}})
+      {{services}}
+      AND has(Events.Name, '{CALL_EVENT}') AND ev_name = '{CALL_EVENT}' AND tool_name != '' AND run_fact != ''
+"""
+"""One row per call the guard counted from a model's request (a ``repeat_tool_guard.call`` event, on whatever span
+carries it), keyed ``<span id>/<index>`` as the embedded store keys it (``store.requested_rows``); its
+repeat figures only (a late no-progress detection on another span is not joined here)."""
+
+TOOL_CALLS = TOOL_SPANS + "    UNION ALL" + REQUESTED_CALLS
+"""Every call: the tool spans', then those counted from requests."""
+
 
 def _count(keys: tuple[str, ...]) -> str:
     """The first of ``keys`` (the usage reader's, constants) whose text is a non-negative integer, else NULL."""
@@ -175,11 +219,16 @@ MODEL_CALLS = f"""
 """One row per model-call span, with the store's ``model_calls`` columns (none for a framework's span that only
 wraps its client's, ``facts.WRAPPER``)."""
 
+_OPERATION = "SpanAttributes['gen_ai.operation.name']"
+_NAMED = f"trim(substring(SpanName, length({_OPERATION}) + 2))"  # "invoke_agent weather" -> "weather"
+
 AGENT_RUNS = f"""
-    SELECT concat(if(SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
-                     if(SpanAttributes['gen_ai.agent.name'] != '', SpanAttributes['gen_ai.agent.name'], toString(SpanName))),
+    SELECT concat(multiIf(SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+                          SpanAttributes['gen_ai.agent.name'] != '', SpanAttributes['gen_ai.agent.name'],
+                          startsWith(SpanName, concat({_OPERATION}, ' ')) AND {_NAMED} != '', {_NAMED},
+                          toString(SpanName)),
                   '#', SpanId) AS agent_key
     {SCAN}
-      AND SpanAttributes['gen_ai.operation.name'] IN ('invoke_agent', 'create_agent')
+      AND {_OPERATION} IN {tuple(INVOCATIONS)}
 """
 """The keys of the agent-run spans (as the guard keys a run found through its span): a run that ended."""
