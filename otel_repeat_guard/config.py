@@ -216,9 +216,7 @@ class GuardConfig:
             return cls(**kwargs)
         except ValueError as error:  # it names the field (its first word): name the variable it came from too
             named = variables.get(str(error).partition(" ")[0])
-            if named is None:
-                raise
-            raise ValueError(f"{named}: {error}") from None
+            raise error if named is None else ValueError(f"{named}: {error}") from None
 
 
 def _env_list(variable: str, field: str, raw: str) -> list[str]:

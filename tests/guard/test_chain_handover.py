@@ -40,3 +40,21 @@ def test_the_processor_hands_over_its_in_memory_chains() -> None:
     guard.restore_chain("claude:s", ["Bash", b"k", 2, []])
     assert guard.run_length("claude:s") == 2
     assert guard.chain_state("claude:s") == ["Bash", b"k", 2, []]
+
+
+def test_restoring_into_a_full_tracker_ends_the_least_recent_run() -> None:
+    ended: list[tuple[str, int]] = []
+    tracker = ChainTracker(1, lambda tool, run: ended.append((tool, run)))
+    tracker.observe("old", "grep", b"k")
+    tracker.observe("old", "grep", b"k")
+    tracker.restore_chain("new", ["Bash", b"k", 2, []])
+    assert ended == [("grep", 2)] and tracker.chain_state("old") is None and tracker.run_length("new") == 2
+
+
+def test_a_forked_child_tracker_holds_no_run_of_the_parent() -> None:
+    tracker = ChainTracker(10)
+    tracker.observe("run", "grep", b"k")
+    tracker.reminded("run", "repeat", "gentle")
+    tracker.after_fork()
+    assert (len(tracker), tracker.pending, tracker.chain_state("run")) == (0, 0, None)
+    assert tracker.observe("run", "grep", b"k") == 1
