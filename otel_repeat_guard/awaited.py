@@ -54,7 +54,7 @@ class AwaitedOutcomes:
     ) -> Decision:
         """The run's model call ``name`` ended: the outcomes its request carried back, and what the waiting
         calls extend with them (events for this span, and the reminders due)."""
-        del self.runs[run.key]
+        self.runs.pop(run.key, None)  # another thread's model call of the run may have answered it first
         try:
             responses = {
                 call_id: unwrap_envelope(value)

@@ -13,7 +13,7 @@ from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
-from tests.clickhouse.test_figures import QUESTIONS, _same
+from tests.clickhouse.test_figures import QUESTIONS, _same, same_drill_down
 
 
 def test_the_capture_is_the_loop_the_guard_saw(capture_pair: tuple[Path, Target]) -> None:
@@ -35,12 +35,5 @@ def test_every_figure_of_the_capture_equals_the_embedded_stores(
 
 
 def test_the_captures_drill_down_is_the_same_run_and_timeline(capture_pair: tuple[Path, Target]) -> None:
-    store, target = capture_pair
-    sqlite, clickhouse = SQLiteReader(store), ClickHouseReader(target)
-    expected, got = sqlite.hotspot_runs(Filters(), "lookup"), clickhouse.hotspot_runs(Filters(), "lookup")
-    _same(expected.drop(columns="end_id"), got.drop(columns="end_id"))
-    key = str(expected.iloc[0]["agent_key"])
-    columns = ["kind", "start_ns", "end_ns", "name", "run_length", "error", "reminder_tier"]
-    timeline = sqlite.run_timeline(key)
+    timeline = same_drill_down(*capture_pair, "lookup")
     assert (timeline["kind"] == "model").sum() == 10
-    _same(timeline[columns], clickhouse.run_timeline(key)[columns])

@@ -27,6 +27,18 @@ def _same(left: Any, right: Any) -> None:
         assert left == right
 
 
+def same_drill_down(store: Path, target: Target, tool: str) -> pd.DataFrame:
+    """The drill-down of ``tool``'s longest run and that run's timeline agree on both stores; the store's timeline."""
+    sqlite, clickhouse = SQLiteReader(store), ClickHouseReader(target)
+    expected, got = sqlite.hotspot_runs(Filters(), tool), clickhouse.hotspot_runs(Filters(), tool)
+    _same(expected.drop(columns="end_id"), got.drop(columns="end_id"))
+    key = str(expected.iloc[0]["agent_key"])
+    columns = ["kind", "start_ns", "end_ns", "name", "run_length", "error", "reminder_tier"]
+    timeline = sqlite.run_timeline(key)
+    _same(timeline[columns], clickhouse.run_timeline(key)[columns])
+    return timeline
+
+
 def _filters(store: Path) -> list[Filters]:
     """No filter, and each filter the sidebar offers, one at a time (and a time range cutting calls off)."""
     reader = SQLiteReader(store)

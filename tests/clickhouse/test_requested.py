@@ -20,7 +20,7 @@ from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
 from otel_repeat_guard.store import SQLiteSpanExporter
 from tests.clickhouse.filling import fill
-from tests.clickhouse.test_figures import QUESTIONS, _same
+from tests.clickhouse.test_figures import QUESTIONS, _same, same_drill_down
 
 SCRIPT = [{"q": "a"}] * 4 + [{"q": "b"}, {"q": "b"}, {"q": "b"}]
 
@@ -67,10 +67,4 @@ def test_every_figure_equals_the_embedded_stores(requested_pair: tuple[Path, Tar
 
 
 def test_the_drill_down_is_the_same_run_and_timeline(requested_pair: tuple[Path, Target]) -> None:
-    store, target = requested_pair
-    sqlite, clickhouse = SQLiteReader(store), ClickHouseReader(target)
-    expected, got = sqlite.hotspot_runs(Filters(), "grep"), clickhouse.hotspot_runs(Filters(), "grep")
-    _same(expected.drop(columns="end_id"), got.drop(columns="end_id"))
-    key = str(expected.iloc[0]["agent_key"])
-    columns = ["kind", "start_ns", "end_ns", "name", "run_length", "error", "reminder_tier"]
-    _same(sqlite.run_timeline(key)[columns], clickhouse.run_timeline(key)[columns])
+    same_drill_down(*requested_pair, "grep")
