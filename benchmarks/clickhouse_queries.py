@@ -8,6 +8,11 @@ and mapping (``otel_repeat_guard.clickhouse.table``): one agent run per 50 tool 
 40 tools, a call per second; every third group of five calls is a run of identical calls (run lengths 2 to
 5, reminders at 3 and 5, the issuing model call charged), as the guard records them. Each tool span is
 issued by a model span of its run just before it. Goals: every question < 1 s, a cold page < 3 s.
+
+Then the same questions and a cold page through the guard's rollup (``?rollup=guard``, see
+``otel_repeat_guard/clickhouse/rollup.py``), after timing how long the rollup takes to build (``rollup``,
+every window of the table) and to run again with nothing new (``rollup again``). ``--rollup-only`` skips the
+table's own timings.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from otel_repeat_guard.clickhouse.client import ChdbClient
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
+from otel_repeat_guard.clickhouse.rolling import RollPlan, roll_up
 from otel_repeat_guard.clickhouse.table import TRACES_DDL
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.dashboard.queries import Filters
@@ -130,7 +137,8 @@ def cold_page(target: Target) -> float:
 
     from otel_repeat_guard.dashboard import app
 
-    os.environ[STORE_ENV] = f"chdb://{target.path}"
+    rollup = "" if target.rollup is None else f"?rollup={target.rollup}"
+    os.environ[STORE_ENV] = f"chdb://{target.path}{rollup}"
     began = time.perf_counter()
     page = AppTest.from_file(app.__file__, default_timeout=600).run()
     took = time.perf_counter() - began
@@ -143,6 +151,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None, help="reuse (or keep) this chdb directory")
+    parser.add_argument("--rollup-only", action="store_true", help="time the questions through the rollup only")
     args = parser.parse_args()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="bench-chdb-"))
     results: dict[str, float] = {}
@@ -155,11 +164,27 @@ def main() -> None:
     reader = ClickHouseReader(target)
     last = int(reader.time_bounds().iloc[0]["last_ns"])
     day = Filters(start_ns=last - 86_400 * 1_000_000_000, end_ns=last)
-    print("questions (each asked cold, once):", flush=True)
-    for name, question in questions(reader, day).items():
-        timed(name, question, results)
-    results["cold page"] = cold_page(target)
-    print(f"  {'cold page (AppTest)':<28} {results['cold page']:7.3f} s", flush=True)
+    if not args.rollup_only:
+        print("questions (each asked cold, once):", flush=True)
+        for name, question in questions(reader, day).items():
+            timed(name, question, results)
+        results["cold page"] = cold_page(target)
+        print(f"  {'cold page (AppTest)':<28} {results['cold page']:7.3f} s", flush=True)
+    rolled = replace(target, rollup="guard")
+    client = ChdbClient(rolled)
+    plan = RollPlan(until_ns=time.time_ns())
+    for name in ("rollup", "rollup again"):
+        report = roll_up(client, rolled, plan)
+        results[name] = report.seconds
+        print(f"  {name:<28} {report.seconds:7.3f} s ({report.windows:,} windows, {report.spans:,} spans)", flush=True)
+    print("questions through the rollup (each asked cold, once):", flush=True)
+    rolled_reader = ClickHouseReader(rolled)
+    rolled_results: dict[str, float] = {}
+    for name, question in questions(rolled_reader, day).items():
+        timed(name, question, rolled_results)
+    rolled_results["cold page"] = cold_page(rolled)
+    print(f"  {'cold page (AppTest)':<28} {rolled_results['cold page']:7.3f} s", flush=True)
+    results.update({f"rollup: {name}": took for name, took in rolled_results.items()})
     print(json.dumps(results))
 
 

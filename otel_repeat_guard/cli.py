@@ -1,5 +1,5 @@
-"""The ``otel-repeat-guard`` command: ``demo``, ``dashboard``, ``ingest`` and ``doctor``; and ``claude-code-hook``
-(:mod:`otel_repeat_guard.integrations.claude_code_hook`, exit code always 0).
+"""The ``otel-repeat-guard`` command: ``demo``, ``dashboard``, ``ingest``, ``doctor`` and ``rollup``; and
+``claude-code-hook`` (:mod:`otel_repeat_guard.integrations.claude_code_hook`, exit code always 0).
 
 Exit codes: 0 success, 2 bad input (missing or unreadable store, wrong schema, missing
 extra), 130 interrupted.
@@ -31,6 +31,7 @@ from otel_repeat_guard.ingest_cli import (
     check_store,
     run_doctor,
     run_ingest,
+    run_rollup,
     seconds,
 )
 from otel_repeat_guard.ports import busy_port
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
     )
     parser.add_argument("--version", action="version", version=_version_text())
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup}")
     db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
 
     demo = commands.add_parser(
@@ -331,13 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "demo":
-            return run_demo(args)
-        if args.command == "ingest":
-            return run_ingest(args)
-        if args.command == "doctor":
-            return run_doctor(args)
-        return _dashboard(args)
+        commands: dict[str, Callable[[argparse.Namespace], int]] = {
+            "demo": run_demo,
+            "ingest": run_ingest,
+            "doctor": run_doctor,
+            "rollup": run_rollup,
+        }
+        return commands.get(args.command, _dashboard)(args)
     except (CliError, StoreError) as exc:
         print(f"otel-repeat-guard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

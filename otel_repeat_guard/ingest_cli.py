@@ -1,5 +1,5 @@
-"""The command line's ``ingest`` and ``doctor``: their arguments, their input checks and their runs; and the
-one-line refusal every command shares (:class:`CliError`, exit code 2)."""
+"""The command line's ``ingest``, ``doctor`` and ``rollup``: their arguments, their input checks and their runs; and
+the one-line refusal every command shares (:class:`CliError`, exit code 2)."""
 
 from __future__ import annotations
 
@@ -75,6 +75,27 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
     doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
     doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    rollup = commands.add_parser(
+        "rollup",
+        help="roll a ClickHouse table's calls up into a database of the guard's own, so the dashboard reads fast",
+        description="Create (if missing) the guard's rollup of the Collector's ClickHouse table in the database "
+        "the store URL names with rollup=DB, and roll up every hour of spans not yet rolled up (or that got spans "
+        "since). Re-runnable: run it every few minutes (cron). The dashboard and doctor read the rollup when "
+        "given the same URL, and the spans after it from the table. Nothing is written to the table.",
+    )
+    rollup.add_argument(
+        "--store",
+        required=True,
+        metavar="URL",
+        help="clickhouse://USER@HOST:8123/DB?table=otel_traces&rollup=ROLLUP_DB or chdb://DIR?rollup=ROLLUP_DB",
+    )
+    rollup.add_argument(
+        "--settle",
+        type=seconds,
+        default=300.0,
+        help="leave the hours that ended less than this many seconds ago to the table (default 300)",
+    )
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -184,6 +205,17 @@ def run_ingest(args: argparse.Namespace) -> int:
             "(replay a file on its first ingest)",
             flush=True,
         )
+    return 0
+
+
+def run_rollup(args: argparse.Namespace) -> int:
+    """``rollup --store``: the table's new hours rolled up into the rollup database."""
+    from otel_repeat_guard.clickhouse.commands import render_rollup, rollup  # noqa: PLC0415 - the clickhouse extra
+    from otel_repeat_guard.clickhouse.target import is_clickhouse  # noqa: PLC0415
+
+    if not is_clickhouse(args.store):
+        raise CliError(f"rollup reads a ClickHouse table: clickhouse://… or chdb://…, got {args.store!r}")
+    print(render_rollup(rollup(args.store, args.settle)))
     return 0
 
 

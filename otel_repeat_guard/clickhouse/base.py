@@ -6,8 +6,25 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from otel_repeat_guard.clickhouse.calls import AGENT_RUNS, MODEL_CALLS, SERVICE_CONDITION, SLACK_NS, TOOL_CALLS, like
+from otel_repeat_guard.clickhouse.calls import (
+    AGENT_RUNS,
+    ALL_TRACKED,
+    MODEL_CALLS,
+    SERVICE_CONDITION,
+    SLACK_NS,
+    TOOL_CALLS,
+    TRACKED,
+    like,
+)
 from otel_repeat_guard.clickhouse.client import Client, Value, connect
+from otel_repeat_guard.clickhouse.rollup import (
+    ROLLED_CALLS,
+    ROLLED_MODELS,
+    ROLLED_RUNS,
+    ROLLED_TO,
+    ROLLUP_SERVICE_CONDITION,
+    Rollup,
+)
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.dashboard.queries.filters import Filters
@@ -17,7 +34,9 @@ _FAR = 2**62
 
 
 class TableReader:
-    """One ClickHouse table and the building blocks of the SQL that reads it."""
+    """One ClickHouse table and the building blocks of the SQL that reads it: from the table itself, or, when
+    the target names a rollup database (``?rollup=``), from the rollup's rows up to its watermark and the
+    table's own rows after it (``rollup``): the same rows either way, so the same figures."""
 
     def __init__(self, target: Target, config: GuardConfig | None = None, client: Client | None = None) -> None:
         self.target = target
@@ -26,6 +45,13 @@ class TableReader:
         self._tracked = ToolFilter(config.include, config.exclude)
         self._include = [like(p) for p in config.include]
         self._exclude = [like(p) for p in config.exclude]
+        self._tracked_sql = TRACKED if self._include or self._exclude else ALL_TRACKED
+        self.rollup = (
+            None if target.rollup is None else Rollup(target.rollup, target.table, f"{target.database}.{target.table}")
+        )
+        self._calls, self._models, self._runs = (
+            (TOOL_CALLS, MODEL_CALLS, AGENT_RUNS) if self.rollup is None else (ROLLED_CALLS, ROLLED_MODELS, ROLLED_RUNS)
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -52,12 +78,24 @@ class TableReader:
             params["services"] = [*services, ""] if "unknown_service" in services else services
         if filters is not None:
             params["agents"], params["tools"] = list(filters.agents), list(filters.tools)
+        if self.rollup is not None:
+            params.update(self.rollup.params())
+            params["rolled_to"] = self.rolled_to()
         params.update(extra)
         return params
 
+    def rolled_to(self) -> int:
+        """The rollup's watermark (epoch ns of ``Timestamp``): the rows before it are read from the rollup."""
+        if self.rollup is None:
+            return 0
+        frame = self.client.frame(ROLLED_TO, self.rollup.params())
+        return int(frame["rolled_to"].iloc[0]) if len(frame) else 0
+
     @staticmethod
     def scan(fragment: str, filters: Filters | None) -> str:
-        return fragment.replace("{services}", SERVICE_CONDITION if filters is not None and filters.services else "")
+        services = filters is not None and bool(filters.services)
+        fragment = fragment.replace("{rollup_services}", ROLLUP_SERVICE_CONDITION if services else "")
+        return fragment.replace("{services}", SERVICE_CONDITION if services else "")
 
     @staticmethod
     def whole(fragment: str) -> str:
@@ -65,11 +103,11 @@ class TableReader:
         return fragment.replace("{scan_lo:Int64}", "{all_lo:Int64}").replace("{scan_hi:Int64}", "{all_hi:Int64}")
 
     def tools(self, filters: Filters | None, name: str = "tool", *, whole: bool = False) -> str:
-        fragment = self.scan(TOOL_CALLS, filters)
+        fragment = self.scan(self._calls, filters).replace("{tracked}", self._tracked_sql)
         return f"{name} AS ({self.whole(fragment) if whole else fragment})"
 
     def models(self, filters: Filters | None, name: str = "model", *, whole: bool = False) -> str:
-        fragment = self.scan(MODEL_CALLS, filters)
+        fragment = self.scan(self._models, filters)
         return f"{name} AS ({self.whole(fragment) if whole else fragment})"
 
     @staticmethod
@@ -85,4 +123,4 @@ class TableReader:
         return self.client.frame(sql, params)
 
     def agent_run_keys(self) -> str:
-        return self.whole(self.scan(AGENT_RUNS, None))
+        return self.whole(self.scan(self._runs, None))

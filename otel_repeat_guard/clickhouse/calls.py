@@ -85,8 +85,24 @@ _SPAN_COLUMNS = """
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
         start_ns + toInt64(Duration) AS end_ns,
         toInt64(Duration) AS duration_ns,
-        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,"""
-"""Every call's times and service, as the embedded store keeps them."""
+        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        toUnixTimestamp64Nano(Timestamp) AS span_ns,"""
+"""Every call's times and service, as the embedded store keeps them, and its row's ``Timestamp`` (``span_ns``)."""
+
+TRACKED = """(empty({include:Array(String)}) OR arrayExists(p -> tool_name LIKE p, {include:Array(String)}))
+            AND NOT arrayExists(p -> tool_name LIKE p, {exclude:Array(String)})"""
+"""Whether a call's tool is tracked (``OTEL_REPEAT_GUARD_INCLUDE``/``_EXCLUDE`` as LIKE patterns)."""
+
+ALL_TRACKED = "toUInt8(1)"
+""":data:`TRACKED` when no pattern is set (every tool tracked), without a lambda per row."""
+
+CONFIGURED = """
+        {tracked} AS tracked,
+        ifNull(guard_run_length, if(tracked, toNullable(toInt64(1)), NULL)) AS run_length,
+        multiIf(guard_unguarded IS NOT NULL, guard_unguarded, tracked AND orphan, 'no_agent', NULL) AS unguarded_reason"""
+"""A call's columns that follow the guard's configuration (tracked tools): from its stored ones, ``tool_name``,
+``guard_run_length`` (the guard's run length), ``guard_unguarded`` (its reason) and ``orphan`` (a root span
+naming no agent). ``{tracked}`` is :data:`TRACKED` or, with no patterns, :data:`ALL_TRACKED`."""
 
 _KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as a regex: a key's name part
 
@@ -109,12 +125,10 @@ TOOL_SPANS = f"""
                        nullIf(extract(rep['repeat_tool_guard.agent_id'], '{_KEY_NAME}'), ''), NULL))
         ) AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
-        (empty({{include:Array(String)}}) OR arrayExists(p -> tool_name LIKE p, {{include:Array(String)}}))
-            AND NOT arrayExists(p -> tool_name LIKE p, {{exclude:Array(String)}}) AS tracked,
-        ifNull(toInt64OrNull(rep['repeat_tool_guard.run_length']), if(tracked, toNullable(toInt64(1)), NULL)) AS run_length,
+        toInt64OrNull(rep['repeat_tool_guard.run_length']) AS guard_run_length,
+        nullIf(ung['repeat_tool_guard.reason'], '') AS guard_unguarded,
+        SpanAttributes['gen_ai.agent.id'] = '' AND ParentSpanId = '' AS orphan,{CONFIGURED},
         {_reminder("repeat", "reminder_tier")},
-        multiIf(ung['repeat_tool_guard.reason'] != '', ung['repeat_tool_guard.reason'],
-                tracked AND SpanAttributes['gen_ai.agent.id'] = '' AND ParentSpanId = '', 'no_agent', NULL) AS unguarded_reason,
         run_fact != '' OR arrayExists(n -> startsWith(n, 'repeat_tool_guard.'), Events.Name) AS seen,
         StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') OR SpanAttributes['gen_ai.tool.status'] = 'error'
             OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception') AS error,
@@ -148,6 +162,7 @@ REQUESTED_CALLS = f"""
         start_ns AS end_ns,
         toInt64(0) AS duration_ns,
         if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        toUnixTimestamp64Nano(Timestamp) AS span_ns,
         TraceId AS trace_id, concat(SpanId, '/', toString(ev_index - 1)) AS span_id, SpanId AS parent_span_id,
         ev['gen_ai.tool.name'] AS tool_name,
         ev['{RUN}'] AS run_fact,
@@ -155,11 +170,10 @@ REQUESTED_CALLS = f"""
         run_fact AS agent_key,
         nullIf(ev['{RUN_NAME}'], '') AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
-        (empty({{include:Array(String)}}) OR arrayExists(p -> tool_name LIKE p, {{include:Array(String)}}))
-            AND NOT arrayExists(p -> tool_name LIKE p, {{exclude:Array(String)}}) AS tracked,
-        ifNull(toInt64OrNull(ev['repeat_tool_guard.run_length']), if(tracked, toNullable(toInt64(1)), NULL)) AS run_length,
+        toInt64OrNull(ev['repeat_tool_guard.run_length']) AS guard_run_length,
+        {_NO_TEXT} AS guard_unguarded,
+        toUInt8(0) AS orphan,{CONFIGURED},
         nullIf(ev['repeat_tool_guard.tier'], '') AS reminder_tier,
-        {_NO_TEXT} AS unguarded_reason,
         toUInt8(1) AS seen,
         toUInt8(0) AS error,
         nullIf(ev['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
@@ -227,7 +241,8 @@ AGENT_RUNS = f"""
                           SpanAttributes['gen_ai.agent.name'] != '', SpanAttributes['gen_ai.agent.name'],
                           startsWith(SpanName, concat({_OPERATION}, ' ')) AND {_NAMED} != '', {_NAMED},
                           toString(SpanName)),
-                  '#', SpanId) AS agent_key
+                  '#', SpanId) AS agent_key,
+           toUnixTimestamp64Nano(Timestamp) AS span_ns
     {SCAN}
       AND {_OPERATION} IN {tuple(INVOCATIONS)}
 """

@@ -52,6 +52,12 @@ class Client(Protocol):
     def close(self) -> None: ...
 
 
+class WritingClient(Client, Protocol):
+    """An engine that also runs statements with no rows: the rollup (``rolling``) writes its own database."""
+
+    def execute(self, sql: str, params: Mapping[str, Value] | None = None) -> None: ...
+
+
 def first_line(text: str, limit: int = 300) -> str:
     """The first meaningful line of an engine's message, bounded."""
     for raw in str(text).splitlines():
@@ -198,11 +204,18 @@ class ServerClient:
             raise explain(self.target, exc) from None
         return frame
 
+    def execute(self, sql: str, params: Mapping[str, Value] | None = None) -> None:
+        """A statement with no rows (the rollup's, into its own database)."""
+        try:
+            self._client.command(sql, parameters=dict(params or {}))
+        except Exception as exc:
+            raise explain(self.target, exc) from None
+
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection: nothing left to tell
             self._client.close()
 
 
-def connect(target: Target) -> Client:
+def connect(target: Target) -> WritingClient:
     """The client for ``target``: chdb for a directory, else the server."""
     return ChdbClient(target) if target.embedded else ServerClient(target)

@@ -1,4 +1,4 @@
-"""The command line's ClickHouse side: checking a ``--store`` URL before use, and ``doctor --store``.
+"""The command line's ClickHouse side: checking a ``--store`` URL before use, ``doctor --store`` and ``rollup``.
 
 Every failure is a :class:`~otel_repeat_guard.store.schema.StoreError` of one line, which the CLI prints and
 exits 2 on, never a traceback.
@@ -7,12 +7,15 @@ exits 2 on, never a traceback.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 
 from otel_repeat_guard.blind_spots import explain as explain_reason
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
-from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, connect
+from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Client, connect
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
+from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
+from otel_repeat_guard.clickhouse.rollup import Rollup
 from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
 from otel_repeat_guard.dashboard.queries.filters import Filters
@@ -21,18 +24,63 @@ MAX_NS = 2**63 - 1
 """The end of every range: the table's whole span, for ``ingest --from``."""
 
 
-def open_reader(store: str) -> ClickHouseReader:
-    """A reader of ``store`` whose table exists and is reachable with the credentials given."""
-    target = parse(store)
-    client = connect(target)
-    sql = "SELECT count() AS tables FROM system.tables WHERE database = {db:String} AND name = {tbl:String}"
-    if int(client.frame(sql, {"db": target.database, "tbl": target.table})["tables"].iloc[0]) == 0:
+_TABLES = "SELECT count() AS tables FROM system.tables WHERE database = {db:String} AND name IN {names:Array(String)}"
+
+
+def _check_table(client: Client, target: Target) -> None:
+    if int(client.frame(_TABLES, {"db": target.database, "names": [target.table]})["tables"].iloc[0]) == 0:
         client.close()
         raise ClickHouseStoreError(
             f"ClickHouse at {target.describe()} has no table {target.database}.{target.table}: "
             "is the Collector's clickhouse exporter writing there (database and traces_table_name)?"
         )
+
+
+def _check_rollup(client: Client, target: Target, store: str) -> None:
+    if target.rollup is None:
+        return
+    names = Rollup(target.rollup, target.table, "").params()
+    tables = [names[key] for key in ("rcalls", "rmodels", "rruns", "rwindows")]
+    if int(client.frame(_TABLES, {"db": target.rollup, "names": tables})["tables"].iloc[0]) < len(tables):
+        client.close()
+        raise ClickHouseStoreError(
+            f"ClickHouse at {target.describe()} holds no rollup of {target.database}.{target.table} in database "
+            f"{target.rollup}: build it with `otel-repeat-guard rollup --store '{store}'`"
+        )
+
+
+def open_reader(store: str) -> ClickHouseReader:
+    """A reader of ``store`` whose table (and rollup, if it names one) exists and is reachable."""
+    target = parse(store)
+    client = connect(target)
+    _check_table(client, target)
+    _check_rollup(client, target, store)
     return ClickHouseReader(target, client=client)
+
+
+def rollup(store: str, settle_s: float) -> RollReport:
+    """``rollup --store``: roll the table's windows that ended ``settle_s`` ago or more up (see ``rolling``)."""
+    target = parse(store)
+    if target.rollup is None:
+        raise ClickHouseStoreError(
+            f"rollup needs the database to keep it in, named in the store URL: {store}{'&' if '?' in store else '?'}"
+            "rollup=DB (a database of the guard's own, not the table's)"
+        )
+    client = connect(target)
+    _check_table(client, target)
+    try:
+        return roll_up(client, target, RollPlan(until_ns=time.time_ns() - int(settle_s * 1e9)))
+    finally:
+        client.close()
+
+
+def render_rollup(report: RollReport) -> str:
+    """What ``rollup`` did, in one line."""
+    until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(report.rolled_to / 1e9)) if report.rolled_to else "-"
+    return (
+        f"{report.source}: rolled up {report.windows:,} windows ({report.spans:,} spans) into {report.rollup} in "
+        f"{report.seconds:.1f} s; rolled up to {until}, the spans after it are read from the table"
+    )
 
 
 def table_spans(store: str) -> TableSpans:

@@ -81,14 +81,17 @@ class ClickHouseReader(TableReader):
         return frame
 
     def filter_options(self) -> pd.DataFrame:
+        # One pass over the calls: each list's distinct values, and which loop kinds occur at all.
         sql = f"""WITH {self.tools(None)}
-            SELECT kind, value FROM (
-                SELECT DISTINCT 'service' AS kind, service_name AS value FROM tool
-                UNION ALL SELECT DISTINCT 'tool', tool_name FROM tool
-                UNION ALL SELECT DISTINCT 'agent', agent FROM tool
-                UNION ALL SELECT DISTINCT 'loop_kind', arrayJoin(arrayFilter(k -> k != '', [
-                    if(ifNull(run_length >= 2, 0) OR reminder_tier IS NOT NULL, 'repeat', ''),
-                    if(is_cycle, 'cycle', ''), if(is_np, 'no_progress', ''), if(is_pd, 'parallel_duplicate', '')]))
+            SELECT kv.1 AS kind, kv.2 AS value FROM (
+                SELECT arrayJoin(arrayConcat(
+                    arrayMap(v -> ('service', v), groupUniqArray(service_name)),
+                    arrayMap(v -> ('tool', v), groupUniqArray(tool_name)),
+                    arrayMap(v -> ('agent', v), groupUniqArray(agent)),
+                    arrayMap(v -> ('loop_kind', v), arrayFilter(k -> k != '', [
+                        if(max(ifNull(run_length >= 2, 0) OR reminder_tier IS NOT NULL), 'repeat', ''),
+                        if(max(is_cycle), 'cycle', ''), if(max(is_np), 'no_progress', ''),
+                        if(max(is_pd), 'parallel_duplicate', '')])))) AS kv
                 FROM tool
             ) ORDER BY kind, value"""
         return self.frame(sql, self.params())

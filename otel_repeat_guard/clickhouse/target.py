@@ -2,7 +2,8 @@
 
 ``clickhouse://USER@HOST:PORT/DATABASE?table=TABLE[&secure=1]`` names a server (HTTP interface, port 8123 by
 default, 8443 with ``secure=1``); ``chdb://DIR`` names a chdb data directory. Both default to the Collector
-exporter's database ``otel`` and table ``otel_traces``.
+exporter's database ``otel`` and table ``otel_traces``. ``&rollup=DB`` names the database that holds the
+guard's rollup of that table (``clickhouse/rollup.py``): the reader then reads the rolled-up rows.
 
 The password never travels on the command line (where ``ps`` and shell history would show it): a URL with
 one is refused. It comes from ``$OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD``, else from the file that
@@ -45,6 +46,8 @@ class Target:
     secure: bool = False
     path: Path | None = None
     password: str = field(default="", repr=False)
+    rollup: str | None = None
+    """The database of the guard's rollup of the table (``?rollup=``), if any: never the table's own."""
 
     @property
     def embedded(self) -> bool:
@@ -52,10 +55,11 @@ class Target:
 
     def describe(self) -> str:
         """The target as the user may see it (never the password)."""
+        rolled = "" if self.rollup is None else f", rollup {self.rollup}"
         if self.path is not None:
-            return f"chdb://{self.path} ({self.database}.{self.table})"
+            return f"chdb://{self.path} ({self.database}.{self.table}{rolled})"
         scheme = "https" if self.secure else "http"
-        return f"{self.user}@{scheme}://{self.host}:{self.port} ({self.database}.{self.table})"
+        return f"{self.user}@{scheme}://{self.host}:{self.port} ({self.database}.{self.table}{rolled})"
 
 
 def is_clickhouse(store: str) -> bool:
@@ -91,16 +95,16 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     if scheme not in SCHEMES:
         raise TargetError(f"unknown store scheme {parts.scheme!r}: use clickhouse://… or chdb://…")
     query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
-    unknown = sorted(set(query) - {"table", "database", "secure"})
+    unknown = sorted(set(query) - {"table", "database", "secure", "rollup"})
     if unknown:
-        raise TargetError(f"unknown store URL option(s): {', '.join(unknown)} (known: table, database, secure)")
+        raise TargetError(f"unknown store URL option(s): {', '.join(unknown)} (known: table, database, secure, rollup)")
     table = _identifier(query.get("table") or DEFAULT_TABLE, "table")
     if scheme == "chdb":
         path = unquote(parts.netloc + parts.path)
         if not path:
             raise TargetError("chdb:// needs a data directory: chdb://DIR")
         database = _identifier(query.get("database") or DEFAULT_DATABASE, "database")
-        return Target(database=database, table=table, path=Path(path))
+        return Target(database=database, table=table, path=Path(path), rollup=_rollup(query, database))
     if parts.password is not None:
         raise TargetError(
             f"a password in the store URL is refused (the command line is visible to others): "
@@ -123,4 +127,18 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
         user=user,
         secure=secure,
         password=_password(env),
+        rollup=_rollup(query, database),
     )
+
+
+def _rollup(query: Mapping[str, str], database: str) -> str | None:
+    """The rollup database the URL names (``rollup=``), if any: a database of the guard's own."""
+    if "rollup" not in query:
+        return None
+    rollup = _identifier(query["rollup"], "rollup database")
+    if rollup == database:
+        raise TargetError(
+            f"the rollup database {rollup!r} is the table's own database: name a database of the guard's own "
+            "(nothing is written beside your table)"
+        )
+    return rollup
