@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import pandas as pd
 
 from otel_repeat_guard.clickhouse.calls import (
-    AGENT_RUNS,
-    ALL_TRACKED,
-    MODEL_CALLS,
     SERVICE_CONDITION,
     SLACK_NS,
-    TOOL_CALLS,
-    TRACKED,
     like,
+    tracked_condition,
 )
 from otel_repeat_guard.clickhouse.client import Client, Value, connect
 from otel_repeat_guard.clickhouse.rollup import (
-    ROLLED_CALLS,
-    ROLLED_MODELS,
-    ROLLED_RUNS,
+    FRESH,
+    ROLLED,
     ROLLED_TO,
     ROLLUP_SERVICE_CONDITION,
+    TABLE_FRAGMENTS,
+    Fragments,
     Rollup,
 )
 from otel_repeat_guard.clickhouse.target import Target
@@ -31,6 +29,8 @@ from otel_repeat_guard.dashboard.queries.filters import Filters
 from otel_repeat_guard.patterns import ToolFilter
 
 _FAR = 2**62
+LOOK_S = 1.0
+"""How long the reader trusts the rollup's watermark it looked up (one question's SQL and parameters agree)."""
 
 
 class TableReader:
@@ -45,13 +45,13 @@ class TableReader:
         self._tracked = ToolFilter(config.include, config.exclude)
         self._include = [like(p) for p in config.include]
         self._exclude = [like(p) for p in config.exclude]
-        self._tracked_sql = TRACKED if self._include or self._exclude else ALL_TRACKED
+        self._tracked_sql = tracked_condition(len(self._include), len(self._exclude))
+        self._patterns: dict[str, Value] = {f"track_in{i}": p for i, p in enumerate(self._include)}
+        self._patterns.update({f"track_ex{i}": p for i, p in enumerate(self._exclude)})
         self.rollup = (
             None if target.rollup is None else Rollup(target.rollup, target.table, f"{target.database}.{target.table}")
         )
-        self._calls, self._models, self._runs = (
-            (TOOL_CALLS, MODEL_CALLS, AGENT_RUNS) if self.rollup is None else (ROLLED_CALLS, ROLLED_MODELS, ROLLED_RUNS)
-        )
+        self._looked: tuple[float, int, bool] | None = None  # when, the watermark, rows after it
 
     def close(self) -> None:
         self.client.close()
@@ -68,8 +68,7 @@ class TableReader:
             "scan_hi": _FAR if end is None else end,
             "all_lo": 0,
             "all_hi": _FAR,
-            "include": self._include,
-            "exclude": self._exclude,
+            **self._patterns,
             "lo": -_FAR if start is None else start,
             "hi": _FAR if end is None else end,
         }
@@ -80,9 +79,23 @@ class TableReader:
             params["agents"], params["tools"] = list(filters.agents), list(filters.tools)
         if self.rollup is not None:
             params.update(self.rollup.params())
-            params["rolled_to"] = self.rolled_to()
+            params["rolled_to"] = self._watermark()[1]
         params.update(extra)
         return params
+
+    def _watermark(self) -> tuple[float, int, bool]:
+        """The rollup's watermark and whether the table holds rows after it, looked up at most every
+        :data:`LOOK_S` (the SQL of one question and its parameters then agree)."""
+        now = time.monotonic()
+        if self._looked is None or now - self._looked[0] > LOOK_S:
+            rolled_to = self.rolled_to()
+            params: dict[str, Value] = {"db": self.target.database, "tbl": self.target.table, "rolled_to": rolled_to}
+            fresh = int(self.client.frame(FRESH, params)["fresh"].iloc[0]) > 0
+            self._looked = (now, rolled_to, fresh)
+        return self._looked
+
+    def _fragments(self) -> Fragments:
+        return TABLE_FRAGMENTS if self.rollup is None else ROLLED[self._watermark()[2]]
 
     def rolled_to(self) -> int:
         """The rollup's watermark (epoch ns of ``Timestamp``): the rows before it are read from the rollup."""
@@ -103,11 +116,11 @@ class TableReader:
         return fragment.replace("{scan_lo:Int64}", "{all_lo:Int64}").replace("{scan_hi:Int64}", "{all_hi:Int64}")
 
     def tools(self, filters: Filters | None, name: str = "tool", *, whole: bool = False) -> str:
-        fragment = self.scan(self._calls, filters).replace("{tracked}", self._tracked_sql)
+        fragment = self.scan(self._fragments().calls, filters).replace("{tracked}", self._tracked_sql)
         return f"{name} AS ({self.whole(fragment) if whole else fragment})"
 
     def models(self, filters: Filters | None, name: str = "model", *, whole: bool = False) -> str:
-        fragment = self.scan(self._models, filters)
+        fragment = self.scan(self._fragments().models, filters)
         return f"{name} AS ({self.whole(fragment) if whole else fragment})"
 
     @staticmethod
@@ -123,4 +136,4 @@ class TableReader:
         return self.client.frame(sql, params)
 
     def agent_run_keys(self) -> str:
-        return self.whole(self.scan(self._runs, None))
+        return self.whole(self.scan(self._fragments().runs, None))

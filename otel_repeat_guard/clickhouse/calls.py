@@ -89,12 +89,20 @@ _SPAN_COLUMNS = """
         toUnixTimestamp64Nano(Timestamp) AS span_ns,"""
 """Every call's times and service, as the embedded store keeps them, and its row's ``Timestamp`` (``span_ns``)."""
 
-TRACKED = """(empty({include:Array(String)}) OR arrayExists(p -> tool_name LIKE p, {include:Array(String)}))
-            AND NOT arrayExists(p -> tool_name LIKE p, {exclude:Array(String)})"""
-"""Whether a call's tool is tracked (``OTEL_REPEAT_GUARD_INCLUDE``/``_EXCLUDE`` as LIKE patterns)."""
-
 ALL_TRACKED = "toUInt8(1)"
-""":data:`TRACKED` when no pattern is set (every tool tracked), without a lambda per row."""
+"""``{tracked}`` when every tool is tracked (no ``OTEL_REPEAT_GUARD_INCLUDE``/``_EXCLUDE`` pattern)."""
+
+
+def tracked_condition(include: int, exclude: int) -> str:
+    """Whether a call's tool is tracked, for ``include`` and ``exclude`` LIKE patterns bound as ``track_in<i>``
+    and ``track_ex<i>`` (one comparison each: a lambda over an array per row costs more than the rest)."""
+    parts = []
+    if include:
+        parts.append("(" + " OR ".join(f"tool_name LIKE {{track_in{i}:String}}" for i in range(include)) + ")")
+    if exclude:
+        parts.append("NOT (" + " OR ".join(f"tool_name LIKE {{track_ex{i}:String}}" for i in range(exclude)) + ")")
+    return f"toUInt8({' AND '.join(parts)})" if parts else ALL_TRACKED
+
 
 CONFIGURED = """
         {tracked} AS tracked,
@@ -102,7 +110,7 @@ CONFIGURED = """
         multiIf(guard_unguarded IS NOT NULL, guard_unguarded, tracked AND orphan, 'no_agent', NULL) AS unguarded_reason"""
 """A call's columns that follow the guard's configuration (tracked tools): from its stored ones, ``tool_name``,
 ``guard_run_length`` (the guard's run length), ``guard_unguarded`` (its reason) and ``orphan`` (a root span
-naming no agent). ``{tracked}`` is :data:`TRACKED` or, with no patterns, :data:`ALL_TRACKED`."""
+naming no agent). ``{tracked}`` is :func:`tracked_condition`'s."""
 
 _KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as a regex: a key's name part
 

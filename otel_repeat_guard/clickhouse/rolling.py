@@ -155,8 +155,6 @@ def _roll_batch(client: WritingClient, target: Target, rollup: Rollup, plan: Rol
         "tbl": target.table,
         "scan_lo": lo,
         "scan_hi": hi - 1,
-        "include": [],
-        "exclude": [],
     }
     if any(window.spans for window in batch):
         for table in FILLS:

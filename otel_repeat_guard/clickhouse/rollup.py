@@ -148,28 +148,50 @@ def tail(fragment: str) -> str:
     return fragment.replace(_SCAN_LO, "fromUnixTimestamp64Nano(greatest({scan_lo:Int64}, {rolled_to:Int64}))")
 
 
-def _rolled(columns: dict[str, str], table: str, fragment: str, *, services: bool = True) -> str:
-    """The rollup's rows of ``table`` before the watermark, then the table's own rows (``fragment``) after it."""
+def _rolled(columns: dict[str, str], table: str, fragment: str, *, services: bool = True, fresh: bool) -> str:
+    """The rollup's rows of ``table`` before the watermark, then (if ``fresh``: the table holds rows from the
+    watermark on) the table's own rows (``fragment``) after it."""
     names = ", ".join(columns)
     service = "{rollup_services}" if services else ""
-    return f"""
+    rolled = f"""
         SELECT {names} FROM {{rdb:Identifier}}.{{{table}:Identifier}}
-        WHERE span_ns >= {{scan_lo:Int64}} AND span_ns <= {{scan_hi:Int64}} AND span_ns < {{rolled_to:Int64}} {service}
+        WHERE span_ns >= {{scan_lo:Int64}} AND span_ns <= {{scan_hi:Int64}} AND span_ns < {{rolled_to:Int64}} {service}"""
+    if not fresh:
+        return rolled
+    return f"""{rolled}
         UNION ALL
         SELECT {names} FROM ({tail(fragment)})"""
 
 
-ROLLED_CALLS = f"""
-    SELECT *,{CONFIGURED}
-    FROM ({_rolled(CALL_COLUMNS, "rcalls", TOOL_CALLS)})
-"""
-"""``calls.TOOL_CALLS`` read through the rollup (same columns but the maps), the configured ones computed."""
+@dataclass(frozen=True, slots=True)
+class Fragments:
+    """The three row sets the reader's questions are built on, as SQL fragments."""
 
-ROLLED_MODELS = _rolled(MODEL_COLUMNS, "rmodels", MODEL_CALLS)
-"""``calls.MODEL_CALLS`` read through the rollup."""
+    calls: str
+    models: str
+    runs: str
 
-ROLLED_RUNS = _rolled(RUN_COLUMNS, "rruns", AGENT_RUNS, services=False)
-"""``calls.AGENT_RUNS`` read through the rollup."""
+
+def rolled_fragments(*, fresh: bool) -> Fragments:
+    """``calls.TOOL_CALLS``, ``MODEL_CALLS`` and ``AGENT_RUNS`` read through the rollup (the calls' configured
+    columns computed on top); with the table's rows after the watermark if ``fresh``. Without them the plan is
+    smaller (a table with nothing new: a query then answers as of the moment the reader looked)."""
+    calls = _rolled(CALL_COLUMNS, "rcalls", TOOL_CALLS, fresh=fresh)
+    return Fragments(
+        calls=f"\n    SELECT *,{CONFIGURED}\n    FROM ({calls})\n",
+        models=_rolled(MODEL_COLUMNS, "rmodels", MODEL_CALLS, fresh=fresh),
+        runs=_rolled(RUN_COLUMNS, "rruns", AGENT_RUNS, services=False, fresh=fresh),
+    )
+
+
+TABLE_FRAGMENTS = Fragments(TOOL_CALLS, MODEL_CALLS, AGENT_RUNS)
+"""The row sets read from the table itself (no rollup)."""
+ROLLED = {fresh: rolled_fragments(fresh=fresh) for fresh in (False, True)}
+
+FRESH = """
+SELECT count() AS fresh FROM (SELECT 1 FROM {db:Identifier}.{tbl:Identifier}
+    WHERE Timestamp >= fromUnixTimestamp64Nano({rolled_to:Int64}) LIMIT 1)"""
+"""Whether the table holds rows from the watermark on (rows the rollup does not hold yet)."""
 
 ROLLUP_SERVICE_CONDITION = "AND service_name IN {services:Array(String)}"
 """The services filter on the rollup's rows (whose service is already ``unknown_service`` where none was set)."""
