@@ -46,7 +46,7 @@ cheaper than canonicalizing it again when it arrives unchanged."""
 
 def canonical_bytes(value: Any) -> bytes:
     """UTF-8 canonical form of tool-call arguments (see :func:`canonical_arguments`)."""
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, (bytes, bytearray)):
         value = bytes(value).decode("utf-8", "surrogateescape")
     if isinstance(value, str):
         try:
@@ -195,7 +195,7 @@ def _has_non_finite(value: Any) -> bool:
                 return True
         elif isinstance(item, dict):
             stack.extend(item.values())
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return False
 
@@ -275,7 +275,7 @@ def _exact_dumps(value: Any) -> bytes:
             for index in range(len(keys) - 1, -1, -1):
                 stack.append(item[keys[index]])
                 stack.append(_Close(("," if index else "") + json.dumps(keys[index], ensure_ascii=False) + ":"))
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, (list, tuple)):
             out.append("[")
             stack.append(_Close("]"))
             for index in range(len(item) - 1, -1, -1):

@@ -27,6 +27,7 @@ from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.requested import PendingSteps
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import Run, RunResolver
+from otel_repeat_guard.span_events import SPAN_ID, Attributes
 
 GENERAL: Any = object()
 """What the plain-span reading answers for a span it leaves to the general path."""
@@ -47,7 +48,7 @@ class PlainToolSpans:
         marks_before: tuple[tuple[str, str], ...],
         facts: bool,
         repeated: Callable[..., Decision | None],
-        run_of: Callable[[ReadableSpan, str | None, str | None], Run | None],
+        run_of: Callable[[SpanContext | None, str | None, str | None], Run | None],
     ) -> None:
         self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
         self.marks_before = marks_before  # OpenLLMetry's traceloop.span.kind, by default: another vocabulary's
@@ -58,7 +59,7 @@ class PlainToolSpans:
     def read(
         self,
         span: ReadableSpan,
-        attributes: Mapping[str, Any],
+        attributes: Attributes,
         events: Sequence[EventLike],
         parent: SpanContext | None,
         ended: int | None,
@@ -82,13 +83,13 @@ class PlainToolSpans:
             if attributes.get(mark) == marked:
                 return GENERAL
         if AGENT_ID in attributes or AGENT_NAME in attributes:
-            run = self.run_of(span, *gen_ai_agent(attributes))
+            run = self.run_of(parent, *gen_ai_agent(attributes))
         else:  # nearly always: the span straight above stands for the run (one lookup)
-            run = None if parent is None else self.runs.owned.get(parent.span_id)
+            run = None if parent is None else self.runs.owned.get(parent[SPAN_ID])
             if run is not None:  # straight under its run's span: no tool span of the same call encloses it
                 return self._count(span, run, tool, arguments, attributes, events, ended)
             if parent is not None:
-                run = self.run_of(span, None, None)
+                run = self.run_of(parent, None, None)
         if run is not None and self.runs.same_call_above(parent, run, tool, arguments, None) is not None:
             return GENERAL  # a tool span of the same call encloses it: counted once, the general way
         return self._count(span, run, tool, arguments, attributes, events, ended)
@@ -114,8 +115,9 @@ class PlainToolSpans:
             or steps.open  # a step still open issued this call (its facts, its tokens)
         ):
             return GENERAL
-        run = self.run_of(span, agent_id, agent_name)
-        if run is not None and self.runs.same_call_above(span.parent, run, tool, arguments, call_id) is not None:
+        parent = span.parent
+        run = self.run_of(parent, agent_id, agent_name)
+        if run is not None and self.runs.same_call_above(parent, run, tool, arguments, call_id) is not None:
             return GENERAL  # a tool span of the same call encloses it: counted once, the general way
         return self._count(span, run, tool, arguments, attributes, events, ended, error)
 

@@ -56,7 +56,7 @@ from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import AGENT_ID_RUN, BAGGAGE, Run, RunResolver
-from otel_repeat_guard.span_events import EventSpec, ending_of
+from otel_repeat_guard.span_events import SPAN_ID, EventSpec, ending_of, timing_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -184,7 +184,7 @@ class Guard:
         if run is None:
             return None
         model_runs = self._model_runs
-        model_runs[span.context.span_id] = run
+        model_runs[span.context[SPAN_ID]] = run
         if len(model_runs) > self.runs.max_live_spans:
             evict_oldest(model_runs)
         if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
@@ -222,7 +222,7 @@ class Guard:
     ) -> Decision | None:
         """A tool span ended: count the call in its run, and say which model call issued it."""
         tool, arguments, agent_id, agent_name, error, call_id = call
-        run = self._run_of(span, agent_id, agent_name)
+        run = self._run_of(span.parent, agent_id, agent_name)
         tracked = self.tracked[tool]
         if run is None:
             if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
@@ -242,7 +242,7 @@ class Guard:
         if self.facts:
             facts = run.facts
             if step is not None:
-                facts[ISSUER] = format_span_id(step.span_context.span_id)
+                facts[ISSUER] = format_span_id(step.span_context[SPAN_ID])
         if not tracked:
             return self._quiet(facts)
         source = "tool_span"
@@ -264,16 +264,15 @@ class Guard:
             self._wasted(step, tool, counted, facts)
         return counted
 
-    def _run_of(self, span: ReadableSpan, agent_id: str | None, agent_name: str | None) -> Run | None:
-        """The tool span's run: its explicit agent id, else (nearly always) the span straight above it that
-        stands for a run (one lookup), else what the resolver finds among its ancestors."""
-        parent = span.parent
+    def _run_of(self, parent: SpanContext | None, agent_id: str | None, agent_name: str | None) -> Run | None:
+        """The run of a tool span under ``parent``: its explicit agent id, else (nearly always) the span straight
+        above it that stands for a run (one lookup), else what the resolver finds among its ancestors."""
         if agent_id:
-            of_agent = run_of_agent(self._run_of(span, None, None) if parent else None, agent_id, agent_name)
+            of_agent = run_of_agent(self._run_of(parent, None, None) if parent else None, agent_id, agent_name)
             if of_agent.how == AGENT_ID_RUN:
                 self.agents.named(of_agent)  # its chain outlives its span, as the id's would (agents.py)
             return of_agent
-        run = self.runs.owned.get(parent.span_id) if parent is not None else None
+        run = self.runs.owned.get(parent[SPAN_ID]) if parent is not None else None
         return run if run is not None else self.runs.resolve(parent)
 
     def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
@@ -285,7 +284,7 @@ class Guard:
         if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
             step = self.steps.open_issuer(run.key, span.start_time or 0) or step
         if step is None and run.how == "agent_id":
-            enclosing = self._run_of(span, None, None)
+            enclosing = self._run_of(span.parent, None, None)
             if enclosing is not None:
                 step = self.steps.answered(enclosing.key)
         return step
@@ -350,12 +349,15 @@ class Guard:
     ) -> Decision | None:
         """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
         decision = Decision([], [], facts)
+        start = end = None
         if span is not None:
             context = span.context
+            start, end, status = timing_of(span)
+            error = error or status is StatusCode.ERROR
         if length >= 2 and key is not None:
             if span is not None and not error:
-                error = span.status.status_code is StatusCode.ERROR or failed(attributes, events)
-            took = span.end_time - span.start_time if span is not None and span.end_time and span.start_time else 0
+                error = failed(attributes, events)
+            took = end - start if end and start else 0
             merge(decision, self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took))
         if call is not None and self._detecting:
             for found in self.chains.detect(run.key, call):
@@ -388,14 +390,15 @@ class Guard:
         context = span.context
         if context is None:
             return None
-        started_run = self._model_runs.pop(context.span_id, None) if self._model_runs else None
-        opened = self.steps.closed(context.span_id) if self.steps.open else None
+        span_id = context[SPAN_ID]
+        started_run = self._model_runs.pop(span_id, None) if self._model_runs else None
+        opened = self.steps.closed(span_id) if self.steps.open else None
         if opened is not None and opened.wasted_tool is not None:  # charged while open: its usage is known now
             self.metrics.wasted_tokens(opened.wasted_tool, *token_usage(attributes))
-        wraps = self.runs.wraps_model_call(context.span_id)  # taken out as it ends, facts or not
+        wraps = self.runs.wraps_model_call(span_id)  # taken out as it ends, facts or not
         late = started_run is None
         due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
-        if late and parent is not None and parent.span_id not in self.runs.marked:  # marked once per run span
+        if late and parent is not None and parent[SPAN_ID] not in self.runs.marked:  # marked once per run span
             self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
         keep = may_request(attributes, events)
         idle = not keep and not (due and self.steps.steps) and not self._awaited.runs  # a text answer, nothing pending
@@ -423,7 +426,7 @@ class Guard:
     def run_ended(self, span: ReadableSpan) -> Decision | None:
         """A span that stood for a run ends: count what its last step requested without tool spans."""
         context = span.context
-        run = None if context is None else self.runs.owner(context.span_id)
+        run = None if context is None else self.runs.owner(context[SPAN_ID])
         if run is None or run.how in ("enclosing_span", BAGGAGE):  # an enclosing span may end before its tools run
             return None
         decision = self._count_unanswered(run)
@@ -438,7 +441,7 @@ class Guard:
             return decision
         if not calls and step.asked_for_tools():  # content capture off: the model asked, but for what is unknown
             self._unguarded(NO_ARGUMENTS, UNKNOWN_TOOL, None, "none", run, step.scope)
-        issuer = format_span_id(step.span_context.span_id)
+        issuer = format_span_id(step.span_context[SPAN_ID])
         for call in calls:
             if not self.tracked[call.tool_name]:
                 continue

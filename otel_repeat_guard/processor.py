@@ -21,7 +21,7 @@ from otel_repeat_guard.harness import HarnessQuestions, ReminderCallback
 from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.span_events import EventSpec, copy_with_events, record_on_ending_span, start_of
+from otel_repeat_guard.span_events import EventSpec, copy_with_events, ended_id, record_on_ending_span, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -116,17 +116,20 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
     def on_end(self, span: ReadableSpan) -> None:
         forwarded = span
         try:
-            context = span.context
+            span_id = ended_id(span)
             if self._wrapping:
                 decision = self._decide(span)
-                earlier = self._wrapped_events.pop(context.span_id, None) if self._wrapped_events and context else None
+                wrapped = self._wrapped_events
+                earlier = wrapped.pop(span_id, None) if wrapped and span_id is not None else None
                 if decision is not None or earlier:
                     events, reminders, facts = decision or ([], [], None)
                     forwarded = copy_with_events(span, (earlier or []) + events, self._limits, facts)
                     self._deliver(reminders)
-            if context is not None:  # stop tracking it; if it stood for a run, the run's chain ends
-                runs, span_id = self._runs, context.span_id
-                runs.live.pop(span_id, None)
+            if span_id is not None:  # stop tracking it; if it stood for a run, the run's chain ends
+                runs = self._runs
+                live = runs.live
+                if span_id in live:  # not dict.pop(key, None): a method call in the compiled build
+                    del live[span_id]
                 if span_id in runs.owned or span_id in runs.marked:
                     runs.ended(span_id)
         except Exception:

@@ -52,7 +52,7 @@ from otel_repeat_guard.conventions import (
 from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.nesting import same_call
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.span_events import LiveSpan, name_of
+from otel_repeat_guard.span_events import IS_VALID, SPAN_ID, LiveSpan, name_of
 
 _MAX_ANCESTRY = 64
 AGENT_ID_RUN = "agent_id_run"
@@ -181,7 +181,7 @@ class RunResolver:
         """``span`` started under the remote ``parent``, whose baggage names the run ``run_key``: a span that
         resolves through the span or its parent here belongs to that run, unless the span is an agent run
         itself (by the attributes it started with)."""
-        span_id, parent_id = span.context.span_id, parent.span_id
+        span_id, parent_id = span.context[SPAN_ID], parent[SPAN_ID]
         run = Run(run_key, None, None, None, BAGGAGE)
         agent_run = find_agent_run(self._conventions, name_of(span), attributes) is not None
         owned, children, open_ = self.owned, self._remote_parent, self._remote_open
@@ -213,7 +213,7 @@ class RunResolver:
         if parent is None:
             return
         live, marked, wrappers = self.live, self.marked, self.wrappers
-        span_id = parent.span_id
+        span_id = parent[SPAN_ID]
         for _ in range(_MAX_ANCESTRY):
             if span_id in marked:
                 return  # marked before, and so are its ancestors
@@ -227,7 +227,7 @@ class RunResolver:
                 evict_oldest(into)
             if grandparent is None:
                 return
-            span_id = grandparent.span_id
+            span_id = grandparent[SPAN_ID]
 
     def wraps_model_call(self, span_id: int) -> bool:
         """Whether a model call started inside the ending model-call span ``span_id``: a wrapper of it when
@@ -242,7 +242,7 @@ class RunResolver:
         is the run's span itself."""
         if parent is None or self._read_tool is None:
             return None
-        live, owned, span_id = self.live, self.owned, parent.span_id
+        live, owned, span_id = self.live, self.owned, parent[SPAN_ID]
         for _ in range(_MAX_ANCESTRY):
             ancestor = live.get(span_id)
             if ancestor is None or span_id == run.span_id or span_id in owned:
@@ -253,7 +253,7 @@ class RunResolver:
                 return span_id if same_call(tool, arguments, call_id, outer) else None
             if grandparent is None:
                 return None
-            span_id = grandparent.span_id
+            span_id = grandparent[SPAN_ID]
         return None
 
     def owner(self, span_id: int) -> Run | None:
@@ -271,10 +271,10 @@ class RunResolver:
         """The run that a span with this parent belongs to (see the module docstring). ``step`` names the
         per-step spans to climb past (a LangGraph node, which its model call names), as the conventions'
         ``step_names`` do for every span: they are never the run."""
-        if parent is None or not parent.is_valid:
+        if parent is None or not parent[IS_VALID]:
             return None
         owned, live, marked = self.owned, self.live, self.marked
-        span_id = parent.span_id if step is None else self._above_step(parent.span_id, step)
+        span_id = parent[SPAN_ID] if step is None else self._above_step(parent[SPAN_ID], step)
         enclosing: tuple[int, str] | None = None
         root: tuple[int, str] | None = None
         steps = self._steps
@@ -299,7 +299,7 @@ class RunResolver:
                 root = (span_id, name)
             if grandparent is None:
                 break
-            span_id = grandparent.span_id
+            span_id = grandparent[SPAN_ID]
         if enclosing is not None:
             return self._own(enclosing[0], None, enclosing[1], "enclosing_span")
         if root is not None:
@@ -318,8 +318,8 @@ class RunResolver:
             if parent is None:
                 return span_id
             if _name(ancestor) == step:
-                return parent.span_id
-            at = parent.span_id
+                return parent[SPAN_ID]
+            at = parent[SPAN_ID]
         return span_id
 
     def _own(self, span_id: int, run: AgentRun | None, span_name: str, how: str = "agent_span") -> Run:

@@ -16,20 +16,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 from weakref import ReferenceType, ref
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 EventSpec = tuple[str, Mapping[str, AttributeValue]]
+Attributes = dict[str, Any]
+"""A span's attributes as the guard reads them: the dict inside the SDK's ``BoundedAttributes`` (read-only by
+convention), or a copy of what a hand-built span holds. Always a ``dict``: the compiled build then reads it
+with the dict's own lookups, not a generic ``Mapping`` method call."""
 
-_NO_ATTRIBUTES: Mapping[str, Any] = {}
+_NO_ATTRIBUTES: Attributes = {}
+SPAN_ID: Final = 1
+"""A ``SpanContext`` is a tuple ``(trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)``:
+``context[SPAN_ID]`` is its ``span_id`` without the property's call (the contract test holds it)."""
+IS_VALID: Final = 5
+"""``context[IS_VALID]`` is a ``SpanContext``'s ``is_valid``, likewise."""
 
-LiveSpan = tuple["ReferenceType[Span]", str, "SpanContext | None", SpanKind, Mapping[str, Any]]
+LiveSpan = tuple["ReferenceType[Span]", str, "SpanContext | None", SpanKind, Attributes]
 """What the run resolver keeps of an open span (``RunResolver.live``), never the span itself: a weak reference
 to it (for its name, which may change while it is open), its name at its start (should the application drop it
 unended), its parent, its kind, and its attributes (the dict the SDK updates in place). So a span that the
@@ -43,7 +52,24 @@ def name_of(span: object) -> str:
     return name if isinstance(name, str) else ""
 
 
-def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any]]:
+def _attributes(held: object) -> Attributes:
+    """The dict inside ``held`` (a span's ``_attributes``), else a copy of what it holds ({} for nothing or
+    something that is no mapping: one odd span costs only its own attributes)."""
+    inside = getattr(held, "_dict", None)
+    if type(inside) is dict:
+        return inside
+    if type(held) is dict:
+        return held
+    if held is None:
+        return _NO_ATTRIBUTES
+    try:
+        copied: Attributes = dict(held)  # type: ignore[call-overload]
+    except Exception:
+        return {}
+    return copied
+
+
+def contents_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any]]:
     """The span's name, attributes and events in one call: what the guard reads of every span.
 
     The attributes are the plain dict inside ``BoundedAttributes`` (read-only by
@@ -54,32 +80,38 @@ def contents_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[An
     return name, attributes, events
 
 
-def ending_of(span: ReadableSpan) -> tuple[str, Mapping[str, Any], Sequence[Any], SpanContext | None, int | None]:
+def ending_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any], SpanContext | None, int | None]:
     """:func:`contents_of`, plus the span's parent context and end time: what the guard reads of every span
     that ends, in one call (without the ``parent`` and ``end_time`` properties' two more)."""
-    held, events = span._attributes, span._events  # noqa: SLF001 - see the module docstring
-    attributes = getattr(held, "_dict", None)
-    if type(attributes) is not dict:
-        attributes = _NO_ATTRIBUTES if held is None else held
+    attributes, events = _attributes(span._attributes), span._events  # noqa: SLF001 - see the module docstring
     if type(events) is not BoundedList and type(events) is not tuple:
         events = span.events
     return name_of(span), attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
-def start_of(span: Span) -> tuple[int, str, Mapping[str, Any], LiveSpan]:
+def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
     """A starting span's id, name and attributes (as :func:`contents_of` reads them), and what the run
     resolver keeps of it while it is open: what the guard reads of every span that starts, without the
-    ``context``, ``parent`` and ``kind`` properties' calls."""
-    held = span._attributes  # noqa: SLF001 - see the module docstring
-    attributes = getattr(held, "_dict", None)
-    if type(attributes) is not dict:
-        attributes = _NO_ATTRIBUTES if held is None else held
+    ``context``, ``parent``, ``kind`` and ``span_id`` properties' calls."""
+    attributes = _attributes(span._attributes)  # noqa: SLF001 - see the module docstring
     name = name_of(span)
     live = (ref(span), name, span._parent, span._kind, attributes)  # noqa: SLF001
-    return span._context.span_id, name, attributes, live  # type: ignore[union-attr]  # noqa: SLF001
+    return span._context[SPAN_ID], name, attributes, live  # type: ignore[index]  # noqa: SLF001
 
 
-def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
+def ended_id(span: ReadableSpan) -> int | None:
+    """The span id of a span that ends, without the ``context`` and ``span_id`` properties' calls."""
+    context = getattr(span, "_context", None)
+    return None if context is None else context[SPAN_ID]
+
+
+def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode]:
+    """An ended span's start and end times and status code, without three properties' calls."""
+    status = span._status  # noqa: SLF001 - see the module docstring
+    return span._start_time, span._end_time, status.status_code  # noqa: SLF001
+
+
+def attributes_of(span: ReadableSpan) -> Attributes:
     """The span's attributes without the read-only proxy (see :func:`contents_of`)."""
     return contents_of(span)[1]
 

@@ -174,8 +174,9 @@ class SpanRouter:
 
     def route(self, name: str, attributes: Mapping[str, Any]) -> int:
         mask = self._always | self._by_name.get(name, 0)
+        get = attributes.get  # bound once: one method lookup, not one per mark (compiled, a Mapping's is generic)
         for key, values in self._by_attribute:
-            value = attributes.get(key)
+            value = get(key)
             if value.__class__ is str:
                 mask |= values.get(value, 0)
         if mask & self._not_model_bits:  # only a span with the model mark of a convention that declares names

@@ -20,7 +20,7 @@ SpanMatcher: TypeAlias = str | Mapping[str, Any] | SpanPredicate
 
 
 def _keys(field: str, value: object) -> tuple[str, ...]:
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise ValueError(f"{field} must be a sequence of attribute names (e.g. ({value!r},)), got {value!r}")
     keys = tuple(value)
     for key in keys:

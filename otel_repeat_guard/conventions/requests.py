@@ -25,7 +25,7 @@ _OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 
 def parsed(value: Any) -> Any:
     """A JSON text parsed, anything else as it is; None for text that does not parse (or nests too deep)."""
-    if isinstance(value, str | bytes):
+    if isinstance(value, (str, bytes)):
         try:
             return parse_exactly(value)
         except (ValueError, RecursionError):
@@ -35,7 +35,7 @@ def parsed(value: Any) -> Any:
 
 def _parts(value: Any) -> Sequence[Any]:
     """A message's ``parts``: a JSON array (or a tuple, as before); nothing for any other value (``"parts": 5``)."""
-    return value if isinstance(value, list | tuple) else ()
+    return value if isinstance(value, (list, tuple)) else ()
 
 
 def _request(call_id: Any, name: Any, arguments: Any) -> RequestedCall | None:

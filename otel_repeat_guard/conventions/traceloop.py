@@ -35,7 +35,9 @@ def unwrap_langchain_inputs(value: Any) -> Any:
     hashing the wrapper would never find a repeat.
     """
     parsed = value
-    if isinstance(value, str | bytes):
+    if isinstance(value, (str, bytes)):
+        if type(value) is str and '"input_str"' not in value and "\\u" not in value:
+            return value  # no text names that key unless it spells it, or escapes a letter of it: never parsed
         try:
             parsed = parse_exactly(value)
         except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: compared as it is
@@ -56,8 +58,9 @@ def unwrap_langchain_inputs(value: Any) -> Any:
 def unwrap_mcp_input(value: Any, tool: str) -> Any:
     """The arguments inside OpenLLMetry's MCP client record ``{"tool_name": <tool>, "arguments": {...}}``."""
     parsed = value
-    if isinstance(value, str | bytes):
-        if b'"tool_name"' not in (value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")):
+    if isinstance(value, (str, bytes)):
+        named = b'"tool_name"' in value if isinstance(value, bytes) else '"tool_name"' in value  # as UTF-8 would
+        if not named:
             return value
         try:
             parsed = parse_exactly(value)

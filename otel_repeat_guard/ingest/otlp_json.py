@@ -107,7 +107,7 @@ def _check_types(value: object, descriptor: Descriptor, where: str) -> None:
             if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None:
                 _check_types(element, field.message_type, path)
             elif field.type == FieldDescriptor.TYPE_ENUM and (
-                isinstance(element, bool) or not isinstance(element, int | str)
+                isinstance(element, bool) or not isinstance(element, (int, str))
             ):
                 raise MalformedRecord(f"{path} must be an enum name or number, got {element!r}")
 

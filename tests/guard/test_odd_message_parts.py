@@ -243,3 +243,18 @@ def test_a_request_reader_that_fails_costs_only_that_step_s_requests(caplog: pyt
     assert len(failures) == 2 and all("'chat m'" in r.getMessage() for r in failures)  # once per step, never per span
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     h.provider.shutdown()
+
+
+def test_a_wrapper_key_spelt_with_escapes_is_still_unwrapped_and_text_without_it_is_never_parsed() -> None:
+    """The LangChain wrapper is looked for only in text that names its key: literally, or with a letter of
+    it escaped (still the key once parsed). Text that names neither is its own arguments, as parsing it
+    would have found; so is text that is not JSON at all."""
+    escaped = '{"\\u0069nput_str": "x", "inputs": {"path": "a.py"}}'
+    assert unwrap_langchain_inputs(escaped) == {"path": "a.py"}
+    plain = '{"args": [], "kwargs": {"path": "a.py", "note": "no input_str key here"}}'
+    assert unwrap_langchain_inputs(plain) is plain
+    assert unwrap_langchain_inputs("not json") == "not json"
+    assert unwrap_mcp_input('{"tool_name": "t", "arguments": {"q": 1}}', "t") == {"q": 1}
+    assert unwrap_mcp_input(b'{"tool_name": "t", "arguments": {"q": 1}}', "t") == {"q": 1}
+    other = '{"tool": "t", "arguments": {"q": 1}}'
+    assert unwrap_mcp_input(other, "t") is other

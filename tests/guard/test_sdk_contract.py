@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import gc
+from types import MappingProxyType
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, set_span_in_context
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind, StatusCode, set_span_in_context
 
 from otel_repeat_guard.span_events import (
+    IS_VALID,
+    SPAN_ID,
     append_to_ending_span,
     attributes_of,
     contents_of,
+    ended_id,
     ending_of,
     record_on_ending_span,
     start_of,
+    timing_of,
 )
 
 
@@ -104,6 +109,26 @@ def test_the_cheap_readers_see_exactly_what_the_public_accessors_do() -> None:
     assert list(contents_of(copy)[2]) == []
     other = ReadableSpan(name="c", attributes={"z": 1})
     assert attributes_of(other) == {"z": 1}
+    proxied = ReadableSpan(name="c", attributes=MappingProxyType({"z": 1}))  # any mapping: read as a dict
+    assert type(attributes_of(proxied)) is dict and attributes_of(proxied) == {"z": 1}
+    odd = ReadableSpan(name="c", attributes=7)  # type: ignore[arg-type]  # no mapping: costs only itself
+    assert attributes_of(odd) == {}
+
+
+def test_a_span_context_is_the_tuple_the_guard_indexes() -> None:
+    """SPAN_ID and IS_VALID index a SpanContext as its properties read it; ended_id and timing_of read an
+    ended span's id, times and status as the public accessors do."""
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("s")
+    context = span.get_span_context()
+    assert isinstance(context, tuple)
+    assert (context[SPAN_ID], context[IS_VALID]) == (context.span_id, context.is_valid) == (context.span_id, True)
+    assert INVALID_SPAN_CONTEXT[IS_VALID] is False
+    span.set_status(StatusCode.ERROR)
+    span.end()
+    assert ended_id(span) == span.context.span_id
+    assert timing_of(span) == (span.start_time, span.end_time, StatusCode.ERROR)
+    assert ended_id(ReadableSpan(name="c")) is None
 
 
 class _FactsAtEnding(SpanProcessor):
