@@ -97,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "gen_ai.tool.call.arguments": f'{{"n": {i // RUN}}}',
         }
         tracer.start_span("execute_tool poll", attributes=attributes).end()
+    # Shutdown gives the queue 30 s, then drops what is left: on a loaded machine four writers can need more,
+    # and that would again be the SDK losing spans, not the store. A flush without that deadline first.
+    provider.force_flush(timeout_millis=600_000)
     provider.shutdown()
     print(f"done {exporter.committed}", flush=True)
     return 0
