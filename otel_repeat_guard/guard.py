@@ -349,14 +349,10 @@ class Guard:
     ) -> Decision | None:
         """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
         decision = Decision([], [], facts)
-        start = end = None
-        if span is not None:
-            context = span.context
-            start, end, status = timing_of(span)
-            error = error or status is StatusCode.ERROR
+        start, end, status = timing_of(span) if span is not None else (None, None, StatusCode.UNSET)
+        context = span.context if span is not None else context
         if length >= 2 and key is not None:
-            if span is not None and not error:
-                error = failed(attributes, events)
+            error = error or status is StatusCode.ERROR or (span is not None and failed(attributes, events))
             took = end - start if end and start else 0
             merge(decision, self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took))
         if call is not None and self._detecting:
