@@ -188,8 +188,8 @@ def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvide
     from otel_repeat_guard.wiring import build_resource, metric_readers, span_exporters  # noqa: PLC0415
 
     try:
-        readers = metric_readers(export_interval_millis=2000)
         span_exporters()  # fail early and clearly if an exporter is missing or misconfigured
+        readers = metric_readers(export_interval_millis=2000)  # after: a reader's thread starts when it is made
     except ValueError as exc:
         raise CliError(str(exc)) from None
     meter_provider = MeterProvider(metric_readers=readers, resource=build_resource("otel-repeat-guard-demo", None))

@@ -168,12 +168,17 @@ def metric_readers(
     exporters behind a periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, unless ``export_interval_millis``)."""
     environ = os.environ if environ is None else environ
     readers: list[MetricReader] = []
-    for cls in _exporter_classes("METRICS", environ):
-        if issubclass(cls, MetricReader):
-            readers.append(cls())
-        else:
-            exporter: MetricExporter = cls()
-            readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
+    try:
+        for cls in _exporter_classes("METRICS", environ):
+            if issubclass(cls, MetricReader):
+                readers.append(cls())
+            else:
+                exporter: MetricExporter = cls()
+                readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
+    except BaseException:
+        for reader in readers:  # their threads would outlive the error
+            reader.shutdown()
+        raise
     return readers
 
 
@@ -293,10 +298,12 @@ def _build(
     _check_options(resource_attributes, span_exporters, metric_readers, store)
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
-    readers = list(_env_metric_readers(environ) if metric_readers is None else metric_readers)
     exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)
     if store is not False:
         exporters.append(_store_exporter(store, config, store_arguments))
+    # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
+    # would warn "Cannot call collect" every interval for the rest of the process
+    readers = list(_env_metric_readers(environ) if metric_readers is None else metric_readers)
 
     meter_provider = MeterProvider(metric_readers=readers, resource=resource)
     inbox = default_inbox() if on_reminder is None else None

@@ -188,3 +188,28 @@ def test_the_rollup_command_rolls_up_and_refuses_in_one_line(
     assert "the spans after it are read from the table" in out
     assert main(["doctor", "--store", f"{url}?rollup=guard_cli"]) == 1  # the demo's http_get has no arguments
     assert "tracked tool calls" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("include", "exclude"), [(("*search*", "http_*"), ()), ((), ()), (("*",), ("http_get", "todo_write"))]
+)
+def test_the_tracked_tools_follow_the_configuration_through_the_rollup(
+    demo_pair: tuple[Path, Target], include: tuple[str, ...], exclude: tuple[str, ...]
+) -> None:
+    """Tracked tools are not rolled up: the same rollup answers for any include/exclude patterns, as the table."""
+    from otel_repeat_guard.config import GuardConfig
+
+    store, target = demo_pair
+    through, _report = rolled(target, "guard_demo")
+    config = GuardConfig(include=include, exclude=exclude)
+    table, rollup = ClickHouseReader(target, config), ClickHouseReader(through, config)
+    for name in ("headline", "hotspots_by_tool", "unguarded_calls", "run_lengths"):
+        _same(QUESTIONS[name](table, Filters()), QUESTIONS[name](rollup, Filters()))
+    head = rollup.headline(Filters()).iloc[0]
+    every = SQLiteReader(store).headline(Filters()).iloc[0]
+    total = int(every["tool_calls"]) + int(every["untracked_calls"])
+    assert int(head["tool_calls"]) + int(head["untracked_calls"]) == total
+    if not include and not exclude:
+        assert int(head["untracked_calls"]) == 0
+    else:
+        assert 0 < int(head["tool_calls"]) < total

@@ -106,6 +106,28 @@ def test_bad_settings_raise_with_the_variable_name(
         configure(set_global=False)
 
 
+def test_a_refused_configure_leaves_no_metric_reader_thread_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A periodic reader starts its thread when made: one made before a later ValueError would warn
+    "Cannot call collect" every interval for the rest of the process (CI caught that in other tests' logs)."""
+    import threading
+
+    def readers() -> int:
+        return sum(t.name == "OtelPeriodicExportingMetricReader" for t in threading.enumerate())
+
+    before = readers()
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
+    with pytest.raises(ValueError, match="carrier-pigeon"):
+        configure(set_global=False)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    with pytest.raises(ValueError, match="store must be"):
+        configure(set_global=False, store="")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "console,carrier-pigeon")
+    with pytest.raises(ValueError, match="carrier-pigeon"):
+        configure(set_global=False)
+    assert readers() == before
+
+
 def test_grpc_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)
