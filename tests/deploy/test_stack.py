@@ -16,7 +16,7 @@ import yaml
 from tests.backends.servers import ROOT, find_tool
 
 SERVICES = {"volume-init", "otel-collector", "jaeger", "prometheus", "grafana", "dashboard", "demo-agent"}
-CLICKHOUSE_PROFILE = {"clickhouse", "otel-collector-clickhouse", "dashboard-clickhouse"}
+CLICKHOUSE_PROFILE = {"clickhouse", "otel-collector-clickhouse", "dashboard-clickhouse", "rollup-clickhouse"}
 ONE_SHOT = {"volume-init"}
 
 
@@ -244,6 +244,22 @@ def test_the_clickhouse_profile_is_off_by_default_and_needs_a_password(compose: 
         and ":" not in store.split("@")[0][len("clickhouse://") :]
     )
     assert env(services["dashboard-clickhouse"])["OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"] == "${CLICKHOUSE_PASSWORD:-}"
+
+
+def test_the_clickhouse_dashboard_reads_the_rollup_the_profile_keeps_current(compose: dict[str, Any]) -> None:
+    """At millions of spans the page is fast through the rollup only (benchmarks/RESULTS.md): the profile runs
+    `rollup` on a loop into the database the dashboard's URL names, with the same table and credentials."""
+    from otel_repeat_guard.clickhouse.target import parse as parse_target
+
+    services = compose["services"]
+    command = services["dashboard-clickhouse"]["command"]
+    read = parse_target(command[command.index("--store") + 1])
+    rolling = services["rollup-clickhouse"]
+    written = parse_target(env(rolling)["STORE"])
+    assert read == written and read.rollup == "guard" and read.rollup != read.database
+    assert 'otel-repeat-guard rollup --store "$$STORE"' in rolling["command"][0] and "sleep 300" in rolling["command"][0]
+    assert env(rolling)["OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"] == "${CLICKHOUSE_PASSWORD:-}"
+    assert "ports" not in rolling  # it listens on nothing
 
 
 def test_the_clickhouse_collector_writes_the_table_the_dashboard_reads() -> None:
