@@ -257,7 +257,9 @@ def test_the_clickhouse_dashboard_reads_the_rollup_the_profile_keeps_current(com
     rolling = services["rollup-clickhouse"]
     written = parse_target(env(rolling)["STORE"])
     assert read == written and read.rollup == "guard" and read.rollup != read.database
-    assert 'otel-repeat-guard rollup --store "$$STORE"' in rolling["command"][0] and "sleep 300" in rolling["command"][0]
+    assert (
+        'otel-repeat-guard rollup --store "$$STORE"' in rolling["command"][0] and "sleep 300" in rolling["command"][0]
+    )
     assert env(rolling)["OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"] == "${CLICKHOUSE_PASSWORD:-}"
     assert "ports" not in rolling  # it listens on nothing
 
