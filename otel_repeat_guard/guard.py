@@ -56,7 +56,7 @@ from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import AGENT_ID_RUN, BAGGAGE, Run, RunResolver
-from otel_repeat_guard.span_events import SPAN_ID, EventSpec, ending_of, timing_of
+from otel_repeat_guard.span_events import SPAN_ID, Attributes, EventSpec, ending_of, timing_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -167,7 +167,7 @@ class Guard:
 
     # -- a span starts -------------------------------------------------------------------
 
-    def started(self, span: Span, name: str, attributes: Mapping[str, Any]) -> Decision | None:
+    def started(self, span: Span, name: str, attributes: Attributes) -> Decision | None:
         """A span started with attributes: an agent run resets its agent's chain; a model call marks its run
         and counts what the run's last step requested without tool spans (its events go on this span)."""
         agent_id = self.runs.agent_id_at_start(name, attributes)
@@ -369,7 +369,7 @@ class Guard:
         span: ReadableSpan,
         mask: int,
         name: str,
-        attributes: Any,
+        attributes: Attributes,
         events: Sequence[Any],
         parent: SpanContext | None,
     ) -> Decision | None:

@@ -67,11 +67,11 @@ def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) 
     return facts
 
 
-def open_tool_reader(router: SpanRouter) -> Callable[[str, Mapping[str, Any]], RawToolCall | None]:
+def open_tool_reader(router: SpanRouter) -> Callable[[str, dict[str, Any]], RawToolCall | None]:
     """An open span's tool call, if it is a tool span by what it carries so far (its events are not read)."""
     readers = tuple(router.tool_reader(mask) for mask in range(router.tool_bits + 1))
 
-    def read(name: str, attributes: Mapping[str, Any]) -> RawToolCall | None:
+    def read(name: str, attributes: dict[str, Any]) -> RawToolCall | None:
         reader = readers[router.route(name, attributes) & router.tool_bits]
         return None if reader is None else reader(name, attributes, ())
 

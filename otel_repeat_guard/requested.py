@@ -40,7 +40,7 @@ _REQUEST_KEYS = (
 )
 
 
-def may_request(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
+def may_request(attributes: dict[str, Any], events: Sequence[EventLike]) -> bool:
     """Whether a model-call span may hold tool-call requests, or say it asked for tools: a few dict
     lookups, so a text answer (most model calls) is never kept as a step, let alone parsed.
 

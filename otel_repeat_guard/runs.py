@@ -52,7 +52,7 @@ from otel_repeat_guard.conventions import (
 from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.nesting import same_call
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.span_events import IS_VALID, SPAN_ID, LiveSpan, name_of
+from otel_repeat_guard.span_events import IS_VALID, SPAN_ID, Attributes, LiveSpan, name_of
 
 _MAX_ANCESTRY = 64
 AGENT_ID_RUN = "agent_id_run"
@@ -117,8 +117,8 @@ class RunResolver:
         conventions: Sequence[Convention],
         max_live_spans: int,
         on_run_ended: Callable[[Run], None],
-        is_model_call: Callable[[str, Mapping[str, Any]], bool] = lambda name, attributes: False,
-        read_tool: Callable[[str, Mapping[str, Any]], RawToolCall | None] | None = None,
+        is_model_call: Callable[[str, Attributes], bool] = lambda name, attributes: False,
+        read_tool: Callable[[str, Attributes], RawToolCall | None] | None = None,
     ) -> None:
         self._conventions = tuple(conventions)
         self._may_name_agent_id = agent_id_prefilter(self._conventions)

@@ -172,11 +172,12 @@ class SpanRouter:
         self._tools: dict[int, ToolCallReader | None] = {}
         self._models: dict[int, RequestReader | None] = {}
 
-    def route(self, name: str, attributes: Mapping[str, Any]) -> int:
+    def route(self, name: str, attributes: dict[str, Any]) -> int:
+        """The span's bit mask. ``attributes`` is the plain dict :mod:`otel_repeat_guard.span_events` reads (a dict's
+        lookups compile to the dict's own; a Mapping's, to a generic method call per mark)."""
         mask = self._always | self._by_name.get(name, 0)
-        get = attributes.get  # bound once: one method lookup, not one per mark (compiled, a Mapping's is generic)
         for key, values in self._by_attribute:
-            value = get(key)
+            value = attributes.get(key)
             if value.__class__ is str:
                 mask |= values.get(value, 0)
         if mask & self._not_model_bits:  # only a span with the model mark of a convention that declares names
@@ -185,7 +186,7 @@ class SpanRouter:
                     mask &= ~bit
         return mask
 
-    def is_model_call(self, name: str, attributes: Mapping[str, Any]) -> bool:
+    def is_model_call(self, name: str, attributes: dict[str, Any]) -> bool:
         """Whether an open span is a model call: it carries a model mark, or an attribute only a model call's
         span carries (``model_request_keys``: an instrumentation that sets the mark only at the span's end)."""
         if self.route(name, attributes) & self.model_bits:
@@ -272,7 +273,7 @@ def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
     route = router.route
 
     def read(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        mask = route(name, attributes) & router.tool_bits
+        mask = route(name, attributes if type(attributes) is dict else dict(attributes)) & router.tool_bits
         if not mask:
             return None
         reader = readers[mask] if readers else router.tool_reader(mask)

@@ -76,7 +76,7 @@ class _CountingProcessor(SpanProcessor):
         self._router = SpanRouter(DEFAULT_CONVENTIONS)
 
     def on_end(self, span: ReadableSpan) -> None:
-        attributes = span.attributes or {}
+        attributes = dict(span.attributes or {})
         call = find_tool_call(DEFAULT_CONVENTIONS, span.name, attributes, span.events)
         if call is None:
             if self._router.route(span.name, attributes) & self._router.model_bits:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -454,6 +455,9 @@ def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
         assert run is not None and run.agent_id is not None and may_name_agent_id(attributes)
     custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
     assert tool_call_reader(custom)("t:grep", {}, ()) == ToolCall("grep")
+    # any mapping, not only a dict (the router reads a plain dict: compiled, a Mapping would raise TypeError)
+    proxy = MappingProxyType({"openinference.span.kind": "TOOL", "tool.name": "x", "input.value": "{}"})
+    assert read("x", proxy, ()) == ToolCall("x", "{}")
     assert agent_id_prefilter(custom) is None
 
 
