@@ -1,12 +1,13 @@
 """Plain tool calls, counted lean: the same decision as :meth:`otel_repeat_guard.guard.Guard.tool_call`, its
 reference, without what a plain call never needs.
 
-``read`` takes a GenAI tool span in place (instead of the conventions' router and reader) with its tool's
-name and short arguments text, with or without an agent of its own, under its run's span or a step of it
-(its run found by the guard's own ``_run_of``); ``call`` takes any vocabulary's tool call after its
-convention's reader. Both need nothing pending and nothing opt-in; anything else answers ``GENERAL`` and
-goes the general way. ``fast_path=False`` on the processor switches it off: a property test
-(tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
+``read`` takes a tool span in place, by its vocabulary's :class:`~otel_repeat_guard.conventions.ReadPlan` (GenAI,
+OpenInference and OpenLLMetry declare one; the router picks it by the span's marks, in the configured order)
+instead of the convention's reader: its tool's name and short arguments text, with or without an agent of its
+own, under its run's span or a step of it (its run found by the guard's own ``_run_of``). ``call`` takes any
+vocabulary's tool call after its convention's reader. Both need nothing pending and nothing opt-in; anything
+else answers ``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a
+property test (tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from opentelemetry.trace import SpanContext
 
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
 from otel_repeat_guard.chains import ChainStore
-from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall
+from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, ReadPlan
 from otel_repeat_guard.conventions.base import gen_ai_agent
-from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME, TOOL_ARGUMENTS, TOOL_NAME
+from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.requested import PendingSteps
@@ -34,10 +35,10 @@ GENERAL: Any = object()
 
 
 class PlainToolSpans:
-    """The plain-span read plan, built once per guard over the guard's own state (which it only reads and
-    counts in, as ``Guard.tool_call`` does)."""
+    """The plain-span read plans, built once per guard over the guard's own state (which it only reads and
+    counts in, as ``Guard.tool_call`` does). ``plans[mask]``: the plan for a span of that tool mask, if any."""
 
-    __slots__ = ("chains", "facts", "marks_before", "repeated", "run_of", "runs", "steps", "tracked")
+    __slots__ = ("chains", "facts", "plans", "repeated", "run_of", "runs", "steps", "tracked")
 
     def __init__(
         self,
@@ -45,44 +46,53 @@ class PlainToolSpans:
         chains: ChainStore,
         runs: RunResolver,
         tracked: ToolFilter,
-        marks_before: tuple[tuple[str, str], ...],
+        plans: tuple[ReadPlan | None, ...],
         facts: bool,
         repeated: Callable[..., Decision | None],
         run_of: Callable[[SpanContext | None, str | None, str | None], Run | None],
     ) -> None:
         self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
-        self.marks_before = marks_before  # OpenLLMetry's traceloop.span.kind, by default: another vocabulary's
+        self.plans = plans  # SpanRouter.read_plans
         self.facts = facts
         self.repeated = repeated  # Guard.repeated: a repeat is worded as the general path words it
         self.run_of = run_of  # Guard._run_of: the run, resolved as the general path resolves it
 
-    def read(
+    def read(  # noqa: PLR0912 - one pass over the span, inline: a helper's call costs the interpreted build
         self,
+        plan: ReadPlan,
         span: ReadableSpan,
         attributes: Attributes,
         events: Sequence[EventLike],
         parent: SpanContext | None,
         ended: int | None,
     ) -> Any:
-        """The common tool span read in place, exactly as the conventions and ``Guard.tool_call`` would read it:
-        a GenAI tool span with its tool's name and short arguments text, no agent of its own, straight under
-        the span of its run, nothing pending. Anything else answers GENERAL."""
-        tool = attributes.get(TOOL_NAME)
-        arguments = attributes.get(TOOL_ARGUMENTS)
+        """The common tool span read in place, exactly as its convention and ``Guard.tool_call`` would read it:
+        its tool's name and short arguments text as ``plan`` says, nothing pending. Anything else: GENERAL."""
+        tool: Any = None
+        for key in plan.names:
+            tool = attributes.get(key)
+            if tool.__class__ is str and tool:
+                break
+        else:
+            return GENERAL
+        arguments: Any = MISSING
+        for key in plan.arguments:
+            arguments = attributes.get(key, MISSING)
+            if arguments is not MISSING:
+                break
         steps = self.steps
         if (
-            tool.__class__ is not str
-            or not tool
-            or arguments.__class__ is not str
+            arguments.__class__ is not str
             or len(arguments) >= RAW_KEY_MIN_CHARS
             or steps.steps  # a model step to answer, or
-            or steps.counted  # calls counted from requests (their call ids): the general path
+            or steps.counted  # calls counted from requests (their call ids), or
+            or steps.open  # a step still open that issued this call: the general path
         ):
             return GENERAL
-        for mark, marked in self.marks_before:  # OpenLLMetry's traceloop.span.kind, by default
-            if attributes.get(mark) == marked:
+        for part in plan.wrapped:  # a text the convention's reader would unwrap or drop
+            if part in arguments:
                 return GENERAL
-        if AGENT_ID in attributes or AGENT_NAME in attributes:
+        if plan.own_agent and (AGENT_ID in attributes or AGENT_NAME in attributes):
             run = self.run_of(parent, *gen_ai_agent(attributes))
         else:  # nearly always: the span straight above stands for the run (one lookup)
             run = None if parent is None else self.runs.owned.get(parent[SPAN_ID])

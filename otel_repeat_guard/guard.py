@@ -32,7 +32,6 @@ from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_ke
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
-from otel_repeat_guard.conventions.genai import EXECUTE_TOOL, OPERATION, GenAIConvention
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
@@ -110,15 +109,13 @@ class Guard:
         self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
-        # A GenAI tool span is read in place (see fastpath.py) when GenAI is the first convention asked
-        # about it (it carries no mark of one before) and nothing opt-in needs more of it than the repeat chain.
-        before = router.marks_before(GenAIConvention)
-        plain = before is not None and not (self._detecting or self._collapse_parallel or audit is not None)
-        self.names_before_genai, marks_before = before or (frozenset(), ())
+        # A common tool span is read in place by its vocabulary's read plan (fastpath.py) when nothing opt-in
+        # needs more of it than the repeat chain.
         self._plain = None
-        if fast_path and plain:
+        if fast_path and not (self._detecting or self._collapse_parallel or audit is not None):
+            plans = router.read_plans()
             self._plain = PlainToolSpans(
-                self.steps, self.chains, self.runs, self.tracked, marks_before, self.facts, self.repeated, self._run_of
+                self.steps, self.chains, self.runs, self.tracked, plans, self.facts, self.repeated, self._run_of
             )
 
     def after_fork(self) -> None:
@@ -197,22 +194,19 @@ class Guard:
     def ended(self, span: ReadableSpan) -> Decision | None:
         """Read an ending span once and decide what it is; None for nearly every span."""
         name, attributes, events, parent, ended = ending_of(span)
-        if (
-            self._plain is not None
-            and attributes.get(OPERATION) == EXECUTE_TOOL
-            and name not in self.names_before_genai
-        ):
-            decided = self._plain.read(span, attributes, events, parent, ended)
-            if decided is not GENERAL:
-                return decided  # type: ignore[no-any-return]
         mask = self.route(name, attributes)
         if not mask:  # nearly every span stops here
             return self.run_ended(span) if self.steps.steps else None
-        reader = self._tool_readers[mask & self._tool_bits]
+        tools, plain = mask & self._tool_bits, self._plain
+        if tools and plain is not None and (plan := plain.plans[tools]) is not None:
+            decided = plain.read(plan, span, attributes, events, parent, ended)
+            if decided is not GENERAL:
+                return decided  # type: ignore[no-any-return]
+        reader = self._tool_readers[tools]
         call = None if reader is None else reader(name, attributes, events)
         if call is not None:
-            plain = GENERAL if self._plain is None else self._plain.call(span, call, attributes, events, ended)
-            return self.tool_call(span, call, attributes, events) if plain is GENERAL else plain
+            decided = GENERAL if plain is None else plain.call(span, call, attributes, events, ended)
+            return self.tool_call(span, call, attributes, events) if decided is GENERAL else decided
         if mask & self.model_bits:
             return self.model_ended(span, mask, name, attributes, events, parent)
         return None

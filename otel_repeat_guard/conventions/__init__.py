@@ -20,6 +20,7 @@ from otel_repeat_guard.conventions.base import (
     EventLike,
     Mark,
     RawToolCall,
+    ReadPlan,
     RequestedCall,
     ToolCall,
     agent_run_key,
@@ -195,24 +196,15 @@ class SpanRouter:
             return False
         return not any(name.endswith(endings) for _, endings in self._not_models)  # marked but calls no model
 
-    def marks_before(self, kind: type[Convention]) -> tuple[frozenset[str], tuple[tuple[str, str], ...]] | None:
-        """The tool marks of the conventions configured before the first ``kind`` one, as (span names,
-        attribute marks): a span ``kind`` marks that carries none of them is asked of ``kind`` first. None
-        when there is no ``kind`` convention, or one before it declares no marks (it is asked always)."""
-        names: set[str] = set()
-        attribute_marks: list[tuple[str, str]] = []
-        for convention in self.conventions:
-            if isinstance(convention, kind):
-                return frozenset(names), tuple(attribute_marks)
-            marks = getattr(convention, "tool_marks", None)
-            if marks is None:
-                return None
-            for mark in marks:
-                if mark.key is None:
-                    names.add(mark.value)
-                else:
-                    attribute_marks.append((mark.key, mark.value))
-        return None
+    def read_plans(self) -> tuple[ReadPlan | None, ...]:
+        """Per tool mask, the :class:`ReadPlan` of the first convention it names, when that one declares one
+        (its ``read`` is then what the plan stands for): built once, so the fast path picks a span's plan
+        by one index, and a span carrying the marks of several vocabularies goes by the configured order."""
+        plans: list[ReadPlan | None] = [None]
+        for mask in range(1, self.tool_bits + 1):
+            first = self.conventions[(mask & -mask).bit_length() - 1]
+            plans.append(_plan_of(first))
+        return tuple(plans)
 
     def tool_reader(self, mask: int) -> ToolCallReader | None:
         """One reader asking, in their configured order, the conventions whose tool bits are in ``mask``."""
@@ -260,6 +252,15 @@ class SpanRouter:
                 if found:
                     return found
         return {}
+
+
+def _plan_of(convention: Convention) -> ReadPlan | None:
+    """The read plan declared by the class that defines the convention's ``read``, if any."""
+    for cls in type(convention).__mro__:
+        if "read" in vars(cls):
+            plan = vars(cls).get("read_plan")
+            return plan if isinstance(plan, ReadPlan) else None
+    return None
 
 
 def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
@@ -320,6 +321,7 @@ __all__ = [
     "OpenInferenceConvention",
     "PydanticAIV2Convention",
     "RawToolCall",
+    "ReadPlan",
     "RequestReader",
     "RequestedCall",
     "SpanMatcher",

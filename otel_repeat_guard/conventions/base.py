@@ -75,6 +75,22 @@ class Mark(NamedTuple):
     value: str
 
 
+class ReadPlan(NamedTuple):
+    """How the guard's fast path reads a vocabulary's common tool span in place (``fastpath.py``), declared
+    beside the ``read`` it stands for: exactly what ``read`` answers for a span with the vocabulary's tool mark
+    whose tool name is one of ``names`` and whose arguments are a text none of ``wrapped`` is in. Any other
+    span goes to ``read``."""
+
+    names: tuple[str, ...]
+    """The tool name: the first of these attributes that is a non-empty string."""
+    arguments: tuple[str, ...]
+    """The arguments: the first of these attributes present."""
+    wrapped: tuple[str, ...] = ()
+    """Texts in the arguments that ``read`` would unwrap or drop (a wrapper's key, a redaction)."""
+    own_agent: bool = False
+    """Whether the span's own ``gen_ai.agent.id`` / ``gen_ai.agent.name`` name its agent."""
+
+
 class AgentRun(NamedTuple):
     """What an agent-run span says about its agent; both fields may be unknown."""
 
@@ -183,6 +199,9 @@ class BuiltInConvention:
     not_model_names: ClassVar[tuple[str, ...]] = ()
     step_names: ClassVar[tuple[str, ...]] = ()
     issues_while_open: ClassVar[tuple[str, ...]] = ()
+    read_plan: ClassVar[ReadPlan | None] = None
+    """How the fast path reads this class's common tool span without ``read`` (:class:`ReadPlan`); used only
+    for the class that declares ``read`` (a subclass with its own ``read`` and no plan of its own has none)."""
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

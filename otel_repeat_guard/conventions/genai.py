@@ -11,11 +11,13 @@ from typing import Any
 
 from otel_repeat_guard.conventions.base import (
     MISSING,
+    TOOL_NAME_KEYS,
     AgentRun,
     BuiltInConvention,
     EventLike,
     Mark,
     RawToolCall,
+    ReadPlan,
     RequestedCall,
     call_id_of,
     event_name,
@@ -66,6 +68,7 @@ class GenAIConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(OPERATION, EXECUTE_TOOL),)
     model_marks = tuple(Mark("gen_ai.operation.name", op) for op in ("chat", "text_completion", "generate_content"))
+    read_plan = ReadPlan(TOOL_NAME_KEYS, (TOOL_ARGUMENTS,), own_agent=True)  # as read: the first name, its arguments
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(OPERATION) != EXECUTE_TOOL:

@@ -8,11 +8,13 @@ from typing import Any, Final
 from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import (
     MISSING,
+    TOOL_NAME_KEYS,
     AgentRun,
     BuiltInConvention,
     EventLike,
     Mark,
     RawToolCall,
+    ReadPlan,
     RequestedCall,
     call_id_of,
     first_present,
@@ -83,6 +85,9 @@ class TraceloopConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(_KIND, "tool"),)
     model_marks = (Mark("llm.request.type", "chat"), Mark("llm.request.type", "completion"))
+    read_plan = ReadPlan(  # the texts the two unwrappers look for before parsing
+        TOOL_NAME_KEYS, _ARGUMENT_KEYS, wrapped=('"input_str"', "\\u", '"tool_name"'), own_agent=True
+    )
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "tool":

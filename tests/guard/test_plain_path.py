@@ -1,8 +1,9 @@
-"""The plain-span path (a GenAI tool span read in place) against the general path through the conventions.
+"""The plain-span path (a tool span read in place by its read plan) against the general path through the conventions.
 
 Two guards see the same spans, one with the in-place reading switched off; every span's events and every
 reminder must be the same. The spans mix what the in-place reading handles with everything it hands on:
-explicit agents, call ids, long and non-JSON arguments, missing arguments, failures, OpenLLMetry marks,
+explicit agents, call ids, long and non-JSON arguments, missing arguments, failures, OpenLLMetry marks and
+wrappers, OpenInference call wrappers and redactions,
 pydantic-ai's span name, tools under a nested span, and model calls that ask for tools.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
+from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor, build_mode
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS
 
 LONG = '{"q": "' + "x" * RAW_KEY_MIN_CHARS + '"}'
@@ -28,6 +30,26 @@ VOCABULARIES = {
     "openinference": (("openinference.span.kind", "TOOL"), "tool.name", "input.value", "ARGS"),
     "openinference_kwargs": (("openinference.span.kind", "TOOL"), "tool.name", "input.value", '{"kwargs": ARGS}'),
     "openllmetry": (("traceloop.span.kind", "tool"), "traceloop.entity.name", "traceloop.entity.input", "ARGS"),
+    "openllmetry_langchain": (
+        ("traceloop.span.kind", "tool"),
+        "traceloop.entity.name",
+        "traceloop.entity.input",
+        '{"input_str": "x", "inputs": ARGS, "metadata": {}}',
+    ),
+    "openllmetry_mcp": (
+        ("traceloop.span.kind", "tool"),
+        "traceloop.entity.name",
+        "traceloop.entity.input",
+        '{"tool_name": "TOOL", "arguments": ARGS}',
+    ),
+    "openllmetry_escaped": (
+        ("traceloop.span.kind", "tool"),
+        "tool.name",
+        "gen_ai.tool.call.arguments",
+        '["\\u0041", ARGS]',
+    ),
+    "openinference_redacted": (("openinference.span.kind", "TOOL"), "tool.name", "input.value", "__REDACTED__"),
+    "openllmetry_own_agent": (("traceloop.span.kind", "tool"), "gen_ai.tool.name", "traceloop.entity.input", "ARGS"),
 }
 VARIANTS = (
     "plain",
@@ -42,15 +64,20 @@ VARIANTS = (
     "untracked",
 )
 
+tool_step = st.tuples(
+    st.just("tool"),
+    st.sampled_from(["grep", "read", "shell"]),
+    st.sampled_from(ARGUMENTS),
+    st.sampled_from(VARIANTS),
+)
 step = st.one_of(
-    st.tuples(
-        st.just("tool"),
-        st.sampled_from(["grep", "read", "shell"]),
-        st.sampled_from(ARGUMENTS),
-        st.sampled_from(VARIANTS),
-    ),
+    tool_step,
+    tool_step.map(lambda call: [call] * 3),  # a run of the same call: its reminders quote the arguments as read
     st.tuples(st.just("model"), st.booleans(), st.just(None), st.just("")),
     st.tuples(st.just("new_run"), st.just(""), st.just(None), st.just("")),
+)
+steps_of = st.lists(step, max_size=20).map(
+    lambda drawn: [call for item in drawn for call in (item if isinstance(item, list) else [item])]
 )
 
 
@@ -99,7 +126,9 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
                 mark, tool_key, arguments_key, wrap = VOCABULARIES[variant]
                 span.set_attributes({mark[0]: mark[1], tool_key: tool})
                 if arguments is not None:
-                    span.set_attribute(arguments_key, wrap.replace("ARGS", arguments))
+                    span.set_attribute(arguments_key, wrap.replace("ARGS", arguments).replace("TOOL", tool))
+                if variant == "openllmetry_own_agent":
+                    span.set_attribute("gen_ai.agent.id", "coder")
             else:
                 span.set_attribute("gen_ai.operation.name", "execute_tool")
                 span.set_attribute("gen_ai.tool.name", tool)
@@ -125,13 +154,13 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(step, max_size=30))
+@given(steps_of)
 def test_the_plain_path_decides_exactly_as_the_conventions_do(steps: list[tuple[str, Any, Any, str]]) -> None:
     assert _run(steps, plain=True) == _run(steps, plain=False)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(step, max_size=30))
+@given(steps_of)
 def test_the_plain_path_records_the_same_facts_as_the_conventions(steps: list[tuple[str, Any, Any, str]]) -> None:
     assert _run(steps, plain=True, facts=True) == _run(steps, plain=False, facts=True)
 
@@ -146,3 +175,32 @@ def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:
     seen, reminders = _run(steps, plain=True)
     assert [r.run_length for r in reminders] == [2, 3]
     assert [len(events) for name, events, _ in seen if name.startswith("execute_tool")] == [0, 2, 2]
+
+
+def test_each_span_gets_the_read_plan_of_the_first_convention_that_marks_it() -> None:
+    """Built once from the marks: a span with OpenLLMetry's and GenAI's marks goes by OpenLLMetry's plan, as the
+    ordered readers would."""
+    from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, GenAIConvention, SpanRouter, TraceloopConvention
+
+    router = SpanRouter(DEFAULT_CONVENTIONS)
+    plans = router.read_plans()
+    both = router.route("t", {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool"})
+    assert plans[both & router.tool_bits] is TraceloopConvention.read_plan
+    genai = router.route("t", {"gen_ai.operation.name": "execute_tool"})
+    assert plans[genai & router.tool_bits] is GenAIConvention.read_plan
+    assert plans[router.route("running tool", {}) & router.tool_bits] is None  # pydantic-ai's: by name, no plan
+
+
+@pytest.mark.skipif(build_mode() == "compiled", reason="compiled classes cannot be subclassed from Python")
+def test_a_subclass_with_a_read_of_its_own_has_no_read_plan() -> None:
+    from otel_repeat_guard.conventions import OpenInferenceConvention, SpanRouter
+
+    class Renamed(OpenInferenceConvention):
+        def read(self, name: str, attributes: Any, events: Any) -> Any:
+            return None
+
+    class Same(OpenInferenceConvention):
+        pass
+
+    assert SpanRouter([Renamed()]).read_plans() == (None, None)
+    assert SpanRouter([Same()]).read_plans() == (None, OpenInferenceConvention.read_plan)
