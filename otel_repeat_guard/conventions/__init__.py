@@ -29,6 +29,7 @@ from otel_repeat_guard.conventions.base import (
     str_or_none,
 )
 from otel_repeat_guard.conventions.declarative import AttributeConvention, SpanMatcher
+from otel_repeat_guard.conventions.genai import AGENT_ID as AGENT_ID_KEY
 from otel_repeat_guard.conventions.genai import GenAIConvention
 from otel_repeat_guard.conventions.openinference import OpenInferenceConvention
 from otel_repeat_guard.conventions.pydantic_ai import PydanticAIV2Convention
@@ -50,7 +51,7 @@ _warned: set[int] = set()  # the user conventions that answered outside their co
 
 ToolCallReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], RawToolCall | None]
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
-AgentIdPrefilter = Callable[[Mapping[str, Any]], bool]
+AgentIdPrefilter = Callable[[str, Mapping[str, Any]], bool]
 
 
 def find_tool_call(
@@ -298,14 +299,36 @@ def _first_of(readers: tuple[ToolCallReader, ...]) -> ToolCallReader | None:
     return first
 
 
-def _may_name_a_built_in_agent_id(attributes: Mapping[str, Any]) -> bool:
-    return "gen_ai.agent.id" in attributes  # the only attribute a built-in convention reads an agent id from
+class _AgentIdMarks:
+    """The built-in conventions' ``agent_id_marks`` and ``agent_id_name_starts``, as one test."""
+
+    __slots__ = ("_by_attribute", "_starts")
+
+    def __init__(self, conventions: Sequence[BuiltInConvention]) -> None:
+        by_attribute: dict[str, tuple[str, ...]] = {}
+        for convention in conventions:
+            for key, value in convention.agent_id_marks:
+                if key is not None:  # attribute marks; names are agent_id_name_starts
+                    by_attribute[key] = (*by_attribute.get(key, ()), value)
+        self._by_attribute = tuple(by_attribute.items())  # tuples: an attribute value that is a list compares
+        self._starts = tuple(start for convention in conventions for start in convention.agent_id_name_starts)
+
+    def __call__(self, name: str, attributes: Mapping[str, Any]) -> bool:
+        if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
+            return False
+        for key, values in self._by_attribute:
+            if attributes.get(key) in values:
+                return True
+        return name.startswith(self._starts)
 
 
 def agent_id_prefilter(conventions: Sequence[Convention]) -> AgentIdPrefilter | None:
-    """A cheap test that is False when no convention in the set would read an agent id off
-    the attributes; None when that cannot be known (a user convention is in the set)."""
-    return _may_name_a_built_in_agent_id if _only_built_in(conventions) else None
+    """A cheap test that is False when no convention in the set would read an agent id off the span (from
+    the marks the conventions declare beside their ``agent_run``); None when that cannot be known (a user
+    convention is in the set)."""
+    if not _only_built_in(conventions):
+        return None
+    return _AgentIdMarks([c for c in conventions if isinstance(c, BuiltInConvention)])
 
 
 __all__ = [

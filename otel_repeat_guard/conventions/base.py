@@ -200,6 +200,10 @@ class BuiltInConvention:
     step_names: ClassVar[tuple[str, ...]] = ()
     issues_while_open: ClassVar[tuple[str, ...]] = ()
     read_plan: ClassVar[ReadPlan | None] = None
+    agent_id_marks: ClassVar[tuple[Mark, ...]] = ()
+    """The attribute marks of the spans whose ``gen_ai.agent.id`` its ``agent_run`` reads as the run's agent id."""
+    agent_id_name_starts: ClassVar[tuple[str, ...]] = ()
+    """How the names of such spans start, for spans that carry their mark only at their end."""
     """How the fast path reads this class's common tool span without ``read`` (:class:`ReadPlan`); used only
     for the class that declares ``read`` (a subclass with its own ``read`` and no plan of its own has none)."""
 

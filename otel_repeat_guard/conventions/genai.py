@@ -69,6 +69,8 @@ class GenAIConvention(BuiltInConvention):
     tool_marks = (Mark(OPERATION, EXECUTE_TOOL),)
     model_marks = tuple(Mark("gen_ai.operation.name", op) for op in ("chat", "text_completion", "generate_content"))
     read_plan = ReadPlan(TOOL_NAME_KEYS, (TOOL_ARGUMENTS,), own_agent=True)  # as read: the first name, its arguments
+    agent_id_marks = tuple(Mark(OPERATION, operation) for operation in INVOCATIONS)  # as agent_run reads them
+    agent_id_name_starts = INVOCATIONS
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(OPERATION) != EXECUTE_TOOL:

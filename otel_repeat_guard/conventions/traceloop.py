@@ -27,6 +27,7 @@ from otel_repeat_guard.conventions.responses import gen_ai_input_messages, trace
 
 _KIND: Final = "traceloop.span.kind"
 _ARGUMENT_KEYS: Final = ("gen_ai.tool.call.arguments", "traceloop.entity.input")
+_RUN_KINDS: Final = ("agent", "workflow")
 
 
 def unwrap_langchain_inputs(value: Any) -> Any:
@@ -88,6 +89,7 @@ class TraceloopConvention(BuiltInConvention):
     read_plan = ReadPlan(  # the texts the two unwrappers look for before parsing
         TOOL_NAME_KEYS, _ARGUMENT_KEYS, wrapped=('"input_str"', "\\u", '"tool_name"'), own_agent=True
     )
+    agent_id_marks = tuple(Mark(_KIND, kind) for kind in _RUN_KINDS)  # the kinds agent_run reads
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "tool":
@@ -110,8 +112,7 @@ class TraceloopConvention(BuiltInConvention):
         return gen_ai_input_messages(attributes) or traceloop_prompts(attributes)
 
     def agent_run(self, name: str, attributes: Mapping[str, Any]) -> AgentRun | None:
-        kind = attributes.get(_KIND)
-        if kind not in {"agent", "workflow"}:
+        if attributes.get(_KIND) not in _RUN_KINDS:
             return None
         agent_name = (
             str_or_none(attributes.get("gen_ai.agent.name"))

@@ -10,6 +10,8 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from opentelemetry.trace import Span, Status, StatusCode
 
 from otel_repeat_guard import AgentRun, AttributeConvention, GuardConfig, RepeatGuardSpanProcessor
@@ -452,13 +454,43 @@ def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
         ("w", {"traceloop.span.kind": "agent", "gen_ai.agent.id": "i"}),
     ]:
         run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
-        assert run is not None and run.agent_id is not None and may_name_agent_id(attributes)
+        assert run is not None and run.agent_id is not None and may_name_agent_id(name, attributes)
     custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
     assert tool_call_reader(custom)("t:grep", {}, ()) == ToolCall("grep")
     # any mapping, not only a dict (the router reads a plain dict: compiled, a Mapping would raise TypeError)
     proxy = MappingProxyType({"openinference.span.kind": "TOOL", "tool.name": "x", "input.value": "{}"})
     assert read("x", proxy, ()) == ToolCall("x", "{}")
     assert agent_id_prefilter(custom) is None
+
+
+_OPERATIONS = ["invoke_agent", "invoke_workflow", "handle_conversation_turn", "execute_tool", "chat"]
+_MARK_VALUES = st.sampled_from([*_OPERATIONS, "agent", "workflow", "tool", "AGENT", "TOOL", "LLM", ["agent"], 7])
+_SPAN = st.tuples(
+    st.sampled_from(["invoke_agent coder", "invoke_workflow w", "handle_conversation_turn", "execute_tool x", "chat"])
+    | st.text(max_size=12),
+    st.dictionaries(
+        st.sampled_from(["gen_ai.operation.name", "traceloop.span.kind", "openinference.span.kind", "gen_ai.agent.id"]),
+        _MARK_VALUES | st.sampled_from(["i", ""]),
+    ),
+)
+
+
+@given(_SPAN)
+def test_the_agent_id_prefilter_passes_every_span_a_built_in_convention_reads_an_agent_id_off(
+    span: tuple[str, dict[str, Any]],
+) -> None:
+    """The prefilter, built from the marks declared beside each ``agent_run``, against the readers themselves:
+    a span it stops is one no built-in convention reads an agent id off (else a run would reset no chain)."""
+    from otel_repeat_guard.conventions import agent_id_prefilter
+
+    name, attributes = span
+    may_name_agent_id = agent_id_prefilter(DEFAULT_CONVENTIONS)
+    assert may_name_agent_id is not None
+    run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
+    if run is not None and run.agent_id is not None:
+        assert may_name_agent_id(name, attributes)
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.agent.id": "i"}  # a tool span of its agent's
+    assert not may_name_agent_id("execute_tool x", tool)
 
 
 def test_every_genai_invocation_operation_is_a_run_and_the_older_name_still_is() -> None:
