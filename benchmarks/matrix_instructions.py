@@ -1,0 +1,78 @@
+"""The span-shape matrix in instructions: ``python -m benchmarks.matrix_instructions``.
+
+The timed matrix (:mod:`benchmarks.matrix`) swings by ±0.2-0.5 between rounds on this shared machine;
+instruction counts do not. Each shape of :mod:`benchmarks.shapes` runs under cachegrind with and without
+the guard (non-tool spans: against the live-span floor), at two segment sizes after a warm-up, and the
+difference per tool span is its cost, as in :mod:`benchmarks.instructions`. It counts work, not time: what
+it cannot see (cache misses, the allocator) the timed matrix does. Report only, no goal. Set
+``OTEL_REPEAT_GUARD_BENCH_BUILD`` to pick the build; needs ``valgrind``; takes about six minutes pure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from benchmarks import shapes
+from benchmarks import workloads as w
+from otel_repeat_guard import RepeatGuardSpanProcessor, build_mode
+
+_COUNTS = (640, 1_920)  # tool spans per segment: whole rounds of the 64 runs
+_NON_TOOL = -1  # the shape index of the non-tool spans
+
+
+def _child(processor: str, shape: int, count: int) -> None:
+    front = {"guard": RepeatGuardSpanProcessor, "floor": shapes.LiveSpanFloor}.get(processor)
+    p = w.pipeline(*([front()] if front is not None else []))
+    if shape == _NON_TOOL:
+        for n in (200, count):  # a warm-up, then the counted segment
+            shapes.non_tool_segment(p, n)
+        return
+    for n in (256, count):
+        shapes.segment(p, shapes.plan(shapes.TOOL_SHAPES[shape], n))
+
+
+def _instructions(processor: str, shape: int, count: int) -> int:
+    command = [
+        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+        sys.executable, "-m", "benchmarks.matrix_instructions", "--child", processor, str(shape), str(count),
+    ]  # fmt: skip
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}  # string hashes decide dict layouts
+    out = subprocess.run(command, capture_output=True, text=True, check=True, env=environment).stderr
+    found = re.search(r"I\s+refs:\s+([\d,]+)", out)
+    if found is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{out}")
+    return int(found.group(1).replace(",", ""))
+
+
+def _per_span(job: tuple[str, int]) -> float:
+    low, high = (_instructions(*job, n) for n in _COUNTS)
+    return (high - low) / (_COUNTS[1] - _COUNTS[0])
+
+
+def main() -> int:
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    rows = [(shape.label, index, "none") for index, shape in enumerate(shapes.TOOL_SHAPES)]
+    rows.append(("non-tool spans (chat, HTTP), against the live-span floor", _NON_TOOL, "floor"))
+    jobs = [(kind, index) for _, index, base in rows for kind in ("guard", base)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = dict(zip(jobs, pool.map(_per_span, jobs), strict=True))
+    print(f"Instructions per tool span (with its step span, if any), {build_mode()} build:\n")
+    print("| shape | guard | without | ratio |\n|---|---|---|---|")
+    for label, index, base in rows:
+        guarded, bare = counts[("guard", index)], counts[(base, index)]
+        print(f"| {label} | {guarded / 1000:,.1f}k | {bare / 1000:,.1f}k | {guarded / bare:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        raise SystemExit(main())
