@@ -80,10 +80,11 @@ def _child(processor: str, workload: str, count: int) -> None:
         run(count)
 
 
-def _instructions(processor: str, workload: str, count: int) -> int:
+def instructions_of(module: str, *child: str) -> int:
+    """The instructions valgrind counts for ``python -m module --child *child``."""
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        sys.executable, "-m", "benchmarks.instructions", "--child", processor, workload, str(count),
+        sys.executable, "-m", module, "--child", *child,
     ]  # fmt: skip
     # a fixed hash seed: string hashes decide dict layouts, which move counts by a few thousand
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -95,7 +96,7 @@ def _instructions(processor: str, workload: str, count: int) -> int:
 
 
 def _per_span(processor: str, workload: str) -> float:
-    low, high = (_instructions(processor, workload, n) for n in _COUNTS)
+    low, high = (instructions_of("benchmarks.instructions", processor, workload, str(n)) for n in _COUNTS)
     return (high - low) / (_COUNTS[1] - _COUNTS[0])
 
 

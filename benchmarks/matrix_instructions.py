@@ -10,15 +10,13 @@ it cannot see (cache misses, the allocator) the timed matrix does. Report only, 
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks import shapes
 from benchmarks import workloads as w
+from benchmarks.instructions import instructions_of
 from otel_repeat_guard import RepeatGuardSpanProcessor, build_mode
 
 _COUNTS = (640, 1_920)  # tool spans per segment: whole rounds of the 64 runs
@@ -36,21 +34,9 @@ def _child(processor: str, shape: int, count: int) -> None:
         shapes.segment(p, shapes.plan(shapes.TOOL_SHAPES[shape], n))
 
 
-def _instructions(processor: str, shape: int, count: int) -> int:
-    command = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        sys.executable, "-m", "benchmarks.matrix_instructions", "--child", processor, str(shape), str(count),
-    ]  # fmt: skip
-    environment = {**os.environ, "PYTHONHASHSEED": "0"}  # string hashes decide dict layouts
-    out = subprocess.run(command, capture_output=True, text=True, check=True, env=environment).stderr
-    found = re.search(r"I\s+refs:\s+([\d,]+)", out)
-    if found is None:
-        raise SystemExit(f"no instruction count in valgrind's output:\n{out}")
-    return int(found.group(1).replace(",", ""))
-
-
 def _per_span(job: tuple[str, int]) -> float:
-    low, high = (_instructions(*job, n) for n in _COUNTS)
+    processor, shape = job
+    low, high = (instructions_of("benchmarks.matrix_instructions", processor, str(shape), str(n)) for n in _COUNTS)
     return (high - low) / (_COUNTS[1] - _COUNTS[0])
 
 

@@ -78,8 +78,8 @@ class Mark(NamedTuple):
 class ReadPlan(NamedTuple):
     """How the guard's fast path reads a vocabulary's common tool span in place (``fastpath.py``), declared
     beside the ``read`` it stands for: exactly what ``read`` answers for a span with the vocabulary's tool mark
-    whose tool name is one of ``names`` and whose arguments are a text none of ``wrapped`` is in. Any other
-    span goes to ``read``."""
+    whose tool name is under one of ``names`` and whose arguments are a text none of ``wrapped`` is in. Any
+    other span goes to ``read``."""
 
     names: tuple[str, ...]
     """The tool name: the first of these attributes that is a non-empty string."""
