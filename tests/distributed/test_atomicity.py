@@ -69,7 +69,9 @@ def test_eight_processes_count_exactly_as_one(redis_server: RedisServer) -> None
         results.append(json.loads(out))
     assert not any(result["failures"] for result in results)
 
-    store = RedisChainStore(redis_server.url, 10)
+    # A generous deadline: on a loaded machine a 50 ms connect can miss, and a store that fell back to
+    # counting in this process would read 0 here, which is the outage tests' subject, not this one's.
+    store = RedisChainStore(redis_server.url, 10, timeout_ms=5000)
     shared_total = 0
     for run in range(SHARED_RUNS):
         lengths = sorted(n for result in results for n in result["seen"].get(f"shared-{run}", []))

@@ -17,7 +17,7 @@ from tests.distributed.servers import RedisServer
 OTHER_PROCESS = """
 import sys
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-guard = RepeatGuardSpanProcessor(GuardConfig(chain_store=sys.argv[1]))
+guard = RepeatGuardSpanProcessor(GuardConfig(chain_store=sys.argv[1], store_timeout_ms=2000))
 getattr(guard, sys.argv[2])(sys.argv[3])
 print(guard.run_length(sys.argv[3]))
 """
@@ -36,7 +36,7 @@ def in_another_process(url: str, method: str, run_key: str) -> int:
 
 
 def test_a_run_idle_past_the_expiry_starts_afresh_and_leaves_no_key(redis_server: RedisServer) -> None:
-    store = RedisChainStore(redis_server.url, 10, expiry_seconds=1)
+    store = RedisChainStore(redis_server.url, 10, expiry_seconds=1, timeout_ms=5000)
     client = redis.Redis.from_url(redis_server.url)
     assert [store.observe("run#1", "grep", b"k") for _ in range(3)] == [1, 2, 3]
     ttl = client.pttl(RUN_PREFIX + "run#1")
@@ -61,7 +61,7 @@ def test_the_inbox_expires_too(redis_server: RedisServer) -> None:
 
 
 def test_reset_and_forget_from_another_process_end_the_run_everywhere(redis_server: RedisServer) -> None:
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3,)))
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3,), store_timeout_ms=2000))
     with agent.agent_run("looper"):
         run_key = agent.guard.current_agent_id()
         assert run_key is not None
@@ -93,7 +93,7 @@ def test_reset_and_forget_from_another_process_end_the_run_everywhere(redis_serv
 
 def test_the_end_of_the_agent_span_ends_the_shared_run(redis_server: RedisServer) -> None:
     """The agent process owns the run: when its span ends, the run's key is deleted for every worker."""
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url))
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000))
     client = redis.Redis.from_url(redis_server.url)
     with agent.agent_run("short"):
         run_key = agent.guard.current_agent_id()
@@ -115,7 +115,7 @@ def test_zero_code_setup_with_a_shared_store_drains_a_redis_inbox(redis_server: 
     previous_guard, previous_inbox = installed.installed_guard(), installed.default_inbox()
     try:
         installed.set_installed_guard(None)
-        guard = install(TracerProvider(), GuardConfig(chain_store=redis_server.url))
+        guard = install(TracerProvider(), GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000))
         assert guard is not None and installed.installed_guard() is guard
         assert isinstance(installed.default_inbox(), RedisReminderInbox)
     finally:

@@ -177,7 +177,7 @@ def test_calls_awaiting_their_outcomes_wait_in_redis_as_in_memory(redis_server: 
 
 def test_a_shared_store_keeps_its_chains_itself(redis_server: RedisServer) -> None:
     """A harness that carries chains between processes (the Claude Code hook) has nothing to carry with Redis."""
-    guard = RepeatGuardSpanProcessor(GuardConfig(chain_store=redis_server.url))
+    guard = RepeatGuardSpanProcessor(GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000))
     guard.restore_chain("run", ["grep", b"k", 2, []])
     assert guard.chain_state("run") is None
     assert RepeatGuardSpanProcessor().chain_state("run") is None  # in memory: none for a run it never saw

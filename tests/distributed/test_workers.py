@@ -45,7 +45,7 @@ def test_three_workers_count_one_chain_and_the_agent_drains_each_reminder_once(r
 
 def test_a_tool_span_straight_under_the_remote_parent_counts_too(redis_server: RedisServer) -> None:
     """No activity span in between: the tool span's own parent is the remote one."""
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url))
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000))
     with workers(2, redis_server.url) as fleet, agent.agent_run("coder"):
         answers = [
             fleet.ask(call % 2, {"headers": agent.headers(), "tool": "ls", "arguments": "{}", "activity": False})
@@ -57,7 +57,7 @@ def test_a_tool_span_straight_under_the_remote_parent_counts_too(redis_server: R
 def test_without_the_baggage_entry_a_workers_call_is_not_in_the_run(redis_server: RedisServer) -> None:
     """Only ``traceparent``: a tool span straight under the remote parent has no run (``no_agent``); under an
     activity span, the activity is its local root, a run of one call each time. No chain forms either way."""
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url))
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000))
     with workers(1, redis_server.url) as fleet, agent.agent_run("researcher"):
         for activity in (False, True):
             for _ in range(3):
@@ -71,7 +71,7 @@ def test_without_the_baggage_entry_a_workers_call_is_not_in_the_run(redis_server
 
 def test_two_concurrent_runs_over_the_same_workers_keep_separate_chains(redis_server: RedisServer) -> None:
     """Runs A and B, open at once, send the very same call through the same three workers, interleaved."""
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3,)))
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3,), store_timeout_ms=2000))
     tracer = agent.tracer
     attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "twin"}
     run_a = tracer.start_span("invoke_agent twin", attributes=attributes)
@@ -104,7 +104,7 @@ def test_two_concurrent_runs_over_the_same_workers_keep_separate_chains(redis_se
 
 def test_workers_answering_concurrently_never_lose_or_double_a_call(redis_server: RedisServer) -> None:
     """Parallel tool calls of one run, in flight on three workers at once: the counts are still 1..n once each."""
-    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3,)))
+    agent = AgentProcess(GuardConfig(chain_store=redis_server.url, thresholds=(3,), store_timeout_ms=2000))
     with workers(3, redis_server.url, thresholds="3") as fleet, agent.agent_run("fanout"):
         requests = [{"headers": agent.headers(), "tool": "fetch", "arguments": ARGUMENTS} for _ in range(30)]
         with ThreadPoolExecutor(3) as pool:
