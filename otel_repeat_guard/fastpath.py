@@ -23,6 +23,7 @@ from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, ReadPlan
 from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
+from otel_repeat_guard.guard_parts import run_of_agent
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.requested import PendingSteps
@@ -38,7 +39,7 @@ class PlainToolSpans:
     """The plain-span read plans, built once per guard over the guard's own state (which it only reads and
     counts in, as ``Guard.tool_call`` does). ``plans[mask]``: the plan for a span of that tool mask, if any."""
 
-    __slots__ = ("chains", "facts", "plans", "repeated", "run_of", "runs", "steps", "tracked")
+    __slots__ = ("chains", "facts", "named", "plans", "repeated", "run_of", "runs", "steps", "tracked")
 
     def __init__(
         self,
@@ -50,14 +51,16 @@ class PlainToolSpans:
         facts: bool,
         repeated: Callable[..., Decision | None],
         run_of: Callable[[SpanContext | None, str | None, str | None], Run | None],
+        named: Callable[[Run], None],
     ) -> None:
         self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
         self.plans = plans  # SpanRouter.read_plans
         self.facts = facts
         self.repeated = repeated  # Guard.repeated: a repeat is worded as the general path words it
         self.run_of = run_of  # Guard._run_of: the run, resolved as the general path resolves it
+        self.named = named  # AgentChains.named: a run whose calls name its agent's id, as Guard._run_of notes it
 
-    def read(  # noqa: PLR0912 - one pass over the span, inline: a helper's call costs the interpreted build
+    def read(  # noqa: PLR0911, PLR0912 - one pass over the span, inline: a helper's call costs the interpreted build
         self,
         plan: ReadPlan,
         span: ReadableSpan,
@@ -93,7 +96,12 @@ class PlainToolSpans:
             if part in arguments:
                 return GENERAL
         if plan.own_agent and (AGENT_ID in attributes or AGENT_NAME in attributes):
-            run = self.run_of(parent, *gen_ai_agent(attributes))
+            agent_id, agent_name = gen_ai_agent(attributes)
+            run = None if parent is None or not agent_id else self.runs.owned.get(parent[SPAN_ID])
+            if run is not None and run.agent_id == agent_id:  # straight under a run of the agent it names
+                self.named(run)  # as Guard._run_of: the run's chain outlives its span (agents.py)
+                return self._count(span, run, tool, arguments, attributes, events, ended, named=True)
+            run = self.run_of(parent, agent_id, agent_name)
         else:  # nearly always: the span straight above stands for the run (one lookup)
             run = None if parent is None else self.runs.owned.get(parent[SPAN_ID])
             if run is not None:  # straight under its run's span: no tool span of the same call encloses it
@@ -141,9 +149,11 @@ class PlainToolSpans:
         events: Sequence[EventLike],
         ended: int | None,
         error: bool = False,
+        named: bool = False,
     ) -> Any:
         """Count a plain call in its run, as ``Guard._count`` would with nothing opt-in: GENERAL when it has no
-        run, is not tracked, or its run has a reminder waiting for its outcome."""
+        run, is not tracked, or its run has a reminder waiting for its outcome. ``named``: the call named the
+        agent of ``run`` by its id, so a repeat is worded for that id (``run_of_agent``), made only then."""
         chains, steps = self.chains, self.steps
         if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
             return GENERAL
@@ -157,5 +167,7 @@ class PlainToolSpans:
         length = chains.observe(run.key, tool, key)
         if length < 2:
             return Decision([], [], run.facts) if self.facts else None
+        if named:
+            run = run_of_agent(run, run.agent_id, None)  # type: ignore[arg-type]  # named: it has an agent id
         facts = run.facts if self.facts else None
         return self.repeated(run, tool, arguments, key, length, span, attributes, events, facts, error)

@@ -115,7 +115,15 @@ class Guard:
         if fast_path and not (self._detecting or self._collapse_parallel or audit is not None):
             plans = router.read_plans()
             self._plain = PlainToolSpans(
-                self.steps, self.chains, self.runs, self.tracked, plans, self.facts, self.repeated, self._run_of
+                self.steps,
+                self.chains,
+                self.runs,
+                self.tracked,
+                plans,
+                self.facts,
+                self.repeated,
+                self._run_of,
+                self.agents.named,
             )
 
     def after_fork(self) -> None:

@@ -97,16 +97,13 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         for processor in self._downstream:
             processor.on_start(span, parent_context=context_or_none(parent_context))
 
-    def _decide(self, span: ReadableSpan) -> Decision | None:
-        return self._guard.ended(span)
-
     def _on_ending(self, span: Span) -> None:
         if self._wrapping:  # the guard decides in on_end and hands on copies; the hook itself is passed on
             for processor in self._downstream:
                 processor._on_ending(span)  # noqa: SLF001 - the SDK's end-of-span hook, as the provider calls it
             return
         try:
-            decision = self._decide(span)
+            decision = self._guard.ended(span)
             if decision is not None:
                 record_on_ending_span(span, decision.events, decision.facts)
                 self._deliver(decision.reminders)
@@ -118,7 +115,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         try:
             span_id = ended_id(span)
             if self._wrapping:
-                decision = self._decide(span)
+                decision = self._guard.ended(span)
                 wrapped = self._wrapped_events
                 earlier = wrapped.pop(span_id, None) if wrapped and span_id is not None else None
                 if decision is not None or earlier:
