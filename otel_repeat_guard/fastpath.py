@@ -4,7 +4,7 @@ reference, without what a plain call never needs.
 ``read`` takes a tool span in place, by its vocabulary's :class:`~otel_repeat_guard.conventions.ReadPlan` (GenAI,
 OpenInference and OpenLLMetry declare one; the router picks it by the span's marks, in the configured order)
 instead of the convention's reader: its tool's name and short arguments text, with or without an agent of its
-own, under its run's span or a step of it (its run found by the guard's own ``_run_of``). ``call`` takes any
+own, under its run's span or a step of it (its run found as the guard finds it, ``AgentChains.run_of``). ``call`` takes any
 vocabulary's tool call after its convention's reader. Both need nothing pending and nothing opt-in; anything
 else answers ``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a
 property test (tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
@@ -18,12 +18,12 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
+from otel_repeat_guard.agents import AgentChains, run_of_agent
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, ReadPlan
 from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
-from otel_repeat_guard.guard_parts import run_of_agent
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.requested import PendingSteps
@@ -39,7 +39,7 @@ class PlainToolSpans:
     """The plain-span read plans, built once per guard over the guard's own state (which it only reads and
     counts in, as ``Guard.tool_call`` does). ``plans[mask]``: the plan for a span of that tool mask, if any."""
 
-    __slots__ = ("chains", "facts", "named", "plans", "repeated", "run_of", "runs", "steps", "tracked")
+    __slots__ = ("agents", "chains", "facts", "plans", "repeated", "runs", "steps", "tracked")
 
     def __init__(
         self,
@@ -50,15 +50,13 @@ class PlainToolSpans:
         plans: tuple[ReadPlan | None, ...],
         facts: bool,
         repeated: Callable[..., Decision | None],
-        run_of: Callable[[SpanContext | None, str | None, str | None], Run | None],
-        named: Callable[[Run], None],
+        agents: AgentChains,
     ) -> None:
         self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
         self.plans = plans  # SpanRouter.read_plans
         self.facts = facts
         self.repeated = repeated  # Guard.repeated: a repeat is worded as the general path words it
-        self.run_of = run_of  # Guard._run_of: the run, resolved as the general path resolves it
-        self.named = named  # AgentChains.named: a run whose calls name its agent's id, as Guard._run_of notes it
+        self.agents = agents  # the run of a call, resolved as the general path resolves it (a direct call)
 
     def read(  # noqa: PLR0911, PLR0912 - one pass over the span, inline: a helper's call costs the interpreted build
         self,
@@ -99,15 +97,15 @@ class PlainToolSpans:
             agent_id, agent_name = gen_ai_agent(attributes)
             run = None if parent is None or not agent_id else self.runs.owned.get(parent[SPAN_ID])
             if run is not None and run.agent_id == agent_id:  # straight under a run of the agent it names
-                self.named(run)  # as Guard._run_of: the run's chain outlives its span (agents.py)
+                self.agents.named(run)  # as AgentChains.run_of: the run's chain outlives its span
                 return self._count(span, run, tool, arguments, attributes, events, ended, named=True)
-            run = self.run_of(parent, agent_id, agent_name)
+            run = self.agents.run_of(parent, agent_id, agent_name)
         else:  # nearly always: the span straight above stands for the run (one lookup)
             run = None if parent is None else self.runs.owned.get(parent[SPAN_ID])
             if run is not None:  # straight under its run's span: no tool span of the same call encloses it
                 return self._count(span, run, tool, arguments, attributes, events, ended)
             if parent is not None:
-                run = self.run_of(parent, None, None)
+                run = self.agents.run_of(parent, None, None)
         if run is not None and self.runs.same_call_above(parent, run, tool, arguments, None) is not None:
             return GENERAL  # a tool span of the same call encloses it: counted once, the general way
         return self._count(span, run, tool, arguments, attributes, events, ended)
@@ -134,7 +132,7 @@ class PlainToolSpans:
         ):
             return GENERAL
         parent = span.parent
-        run = self.run_of(parent, agent_id, agent_name)
+        run = self.agents.run_of(parent, agent_id, agent_name)
         if run is not None and self.runs.same_call_above(parent, run, tool, arguments, call_id) is not None:
             return GENERAL  # a tool span of the same call encloses it: counted once, the general way
         return self._count(span, run, tool, arguments, attributes, events, ended, error)

@@ -45,7 +45,6 @@ from otel_repeat_guard.guard_parts import (
     model_facts,
     open_tool_reader,
     opt_in,
-    run_of_agent,
     scope_of,
 )
 from otel_repeat_guard.metrics import GuardMetrics
@@ -54,7 +53,7 @@ from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.rules import evict_oldest
-from otel_repeat_guard.runs import AGENT_ID_RUN, BAGGAGE, Run, RunResolver
+from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver
 from otel_repeat_guard.span_events import SPAN_ID, Attributes, EventSpec, ending_of, timing_of
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -85,7 +84,6 @@ class Guard:
         self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
         self._conventions = tuple(conventions)
         self._router = router = SpanRouter(self._conventions)
-        self.route = router.route
         self.model_bits = router.model_bits
         self._tool_bits = router.tool_bits
         self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
@@ -106,7 +104,7 @@ class Guard:
         )
         self.steps = PendingSteps(max_agents)
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
-        self.agents = AgentChains(max_live_spans)  # the runs an agent id's calls and questions reach
+        self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
         # A common tool span is read in place by its vocabulary's read plan (fastpath.py) when nothing opt-in
@@ -122,8 +120,7 @@ class Guard:
                 plans,
                 self.facts,
                 self.repeated,
-                self._run_of,
-                self.agents.named,
+                self.agents,
             )
 
     def after_fork(self) -> None:
@@ -181,7 +178,7 @@ class Guard:
             over = self.agents.started(agent_id)
             if over is not None:
                 self._over(over)
-        if not self.route(name, attributes) & self.model_bits:
+        if not self._router.route(name, attributes) & self.model_bits:
             return None
         parent = span.parent
         self.runs.mark_model_call(parent)
@@ -202,7 +199,7 @@ class Guard:
     def ended(self, span: ReadableSpan) -> Decision | None:
         """Read an ending span once and decide what it is; None for nearly every span."""
         name, attributes, events, parent, ended = ending_of(span)
-        mask = self.route(name, attributes)
+        mask = self._router.route(name, attributes)
         if not mask:  # nearly every span stops here
             return self.run_ended(span) if self.steps.steps else None
         tools, plain = mask & self._tool_bits, self._plain
@@ -224,7 +221,7 @@ class Guard:
     ) -> Decision | None:
         """A tool span ended: count the call in its run, and say which model call issued it."""
         tool, arguments, agent_id, agent_name, error, call_id = call
-        run = self._run_of(span.parent, agent_id, agent_name)
+        run = self.agents.run_of(span.parent, agent_id, agent_name)
         tracked = self.tracked[tool]
         if run is None:
             if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
@@ -266,17 +263,6 @@ class Guard:
             self._wasted(step, tool, counted, facts)
         return counted
 
-    def _run_of(self, parent: SpanContext | None, agent_id: str | None, agent_name: str | None) -> Run | None:
-        """The run of a tool span under ``parent``: its explicit agent id, else (nearly always) the span straight
-        above it that stands for a run (one lookup), else what the resolver finds among its ancestors."""
-        if agent_id:
-            of_agent = run_of_agent(self._run_of(parent, None, None) if parent else None, agent_id, agent_name)
-            if of_agent.how == AGENT_ID_RUN:
-                self.agents.named(of_agent)  # its chain outlives its span, as the id's would (agents.py)
-            return of_agent
-        run = self.runs.owned.get(parent[SPAN_ID]) if parent is not None else None
-        return run if run is not None else self.runs.resolve(parent)
-
     def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
         """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned). A tool
         span keyed by its own agent id answers the step of the run its parent stands for, where that run's
@@ -286,7 +272,7 @@ class Guard:
         if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
             step = self.steps.open_issuer(run.key, span.start_time or 0) or step
         if step is None and run.how == "agent_id":
-            enclosing = self._run_of(span.parent, None, None)
+            enclosing = self.agents.run_of(span.parent, None, None)
             if enclosing is not None:
                 step = self.steps.answered(enclosing.key)
         return step

@@ -11,6 +11,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from otel_repeat_guard.agents import run_of_agent
 from otel_repeat_guard.canonical import canonical_or_none
 from otel_repeat_guard.chains import ChainStore, ChainTracker
 from otel_repeat_guard.config import GuardConfig
@@ -22,7 +23,7 @@ from otel_repeat_guard.facts import WRAPPER
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.redis_store import RedisChainStore
-from otel_repeat_guard.runs import AGENT_ID_RUN, Run
+from otel_repeat_guard.runs import Run
 
 
 def positive_int(name: str, value: object) -> int:
@@ -42,15 +43,6 @@ def checked_options(
         if value is not None and not callable(value):
             raise ValueError(f"{option} must be callable or None, got {value!r}")
     return positive_int("max_agents", max_agents), positive_int("max_live_spans", max_live_spans)
-
-
-def run_of_agent(enclosing: Run | None, agent_id: str, agent_name: str | None) -> Run:
-    """The run of a span that names its agent (``gen_ai.agent.id``, the stable identity of an agent): the
-    run of that agent that encloses it, so concurrent runs of one agent never share a chain; else, for a
-    harness that tags bare spans with its agent's id, the id itself."""
-    if enclosing is not None and enclosing.agent_id == agent_id:
-        return enclosing._replace(how=AGENT_ID_RUN)
-    return Run(agent_id, agent_name or agent_id, how="agent_id")
 
 
 def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) -> dict[str, Any]:

@@ -144,7 +144,8 @@ class RunResolver:
         """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for
         the chain of that id). The processor asks only for a span that starts with attributes; it writes
         ``live`` itself, on every span, with no call into this module."""
-        if self._may_name_agent_id is None or self._may_name_agent_id(name, attributes):
+        prefilter = self._may_name_agent_id
+        if prefilter is None or prefilter.may_name(name, attributes):
             run = find_agent_run(self._conventions, name, attributes)
             if run is not None and not run.nested:  # a nested invocation is no new prompt
                 return run.agent_id

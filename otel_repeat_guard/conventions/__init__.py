@@ -51,7 +51,6 @@ _warned: set[int] = set()  # the user conventions that answered outside their co
 
 ToolCallReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], RawToolCall | None]
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
-AgentIdPrefilter = Callable[[str, Mapping[str, Any]], bool]
 
 
 def find_tool_call(
@@ -299,8 +298,9 @@ def _first_of(readers: tuple[ToolCallReader, ...]) -> ToolCallReader | None:
     return first
 
 
-class _AgentIdMarks:
-    """The built-in conventions' ``agent_id_marks`` and ``agent_id_name_starts``, as one test."""
+class AgentIdPrefilter:
+    """The built-in conventions' ``agent_id_marks`` and ``agent_id_name_starts``, as one test (``may_name``; a
+    native class, so the compiled guard calls it directly)."""
 
     __slots__ = ("_by_attribute", "_starts")
 
@@ -314,6 +314,10 @@ class _AgentIdMarks:
         self._starts = tuple(start for convention in conventions for start in convention.agent_id_name_starts)
 
     def __call__(self, name: str, attributes: Mapping[str, Any]) -> bool:
+        return self.may_name(name, attributes)
+
+    def may_name(self, name: str, attributes: Mapping[str, Any]) -> bool:
+        """False when no built-in convention would read an agent id off this span."""
         if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
             return False
         for key, values in self._by_attribute:
@@ -328,7 +332,7 @@ def agent_id_prefilter(conventions: Sequence[Convention]) -> AgentIdPrefilter | 
     convention is in the set)."""
     if not _only_built_in(conventions):
         return None
-    return _AgentIdMarks([c for c in conventions if isinstance(c, BuiltInConvention)])
+    return AgentIdPrefilter([c for c in conventions if isinstance(c, BuiltInConvention)])
 
 
 __all__ = [
