@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from otel_repeat_guard import GuardConfig, Reminder
 from otel_repeat_guard.inbox import RedisReminderInbox
@@ -60,8 +61,14 @@ def failures_by_reason(agent: AgentProcess) -> dict[tuple[str, str], int]:
     return found
 
 
+def scripts_run(server: RedisServer) -> int:
+    """How many scripts the real server has run (``EVALSHA``: each ``observe`` is one), read past the proxy."""
+    stats = redis.Redis(port=server.port).info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
 def test_a_redis_that_trickles_its_reply_costs_a_span_the_timeout_at_most_and_the_chain_goes_on(
-    trickle: TrickleProxy,
+    trickle: TrickleProxy, redis_server: RedisServer
 ) -> None:
     agent = AgentProcess(GuardConfig(chain_store=trickle.url, thresholds=(4,), store_timeout_ms=TIMEOUT_MS))
     with agent.agent_run("poller"):
@@ -70,6 +77,7 @@ def test_a_redis_that_trickles_its_reply_costs_a_span_the_timeout_at_most_and_th
         end_one_call(agent)  # connected, the scripts loaded: run 1, in Redis
         assert agent.guard.run_length(run_key) == 1
 
+        before = scripts_run(redis_server)
         trickle.trickling = True  # one byte every 30 ms: each read within 50 ms, no reply within 50 ms
         took = end_one_call(agent)
         assert took < TIMEOUT_MS / 1000 + MARGIN, f"span.end() took {took:.3f} s"
@@ -79,12 +87,17 @@ def test_a_redis_that_trickles_its_reply_costs_a_span_the_timeout_at_most_and_th
 
         trickle.trickling = False
         time.sleep(RETRY_AFTER_SECONDS + 0.2)
+        # The trickled call's script ran in Redis if its request got through before the client gave up (only
+        # the reply was slow); on a loaded machine the proxy may not have passed it on by then. Redis says which.
+        ran = scripts_run(redis_server) - before
+        assert ran in (0, 1)
         end_one_call(agent)
-        # Redis ran the trickled call's script (only its reply was slow): it counted that call once, and this
-        # one next. Nothing of the abandoned reply was read as this call's: its connection was dropped.
-        assert agent.guard.run_length(run_key) == 3
+        # Redis counted the trickled call once if it ran it, and this one next. Nothing of the abandoned reply
+        # was read as this call's: its connection was dropped.
+        assert agent.guard.run_length(run_key) == 2 + ran
         assert trickle.connections == 2
-        end_one_call(agent)
+        for _ in range(2 - ran):
+            end_one_call(agent)
         assert [r.run_length for r in agent.drain()] == [4]  # the reminder, from the shared inbox
 
 
@@ -93,14 +106,15 @@ def reminder(agent_id: str) -> Reminder:
 
 
 def test_a_redis_that_trickles_its_reply_costs_the_shared_inbox_the_timeout_at_most(
-    trickle: TrickleProxy,
+    trickle: TrickleProxy, redis_server: RedisServer
 ) -> None:
     inbox = RedisReminderInbox(trickle.url, timeout_ms=TIMEOUT_MS)
     inbox.put(reminder("run-0"))  # connected, both scripts loaded
     assert [r.agent_id for r in inbox.drain("run-0")] == ["run-0"]
+    before = scripts_run(redis_server)
     trickle.trickling = True
     started = time.perf_counter()
-    inbox.put(reminder("run-1"))  # the script ran on the server; its reply never came in time
+    inbox.put(reminder("run-1"))  # its reply never came in time
     took = time.perf_counter() - started
     assert took < TIMEOUT_MS / 1000 + MARGIN, f"put took {took:.3f} s"
     assert inbox.health.down
@@ -108,9 +122,11 @@ def test_a_redis_that_trickles_its_reply_costs_the_shared_inbox_the_timeout_at_m
 
     trickle.trickling = False
     time.sleep(RETRY_AFTER_SECONDS + 0.2)
+    ran = scripts_run(redis_server) - before  # whether the trickled put got through before the client gave up
+    assert ran in (0, 1)
     inbox.put(reminder("run-2"))
-    # The trickled put reached Redis too (its reply was slow, not its command): the box holds it, and the
-    # reply read now is this drain's own, not the abandoned one's.
-    assert [r.agent_id for r in inbox.drain("run-1")] == ["run-1"]
+    # A trickled put that reached Redis (its reply was slow, not its command) is in the box, and the reply
+    # read now is this drain's own, not the abandoned one's.
+    assert [r.agent_id for r in inbox.drain("run-1")] == ["run-1"] * ran
     assert [r.agent_id for r in inbox.drain("run-2")] == ["run-2"]
     assert not inbox.health.down
