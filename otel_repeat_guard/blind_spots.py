@@ -14,6 +14,9 @@ Reason = Literal["no_arguments", "no_agent"]
 NO_ARGUMENTS: Final = "no_arguments"
 NO_AGENT: Final = "no_agent"
 REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
+NO_GUARD: Final = "no_guard"
+"""A reader's reason, not the guard's: a tool span in a trace store with none of the guard's facts or events
+(the guard was not in the process that made it)."""
 
 
 class CallAudit(NamedTuple):
@@ -67,10 +70,18 @@ _AGENT_FIX: Final = (
 )
 
 
+_GUARD_FIX: Final = (
+    "put the guard in the process that made these spans (configure(), or the zero-code setup), or replay "
+    "them through it: otel-repeat-guard ingest --from URL --replay"
+)
+
+
 def fix_for(reason: str, scope: str | None) -> str:
     """The setting that makes calls of instrumentation ``scope`` comparable again."""
     if reason == NO_AGENT:
         return _AGENT_FIX
+    if reason == NO_GUARD:
+        return _GUARD_FIX
     name = scope or ""
     exact = _EXACT_ARGUMENT_FIXES.get(name)
     if exact is not None:
@@ -85,6 +96,8 @@ def explain(reason: str) -> str:
     """What the reason means, in a sentence."""
     if reason == NO_AGENT:
         return "the tool span has no parent span in this process and no gen_ai.agent.id, so no agent run"
+    if reason == NO_GUARD:
+        return "no guard facts or events on the span: the guard was not in the process that made it"
     return "neither the tool span nor the model's request recorded the call's arguments"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,42 @@ def seconds(text: str) -> float:
     if not value >= 0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+
+
+def time_point(text: str) -> int:
+    """A point in time, in ns since the epoch: a duration ago (``90m``, ``24h``, ``7d``) or an ISO 8601 date or
+    time (``2026-12-05``, ``2026-12-05T10:00``; UTC unless it names its offset)."""
+    value, unit = text[:-1], text[-1:].lower()
+    if unit in _UNITS and value.replace(".", "", 1).isdigit():
+        return time.time_ns() - int(float(value) * _UNITS[unit] * 1e9)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a time (2026-12-05, 2026-12-05T10:00, UTC unless an offset is given) or a duration ago "
+            f"(90m, 24h, 7d), got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+
+
+def add_range(parser: Any, what: str) -> None:
+    """``--since`` and ``--until``: the time range of a ClickHouse table that ``what`` reads."""
+    parser.add_argument(
+        "--since", type=time_point, default=None, metavar="WHEN", help=f"{what} from this time on (24h, 2026-12-05)"
+    )
+    parser.add_argument("--until", type=time_point, default=None, metavar="WHEN", help=f"{what} up to this time")
+
+
+def checked_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """``--since`` and ``--until`` (None where not given), refused in one line when they are the wrong way round."""
+    if args.since is not None and args.until is not None and args.since > args.until:
+        raise CliError("--since is after --until: nothing lies between them")
+    return args.since, args.until
 
 
 STORE_HELP = (
@@ -52,6 +90,7 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
         "chdb://DIR, the password as for the dashboard's --store",
     )
     ingest.add_argument("--db", type=Path, default=None, help=db_help)
+    add_range(ingest, "with --from: the spans that started")
     ingest.add_argument(
         "--follow", action="store_true", help="keep reading as the file grows and rotates, until interrupted"
     )
@@ -75,6 +114,7 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
     doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
     doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_range(doctor, "with --store: the tool calls that ended")
 
     rollup = commands.add_parser(
         "rollup",
@@ -102,7 +142,9 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.store is not None or not args.paths:
         if args.store is None or args.paths:
             raise CliError("doctor reads either collector files (FILE ...) or a ClickHouse table (--store URL)")
-        return clickhouse_doctor(args.store, as_json=args.json)
+        return clickhouse_doctor(args.store, checked_range(args), as_json=args.json)
+    if args.since is not None or args.until is not None:
+        raise CliError("--since and --until bound a ClickHouse table (--store URL); the files are read whole")
     try:
         from otel_repeat_guard.doctor import diagnose, read_files, render  # noqa: PLC0415 - needs the ingest extra
     except ImportError as exc:
@@ -180,8 +222,10 @@ def run_ingest(args: argparse.Namespace) -> int:
             raise CliError("--follow follows a file; a ClickHouse table is read once (--from URL)")
         from otel_repeat_guard.clickhouse.commands import table_spans  # noqa: PLC0415 - the clickhouse extra
 
-        source = table_spans(args.source)  # reachable, with its table, or a one-line StoreError
+        source = table_spans(args.source, *checked_range(args))  # reachable, with its table, or a one-line StoreError
     else:
+        if args.since is not None or args.until is not None:
+            raise CliError("--since and --until bound a ClickHouse table (--from URL); a file is read whole")
         check_input(args.path, may_be_missing=args.follow)  # before the store file is created
     check_store(db, must_exist=False)
     options = IngestOptions(
@@ -219,10 +263,11 @@ def run_rollup(args: argparse.Namespace) -> int:
     return 0
 
 
-def clickhouse_doctor(store: str, *, as_json: bool) -> int:
-    """``doctor --store``: what the guard could and could not see in the table; 1 if anything was unseen."""
+def clickhouse_doctor(store: str, span: tuple[int | None, int | None], *, as_json: bool) -> int:
+    """``doctor --store``: what the guard could and could not see in the table (in ``span``, the ends of the calls
+    in ns, either side open); 1 if anything was unseen."""
     from otel_repeat_guard.clickhouse.commands import doctor, render  # noqa: PLC0415 - the clickhouse extra
 
-    report = doctor(store)
+    report = doctor(store, *span)
     print(render(report, as_json=as_json))
     return 0 if report.comparable else 1

@@ -13,6 +13,7 @@ and ordering key, then on the call's end. Values are parameters: ``{name:Type}``
 
 from __future__ import annotations
 
+from otel_repeat_guard.blind_spots import NO_GUARD
 from otel_repeat_guard.conventions.genai import INVOCATIONS
 from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
 from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
@@ -32,7 +33,7 @@ from otel_repeat_guard.store.model_calls import (
     TOTAL_TOKEN_KEYS,
 )
 
-NOT_SEEN = "no_guard"
+NOT_SEEN = NO_GUARD
 """The blind-spot reason of a tool span the guard never saw (no facts, no events)."""
 
 SLACK_NS = 86_400 * 1_000_000_000

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from otel_repeat_guard.blind_spots import explain as explain_reason
+from otel_repeat_guard.blind_spots import fix_for
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Client, connect
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
@@ -83,10 +84,11 @@ def render_rollup(report: RollReport) -> str:
     )
 
 
-def table_spans(store: str) -> TableSpans:
-    """Every span of ``store``'s table, for ``ingest --from`` (the table checked reachable first)."""
+def table_spans(store: str, start_ns: int | None = None, end_ns: int | None = None) -> TableSpans:
+    """The spans of ``store``'s table that started in ``[start_ns, end_ns)`` (either side open: every span), for
+    ``ingest --from`` (the table checked reachable first)."""
     reader = open_reader(store)
-    return TableSpans(reader.client, 0, MAX_NS)
+    return TableSpans(reader.client, start_ns or 0, MAX_NS if end_ns is None else end_ns)
 
 
 def check_store_url(store: str) -> Target:
@@ -101,6 +103,8 @@ class Report:
     """What the guard could and could not see in a ClickHouse table, over a time range."""
 
     store: str
+    calls_ended: str = "at any time"
+    """The time range read: ``at any time``, or ``from … to …`` (UTC)."""
     tool_calls: int = 0
     untracked_calls: int = 0
     repeated_calls: int = 0
@@ -120,6 +124,7 @@ def doctor(store: str, start_ns: int | None = None, end_ns: int | None = None) -
         headline = reader.headline(filters).iloc[0]
         report = Report(
             store=reader.target.describe(),
+            calls_ended=_range_text(start_ns, end_ns),
             tool_calls=int(headline["tool_calls"]),
             untracked_calls=int(headline["untracked_calls"]),
             repeated_calls=int(headline["repeated_calls"]),
@@ -135,13 +140,19 @@ def doctor(store: str, start_ns: int | None = None, end_ns: int | None = None) -
         reader.close()
 
 
+def _range_text(start_ns: int | None, end_ns: int | None) -> str:
+    def moment(ns: int) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ns / 1e9))
+
+    if start_ns is None and end_ns is None:
+        return "at any time"
+    since = "" if start_ns is None else f"from {moment(start_ns)}"
+    until = "" if end_ns is None else f"to {moment(end_ns)}"
+    return " ".join(part for part in (since, until) if part)
+
+
 def _why(reason: str) -> str:
-    if reason == NOT_SEEN:
-        return (
-            "no guard facts or events on the span: the guard was not in the process that made it "
-            "(add it there, or run `otel-repeat-guard ingest --from … --replay`)"
-        )
-    return explain_reason(reason)
+    return f"{explain_reason(reason)} ({fix_for(reason, None)})" if reason == NOT_SEEN else explain_reason(reason)
 
 
 def render(report: Report, *, as_json: bool) -> str:
@@ -149,7 +160,7 @@ def render(report: Report, *, as_json: bool) -> str:
     if as_json:
         return json.dumps({**asdict(report), "comparable": report.comparable}, indent=2)
     lines = [
-        f"{report.store}: {report.tool_calls:,} tracked tool calls ({report.untracked_calls:,} of excluded tools), "
+        f"{report.store}, calls that ended {report.calls_ended}: {report.tool_calls:,} tracked tool calls ({report.untracked_calls:,} of excluded tools), "
         f"{report.repeated_calls:,} in loops, {report.reminders:,} reminders",
     ]
     if report.comparable:

@@ -93,6 +93,10 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     parts = urlsplit(store)
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
+        if not parts.scheme:  # a file name, most likely: the embedded store is --db
+            raise TargetError(
+                f"{store!r} is no store URL: use clickhouse://… or chdb://…, or --db FILE for a SQLite store"
+            )
         raise TargetError(f"unknown store scheme {parts.scheme!r}: use clickhouse://… or chdb://…")
     query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
     unknown = sorted(set(query) - {"table", "database", "secure", "rollup"})

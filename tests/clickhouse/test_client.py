@@ -48,6 +48,8 @@ def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
         ("clickhouse://h/otel?colour=red", "unknown store URL option"),
         ("clickhouse:///otel", "needs a host"),
         ("chdb://", "needs a data directory"),
+        ("repeat-guard.db", "'repeat-guard.db' is no store URL: .* or --db FILE for a SQLite store"),
+        ("postgres://h/db", "unknown store scheme 'postgres'"),
     ],
 )
 def test_unusable_urls_are_refused_in_one_line(url: str, message: str) -> None:

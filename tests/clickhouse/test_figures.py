@@ -132,7 +132,7 @@ def test_nothing_is_written_to_the_users_table(demo_pair: tuple[Path, Target]) -
     pd.testing.assert_frame_equal(before, reader.frame(sql, {"db": target.database, "tbl": target.table}))
 
 
-def test_spans_no_guard_saw_are_a_blind_spot(tmp_path: Path) -> None:
+def test_spans_no_guard_saw_are_a_blind_spot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A tool span without the guard's facts or events (the guard was not in that process) is listed, by tool."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -154,6 +154,16 @@ def test_spans_no_guard_saw_are_a_blind_spot(tmp_path: Path) -> None:
     frame = ClickHouseReader(target).unguarded_calls(Filters())
     assert frame.to_dict("records") == [{"reason": "no_guard", "tool": "search", "calls": 3}]
 
+    # The page's Why and doctor's line say the guard was not there, and what fixes it.
+    from otel_repeat_guard.blind_spots import explain
+    from otel_repeat_guard.cli import main
+
+    assert explain("no_guard") == "no guard facts or events on the span: the guard was not in the process that made it"
+    assert main(["doctor", "--store", f"chdb://{target.path}?database=other&table=spans"]) == 1
+    out = capsys.readouterr().out
+    assert f"search: no_guard: {explain('no_guard')} (put the guard in the process that made these spans" in out
+    assert "otel-repeat-guard ingest --from URL --replay)" in out
+
 
 def test_doctor_reports_what_the_guard_could_not_see(
     demo_pair: tuple[Path, Target], capsys: pytest.CaptureFixture[str]
@@ -166,3 +176,57 @@ def test_doctor_reports_what_the_guard_could_not_see(
     headline = SQLiteReader(store).headline(Filters()).iloc[0]
     assert f"{int(headline['tool_calls']):,} tracked tool calls" in out
     assert "http_get: no_arguments" in out
+
+
+def test_doctor_reads_the_time_range_it_is_given(
+    demo_pair: tuple[Path, Target], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--since`` and ``--until`` bound the calls doctor reads as the dashboard's range does (by their ends)."""
+    from datetime import datetime, timezone
+
+    from otel_repeat_guard.cli import main
+    from otel_repeat_guard.ingest_cli import time_point
+
+    store, target = demo_pair
+    bounds = SQLiteReader(store).time_bounds().iloc[0]
+    first, last = int(bounds["first_ns"]), int(bounds["last_ns"])
+
+    def iso(ns: int) -> str:
+        return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc).isoformat()
+
+    since, until = iso(first + (last - first) // 3), iso(last - (last - first) // 3)
+    assert main(["doctor", "--store", f"chdb://{target.path}", "--since", since, "--until", until]) in (0, 1)
+    out = capsys.readouterr().out
+    headline = SQLiteReader(store).headline(Filters(start_ns=time_point(since), end_ns=time_point(until))).iloc[0]
+    assert f"{int(headline['tool_calls']):,} tracked tool calls" in out
+    assert 0 < int(headline["tool_calls"]) < int(SQLiteReader(store).headline(Filters()).iloc[0]["tool_calls"])
+    assert f"calls that ended from {since[:10]} {since[11:19]} UTC to {until[:10]} {until[11:19]} UTC" in out
+
+    assert main(["doctor", "--store", f"chdb://{target.path}", "--since", "2099-01-01"]) == 0  # nothing unseen
+    assert ", calls that ended from 2099-01-01 00:00:00 UTC: 0 tracked tool calls" in capsys.readouterr().out
+
+    assert main(["doctor", "--store", f"chdb://{target.path}", "--since", "1h", "--until", "2h"]) == 2
+    assert main(["doctor", "x.jsonl", "--since", "1h"]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors == [
+        "otel-repeat-guard: error: --since is after --until: nothing lies between them",
+        "otel-repeat-guard: error: --since and --until bound a ClickHouse table (--store URL); the files are read whole",
+    ]
+
+
+def test_a_time_is_a_duration_ago_or_an_iso_date_utc_unless_it_says_otherwise() -> None:
+    import argparse
+    import time
+
+    from otel_repeat_guard.ingest_cli import time_point
+
+    assert time_point("2026-12-05") == 1_796_428_800 * 10**9
+    assert time_point("2026-12-05T10:00:00.5") == (1_796_428_800 + 36_000) * 10**9 + 500_000_000
+    assert time_point("2026-12-05T10:00+01:00") == (1_796_428_800 + 32_400) * 10**9
+    before = time.time_ns()
+    point = time_point("24h")
+    assert before - 86_400 * 10**9 <= point <= time.time_ns() - 86_400 * 10**9
+    assert abs(time_point("90m") - time_point("1.5h")) < 60 * 10**9
+    for bad in ("yesterday", "24", "h", "-3h", "2026-13-01"):
+        with pytest.raises(argparse.ArgumentTypeError, match="must be a time"):
+            time_point(bad)

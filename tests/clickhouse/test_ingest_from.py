@@ -37,6 +37,14 @@ def test_replaying_the_table_stores_what_replaying_the_same_spans_from_a_file_st
     assert from_table == from_file
     assert max(row[15] or 0 for row in from_table) >= 3  # the replay found the loop: a run of 3 or more
 
+    # A range reads only the spans that started in it: none after the workload, all of them around it.
+    later, around = tmp_path / "later.db", tmp_path / "around.db"
+    assert main(["ingest", "--from", table, "--db", str(later), "--replay", "--quiet", "--since", "2099-01-01"]) == 0
+    assert "0 spans" in capsys.readouterr().out.splitlines()[-1] and not later.exists()  # read once: no store made
+    window = ["--since", "1h", "--until", "2099-01-01"]
+    assert main(["ingest", "--from", table, "--db", str(around), "--replay", "--quiet", *window]) == 0
+    assert store_rows(around) == from_file
+
 
 def test_ingest_refuses_a_file_and_a_table_together_and_a_table_to_follow(
     demo_filled: Filled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -45,7 +53,9 @@ def test_ingest_refuses_a_file_and_a_table_together_and_a_table_to_follow(
     assert main(["ingest", "x.jsonl", "--from", table, "--db", str(tmp_path / "s.db")]) == 2
     assert main(["ingest", "--from", table, "--follow", "--db", str(tmp_path / "s.db")]) == 2
     assert main(["ingest", "--from", f"chdb://{demo_filled[2].path}?table=nope", "--db", str(tmp_path / "s.db")]) == 2
+    assert main(["ingest", "x.jsonl", "--since", "24h", "--db", str(tmp_path / "s.db")]) == 2
     errors = capsys.readouterr().err.splitlines()
-    assert len(errors) == 3 and all(line.startswith("otel-repeat-guard: error: ") for line in errors)
+    assert len(errors) == 4 and all(line.startswith("otel-repeat-guard: error: ") for line in errors)
     assert "no table otel.nope" in errors[2]
+    assert "--since and --until bound a ClickHouse table (--from URL)" in errors[3]
     assert not (tmp_path / "s.db").exists()

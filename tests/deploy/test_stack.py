@@ -257,9 +257,12 @@ def test_the_clickhouse_dashboard_reads_the_rollup_the_profile_keeps_current(com
     rolling = services["rollup-clickhouse"]
     written = parse_target(env(rolling)["STORE"])
     assert read == written and read.rollup == "guard" and read.rollup != read.database
-    assert (
-        'otel-repeat-guard rollup --store "$$STORE"' in rolling["command"][0] and "sleep 300" in rolling["command"][0]
-    )
+    loop = rolling["command"][0]
+    assert 'if otel-repeat-guard rollup --store "$$STORE"; then touch /tmp/rolled; sleep 300; else sleep 30; fi' in loop
+    # the table exists before the first run (the Collector creates it), the rollup before the page reads it
+    assert rolling["depends_on"]["otel-collector-clickhouse"] == {"condition": "service_healthy"}
+    dashboard = services["dashboard-clickhouse"]
+    assert dashboard["depends_on"]["rollup-clickhouse"] == {"condition": "service_healthy"}
     assert env(rolling)["OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"] == "${CLICKHOUSE_PASSWORD:-}"
     assert "ports" not in rolling  # it listens on nothing
 

@@ -28,7 +28,8 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
     total = int(unguarded["calls"].sum())
     st.warning(
         f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here. "
-        "Run `otel-repeat-guard doctor` on the collector's files for the setting that fixes each.",
+        "Run `otel-repeat-guard doctor` on the collector's files (or `--store URL` on a ClickHouse table) "
+        "for the setting that fixes each.",
         icon="⚠️",
     )
     frame = unguarded.assign(why=[explain(str(reason)) for reason in unguarded["reason"]])
