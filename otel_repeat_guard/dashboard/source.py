@@ -121,6 +121,12 @@ def is_clickhouse(store: str) -> bool:
     return named(store)
 
 
+def lists_loops(store: str) -> bool:
+    """Whether the store's drill-down lists cycles, no-progress loops and parallel duplicates as well as runs of
+    identical calls (the ClickHouse reader lists the runs only: it counts the others, see docs/operations.md)."""
+    return not is_clickhouse(store)
+
+
 def reader_for(store: str) -> Reader:
     """The reader of ``store``: ClickHouse for ``clickhouse://`` and ``chdb://``, else the SQLite file."""
     if is_clickhouse(store):

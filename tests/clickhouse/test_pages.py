@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from opentelemetry.sdk.trace import ReadableSpan
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.clickhouse.target import Target
@@ -57,3 +58,33 @@ def test_each_page_draws_the_same_figures_from_clickhouse(
     clickhouse = figures(visit(monkeypatch, page, store=f"chdb://{target.path}"))
     assert clickhouse == embedded
     assert embedded[0] or embedded[1] or embedded[2]  # the page drew figures
+
+
+def test_the_drill_down_says_which_loops_it_does_not_list_from_clickhouse(
+    monkeypatch: pytest.MonkeyPatch, demo_filled: tuple[list[ReadableSpan], Path, Target]
+) -> None:
+    """A cycle is counted on both stores but listed in the drill-down of the embedded one only: the ClickHouse
+    page says so instead of a bare "no loops"."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
+    from tests.clickhouse.filling import fill
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(RepeatGuardSpanProcessor(GuardConfig(cycle_thresholds=(2,)), record_facts=True))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("cycling")
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for tool in ("open", "close") * 3:  # a cycle of two calls, three times: no two identical calls in a row
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
+            with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes) as span:
+                span.set_attribute("gen_ai.tool.call.arguments", '{"door": 1}')
+    target = fill(demo_filled[2].path, memory.get_finished_spans(), database="cycles")
+
+    notice = "This store's drill-down lists runs of identical calls only: "
+    captions = [c.value for c in visit(monkeypatch, "runs", store=f"chdb://{target.path}?database=cycles").caption]
+    said = [text for text in captions if text.startswith(notice)]
+    assert said == [notice + "cycle loops are counted in the figures above but not listed here."]

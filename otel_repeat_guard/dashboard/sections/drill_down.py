@@ -14,6 +14,7 @@ from otel_repeat_guard.dashboard import reads
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.sections import timeline
 from otel_repeat_guard.dashboard.settings import Settings
+from otel_repeat_guard.dashboard.source import lists_loops
 from otel_repeat_guard.store.records import CYCLE, REPEAT
 
 
@@ -51,6 +52,12 @@ def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds:
         return
     tool = str(st.selectbox("Hotspot tool", tools, key="drill_tool"))
     loops = _hotspot_loops(db, filters, tool, kinds)
+    unlisted = [] if lists_loops(db) else [k.replace("_", " ") for k in kinds if k != REPEAT]
+    if unlisted and filters.kind != REPEAT:  # counted in the figures above; never a silent "no loops"
+        st.caption(
+            f"This store's drill-down lists runs of identical calls only: {', '.join(unlisted)} loops are counted "
+            "in the figures above but not listed here."
+        )
     if loops.empty:
         st.caption("No loops for this tool in this selection.")
         return
