@@ -4,8 +4,8 @@ reference, without what a plain call never needs.
 ``read`` takes a tool span in place, by its vocabulary's :class:`~otel_repeat_guard.conventions.ReadPlan` (GenAI,
 OpenInference and OpenLLMetry declare one; the router picks it by the span's marks, in the configured order)
 instead of the convention's reader: its tool's name and short arguments text, with or without an agent of its
-own, under its run's span or a step of it (its run found as the guard finds it, ``AgentChains.run_of``). ``call`` takes any
-vocabulary's tool call after its convention's reader. Both need nothing pending and nothing opt-in; anything
+own, under its run's span or a step of it (its run found as the guard finds it, ``AgentChains.run_of``).
+``call`` takes any vocabulary's tool call after its convention's reader. Both need nothing pending and nothing opt-in; anything
 else answers ``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a
 property test (tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
 """

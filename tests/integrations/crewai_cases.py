@@ -245,7 +245,7 @@ def test_the_whole_chain_agrees(instrumented: Instrumented, stored: Guarded) -> 
     """Issue 21, item 5: the loop through the real crew, with the reminder hook registered, into the store:
     reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
     server = kickoff_reminded(instrumented, stored, LOOP)
-    assert_reminders_reached_model([openai_messages(body) for body in server.requests])
+    assert_reminders_reached_model([openai_messages(body) for body in server.requests], loop=True)
     assert_whole_chain(stored, expected_whole_chain())
 
 

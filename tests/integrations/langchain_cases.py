@@ -189,7 +189,7 @@ def test_the_whole_chain_agrees(kind: str, board: Switchboard, stored: Guarded) 
     with wired(board, stored):
         out = build(kind, stored, NAMES[kind][0], LOOP, requests).invoke(PROMPT)
     assert out["messages"][-1].content == FINAL_ANSWER
-    assert_reminders_reached_model(requests)
+    assert_reminders_reached_model(requests, loop=True)
     assert_whole_chain(stored, expected_whole_chain())
 
 

@@ -277,11 +277,13 @@ def assert_interleaved(g: Guarded) -> None:
     assert order[0] in order[first_of_other:], "the runs did not interleave"
 
 
-def assert_reminders_reached_model(requests: Sequence[Sequence[tuple[str, str]]]) -> None:
+def assert_reminders_reached_model(requests: Sequence[Sequence[tuple[str, str]]], *, loop: bool = False) -> None:
     """``requests[i]`` is the (role, text) list the scripted model got on its i-th request.
 
     The request after the 3rd tool call carries the gentle text, the one after the 5th the
-    detailed text, each in a user message tagged <system-reminder>, never in a tool result.
+    detailed text, each in a user message tagged <system-reminder>, never in a tool result. With
+    ``loop`` (the whole-chain scenario, ``LOOP``: nine identical calls) the request after the 8th carries
+    the detailed text again (the default thresholds are 3, 5 and 8), and the two before it no new one.
     """
 
     def reminder_texts(request: Sequence[tuple[str, str]]) -> list[str]:
@@ -294,6 +296,10 @@ def assert_reminders_reached_model(requests: Sequence[Sequence[tuple[str, str]]]
     assert not any("5 times in a row" in t for t in reminder_texts(requests[4]))
     detailed = reminder_texts(requests[5])
     assert detailed and "5 times in a row" in detailed[-1] and "made no progress" in detailed[-1]
+    if loop:
+        assert not any("8 times in a row" in t for r in requests[6:8] for t in reminder_texts(r))
+        third = reminder_texts(requests[8])
+        assert third and "8 times in a row" in third[-1] and "made no progress" in third[-1]
 
 
 # -- delivering reminders (adapters) ------------------------------------------------------------

@@ -110,7 +110,7 @@ def test_the_whole_chain_agrees(board: Switchboard, tmp_path: Path) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
     with FakeOpenAI(LOOP) as server, with_store(tmp_path) as gs, wired(board, gs):
         assert make_agent(gs, server).run("Weather in Paris?").content == FINAL_ANSWER
-    assert_reminders_reached_model(conversation(server, "Paris"))
+    assert_reminders_reached_model(conversation(server, "Paris"), loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 

@@ -80,7 +80,7 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
     with FakeOpenAI(LOOP) as server:
         assert final_text(run(make_agent(gs, server, calls=len(LOOP)).run(task=PARIS_TASK))) == FINAL_ANSWER
-    assert_reminders_reached_model(by_task(server)[PARIS_TASK])
+    assert_reminders_reached_model(by_task(server)[PARIS_TASK], loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 

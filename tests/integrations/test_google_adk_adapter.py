@@ -150,7 +150,7 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
     callback = repeat_guard_before_model_callback(guard=gs.guard, inbox=gs.inbox)
     text, _ = asyncio.run(_run(make_agent(llm, callback), "Weather in Paris?"))
     assert text == FINAL_ANSWER
-    assert_reminders_reached_model(llm.requests["Paris"])
+    assert_reminders_reached_model(llm.requests["Paris"], loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 

@@ -167,7 +167,7 @@ def test_the_whole_chain_agrees(instrumented: Instrumented, agent_kind: str, tmp
             return await agent.run("Weather in Paris?")
 
         assert str(asyncio.run(one())).strip() == FINAL_ANSWER
-    assert_reminders_reached_model(requests_about(server, agent_kind, "Paris"))
+    assert_reminders_reached_model(requests_about(server, agent_kind, "Paris"), loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 

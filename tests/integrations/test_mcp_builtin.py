@@ -191,7 +191,7 @@ def test_the_whole_chain_agrees(gs: Guarded, transport: str) -> None:
     with FakeOpenAI(LOOP) as fake:
         asyncio.run(run_prompts(connect(transport), fake, gs, due=remote))
     assert tool_span_names(gs) == ([] if remote else ["tools/call lookup"] * len(LOOP))
-    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert_reminders_reached_model([seen(body) for body in fake.requests], loop=True)
     assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
         ("lookup", 3, "gentle"),
         ("lookup", 5, "detailed"),
@@ -210,7 +210,7 @@ def test_a_frameworks_tool_span_around_the_servers_counts_each_call_once(gs: Gua
     assert sorted(tool_span_names(gs)) == ["execute_tool lookup"] * len(LOOP) + ["tools/call lookup"] * len(LOOP)
     nested = [s for s in spans if "repeat_tool_guard.nested_in" in (s.attributes or {})]
     assert [s.name for s in nested] == ["tools/call lookup"] * len(LOOP)  # the server's: the framework's count
-    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert_reminders_reached_model([seen(body) for body in fake.requests], loop=True)
     assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
         ("lookup", 3, "gentle"),
         ("lookup", 5, "detailed"),

@@ -158,7 +158,7 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
         model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
         result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
     assert result.final_output == FINAL_ANSWER
-    assert_reminders_reached_model([openai_messages(body) for body in server.requests])
+    assert_reminders_reached_model([openai_messages(body) for body in server.requests], loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 
@@ -171,7 +171,7 @@ def test_the_whole_chain_agrees_over_the_responses_api(gs: Guarded) -> None:
         result = asyncio.run(run(gs, Agent(name="weather_agent", model=model, tools=TOOLS)))
     assert result.final_output == FINAL_ANSWER
     assert len(server.requests) == len(LOOP) + 1 and all("input" in body for body in server.requests)
-    assert_reminders_reached_model([responses_messages(body) for body in server.requests])
+    assert_reminders_reached_model([responses_messages(body) for body in server.requests], loop=True)
     assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
         ("lookup", 3, "gentle"),
         ("lookup", 5, "detailed"),
@@ -205,7 +205,7 @@ def test_the_whole_chain_agrees_for_an_mcp_tool_over_the_responses_api(gs: Guard
     assert result.final_output == FINAL_ANSWER
     (spans,) = tool_spans_by_trace(gs).values()
     assert [s.name for s in spans] == ["lookup"] * len(LOOP)
-    assert_reminders_reached_model([responses_messages(body) for body in server.requests])
+    assert_reminders_reached_model([responses_messages(body) for body in server.requests], loop=True)
     assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
         ("lookup", 3, "gentle"),
         ("lookup", 5, "detailed"),

@@ -156,7 +156,7 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
     requests: list[list[tuple[str, str]]] = []
     assert make_agent(gs, "weather_agent", requests, LOOP).run_sync("Weather in Paris?").output == FINAL_ANSWER
-    assert_reminders_reached_model(requests)
+    assert_reminders_reached_model(requests, loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 

@@ -145,7 +145,7 @@ def test_the_whole_chain_agrees(instrumented: Instrumented, tmp_path: Path) -> N
     with ByPrompt(LOOP) as server, with_store(tmp_path) as gs, wired(instrumented.board, gs):
         model = RepeatGuardModel(RecordingModel(server, gs, requests, []), guard=gs.guard, inbox=gs.inbox)
         assert make_agent(model).run("Weather in Paris?") == FINAL_ANSWER
-    assert_reminders_reached_model(requests)
+    assert_reminders_reached_model(requests, loop=True)
     assert_whole_chain(gs, expected_whole_chain(final_answer_tool=True))
 
 

@@ -140,7 +140,7 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
     """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
     requests: Requests = []
     assert str(make_agent(gs, requests, script=LOOP)("Weather in Paris?")).strip() == FINAL_ANSWER
-    assert_reminders_reached_model(requests)
+    assert_reminders_reached_model(requests, loop=True)
     assert_whole_chain(gs, expected_whole_chain())
 
 
