@@ -35,8 +35,8 @@ def time_point(text: str) -> int:
     """A point in time, in ns since the epoch: a duration ago (``90m``, ``24h``, ``7d``) or an ISO 8601 date or
     time (``2026-12-05``, ``2026-12-05T10:00``; UTC unless it names its offset)."""
     value, unit = text[:-1], text[-1:].lower()
-    if unit in _UNITS and value.replace(".", "", 1).isdigit():
-        return time.time_ns() - int(float(value) * _UNITS[unit] * 1e9)
+    if unit in _UNITS and value.replace(".", "", 1).isdigit():  # one before the epoch reads from the epoch on
+        return max(0, time.time_ns() - int(float(value) * _UNITS[unit] * 1e9))
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -46,7 +46,7 @@ def time_point(text: str) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+    return max(0, int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000)
 
 
 def add_range(parser: Any, what: str) -> None:

@@ -160,8 +160,9 @@ def render(report: Report, *, as_json: bool) -> str:
     if as_json:
         return json.dumps({**asdict(report), "comparable": report.comparable}, indent=2)
     lines = [
-        f"{report.store}, calls that ended {report.calls_ended}: {report.tool_calls:,} tracked tool calls ({report.untracked_calls:,} of excluded tools), "
-        f"{report.repeated_calls:,} in loops, {report.reminders:,} reminders",
+        f"{report.store}, calls that ended {report.calls_ended}: {report.tool_calls:,} tracked tool calls "
+        f"({report.untracked_calls:,} of excluded tools), {report.repeated_calls:,} in loops, "
+        f"{report.reminders:,} reminders",
     ]
     if report.comparable:
         lines.append("every tracked tool call was seen and compared by the guard")

@@ -227,6 +227,7 @@ def test_a_time_is_a_duration_ago_or_an_iso_date_utc_unless_it_says_otherwise() 
     point = time_point("24h")
     assert before - 86_400 * 10**9 <= point <= time.time_ns() - 86_400 * 10**9
     assert abs(time_point("90m") - time_point("1.5h")) < 60 * 10**9
+    assert time_point("100000000d") == time_point("1900-01-01") == 0  # before the epoch: from the epoch on
     for bad in ("yesterday", "24", "h", "-3h", "2026-13-01"):
         with pytest.raises(argparse.ArgumentTypeError, match="must be a time"):
             time_point(bad)
