@@ -57,8 +57,11 @@ def add_range(parser: Any, what: str) -> None:
     parser.add_argument("--until", type=time_point, default=None, metavar="WHEN", help=f"{what} up to this time")
 
 
-def checked_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
-    """``--since`` and ``--until`` (None where not given), refused in one line when they are the wrong way round."""
+def checked_range(args: argparse.Namespace, table: str | None, flag: str) -> tuple[int | None, int | None]:
+    """``--since`` and ``--until`` (None where not given), refused in one line without a ``table`` (``flag`` names
+    it) or when they are the wrong way round."""
+    if table is None and (args.since is not None or args.until is not None):
+        raise CliError(f"--since and --until bound a ClickHouse table ({flag} URL); files are read whole")
     if args.since is not None and args.until is not None and args.since > args.until:
         raise CliError("--since is after --until: nothing lies between them")
     return args.since, args.until
@@ -142,9 +145,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     if args.store is not None or not args.paths:
         if args.store is None or args.paths:
             raise CliError("doctor reads either collector files (FILE ...) or a ClickHouse table (--store URL)")
-        return clickhouse_doctor(args.store, checked_range(args), as_json=args.json)
-    if args.since is not None or args.until is not None:
-        raise CliError("--since and --until bound a ClickHouse table (--store URL); the files are read whole")
+        return clickhouse_doctor(args.store, checked_range(args, args.store, "--store"), as_json=args.json)
+    checked_range(args, None, "--store")
     try:
         from otel_repeat_guard.doctor import diagnose, read_files, render  # noqa: PLC0415 - needs the ingest extra
     except ImportError as exc:
@@ -222,10 +224,10 @@ def run_ingest(args: argparse.Namespace) -> int:
             raise CliError("--follow follows a file; a ClickHouse table is read once (--from URL)")
         from otel_repeat_guard.clickhouse.commands import table_spans  # noqa: PLC0415 - the clickhouse extra
 
-        source = table_spans(args.source, *checked_range(args))  # reachable, with its table, or a one-line StoreError
+        span = checked_range(args, args.source, "--from")
+        source = table_spans(args.source, *span)  # reachable, with its table, or a one-line StoreError
     else:
-        if args.since is not None or args.until is not None:
-            raise CliError("--since and --until bound a ClickHouse table (--from URL); a file is read whole")
+        checked_range(args, None, "--from")
         check_input(args.path, may_be_missing=args.follow)  # before the store file is created
     check_store(db, must_exist=False)
     options = IngestOptions(

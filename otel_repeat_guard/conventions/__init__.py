@@ -313,9 +313,6 @@ class AgentIdPrefilter:
         self._by_attribute = tuple(by_attribute.items())  # tuples: an attribute value that is a list compares
         self._starts = tuple(start for convention in conventions for start in convention.agent_id_name_starts)
 
-    def __call__(self, name: str, attributes: Mapping[str, Any]) -> bool:
-        return self.may_name(name, attributes)
-
     def may_name(self, name: str, attributes: Mapping[str, Any]) -> bool:
         """False when no built-in convention would read an agent id off this span."""
         if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from

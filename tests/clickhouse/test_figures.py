@@ -210,7 +210,7 @@ def test_doctor_reads_the_time_range_it_is_given(
     errors = capsys.readouterr().err.splitlines()
     assert errors == [
         "otel-repeat-guard: error: --since is after --until: nothing lies between them",
-        "otel-repeat-guard: error: --since and --until bound a ClickHouse table (--store URL); the files are read whole",
+        "otel-repeat-guard: error: --since and --until bound a ClickHouse table (--store URL); files are read whole",
     ]
 
 

@@ -424,8 +424,8 @@ def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
     from otel_repeat_guard.conventions import agent_id_prefilter, tool_call_reader
 
     read = tool_call_reader(DEFAULT_CONVENTIONS)
-    may_name_agent_id = agent_id_prefilter(DEFAULT_CONVENTIONS)
-    assert may_name_agent_id is not None
+    prefilter = agent_id_prefilter(DEFAULT_CONVENTIONS)
+    assert prefilter is not None
     both = {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}
     cases = [
         ("running tool", {}),
@@ -454,7 +454,7 @@ def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
         ("w", {"traceloop.span.kind": "agent", "gen_ai.agent.id": "i"}),
     ]:
         run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
-        assert run is not None and run.agent_id is not None and may_name_agent_id(name, attributes)
+        assert run is not None and run.agent_id is not None and prefilter.may_name(name, attributes)
     custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
     assert tool_call_reader(custom)("t:grep", {}, ()) == ToolCall("grep")
     # any mapping, not only a dict (the router reads a plain dict: compiled, a Mapping would raise TypeError)
@@ -484,13 +484,13 @@ def test_the_agent_id_prefilter_passes_every_span_a_built_in_convention_reads_an
     from otel_repeat_guard.conventions import agent_id_prefilter
 
     name, attributes = span
-    may_name_agent_id = agent_id_prefilter(DEFAULT_CONVENTIONS)
-    assert may_name_agent_id is not None
+    prefilter = agent_id_prefilter(DEFAULT_CONVENTIONS)
+    assert prefilter is not None
     run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
     if run is not None and run.agent_id is not None:
-        assert may_name_agent_id(name, attributes)
+        assert prefilter.may_name(name, attributes)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.agent.id": "i"}  # a tool span of its agent's
-    assert not may_name_agent_id("execute_tool x", tool)
+    assert not prefilter.may_name("execute_tool x", tool)
 
 
 def test_every_genai_invocation_operation_is_a_run_and_the_older_name_still_is() -> None:
