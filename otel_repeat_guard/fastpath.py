@@ -5,8 +5,9 @@ reference, without what a plain call never needs.
 OpenInference and OpenLLMetry declare one; the router picks it by the span's marks, in the configured order)
 instead of the convention's reader: its tool's name and short arguments text, with or without an agent of its
 own, under its run's span or a step of it (its run found as the guard finds it, ``AgentChains.run_of``).
-``call`` takes any vocabulary's tool call after its convention's reader. Both need nothing pending and nothing opt-in; anything
-else answers ``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a
+``call`` takes any vocabulary's tool call after its convention's reader. Both need no model step pending and nothing
+opt-in (a reminder waiting for its run's next call is settled here, as ``opt_in`` settles it); anything else answers
+``GENERAL`` and goes the general way. ``fast_path=False`` on the processor switches it off: a
 property test (tests/guard/test_plain_path.py) holds the two ways to the same events, reminders and facts.
 """
 
@@ -21,9 +22,11 @@ from opentelemetry.trace import SpanContext
 from otel_repeat_guard.agents import AgentChains, run_of_agent
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
 from otel_repeat_guard.chains import ChainStore
+from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, ReadPlan
 from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
+from otel_repeat_guard.guard_parts import opt_in
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import Decision
 from otel_repeat_guard.requested import PendingSteps
@@ -39,7 +42,7 @@ class PlainToolSpans:
     """The plain-span read plans, built once per guard over the guard's own state (which it only reads and
     counts in, as ``Guard.tool_call`` does). ``plans[mask]``: the plan for a span of that tool mask, if any."""
 
-    __slots__ = ("agents", "chains", "facts", "plans", "repeated", "runs", "steps", "tracked")
+    __slots__ = ("agents", "chains", "config", "facts", "plans", "repeated", "runs", "steps", "tracked")
 
     def __init__(
         self,
@@ -51,8 +54,10 @@ class PlainToolSpans:
         facts: bool,
         repeated: Callable[..., Decision | None],
         agents: AgentChains,
+        config: GuardConfig,
     ) -> None:
         self.steps, self.chains, self.runs, self.tracked = steps, chains, runs, tracked
+        self.config = config  # what settling a waiting reminder asks of the call (opt_in)
         self.plans = plans  # SpanRouter.read_plans
         self.facts = facts
         self.repeated = repeated  # Guard.repeated: a repeat is worded as the general path words it
@@ -69,15 +74,16 @@ class PlainToolSpans:
     ) -> Any:
         """The common tool span read in place, exactly as its convention and ``Guard.tool_call`` would read it:
         its tool's name and short arguments text as ``plan`` says, nothing pending. Anything else: GENERAL."""
+        names, argument_keys, wrapped, own_agent = plan  # one unpacking, not four attribute reads
         tool: Any = None
-        for key in plan.names:
+        for key in names:
             tool = attributes.get(key)
             if tool.__class__ is str and tool:
                 break
         else:
             return GENERAL
         arguments: Any = MISSING
-        for key in plan.arguments:
+        for key in argument_keys:
             arguments = attributes.get(key, MISSING)
             if arguments is not MISSING:
                 break
@@ -90,10 +96,10 @@ class PlainToolSpans:
             or steps.open  # a step still open that issued this call: the general path
         ):
             return GENERAL
-        for part in plan.wrapped:  # a text the convention's reader would unwrap or drop
+        for part in wrapped:  # a text the convention's reader would unwrap or drop
             if part in arguments:
                 return GENERAL
-        if plan.own_agent and (AGENT_ID in attributes or AGENT_NAME in attributes):
+        if own_agent and (AGENT_ID in attributes or AGENT_NAME in attributes):
             agent_id, agent_name = gen_ai_agent(attributes)
             run = None if parent is None or not agent_id else self.runs.owned.get(parent[SPAN_ID])
             if run is not None and run.agent_id == agent_id:  # straight under a run of the agent it names
@@ -150,18 +156,19 @@ class PlainToolSpans:
         named: bool = False,
     ) -> Any:
         """Count a plain call in its run, as ``Guard._count`` would with nothing opt-in: GENERAL when it has no
-        run, is not tracked, or its run has a reminder waiting for its outcome. ``named``: the call named the
-        agent of ``run`` by its id, so a repeat is worded for that id (``run_of_agent``), made only then."""
+        run or is not tracked. A reminder of its run waiting for its outcome is settled by it, as ``opt_in``
+        settles it. ``named``: the call named the agent of ``run`` by its id, so a repeat is worded for that
+        id (``run_of_agent``), made only then."""
         chains, steps = self.chains, self.steps
         if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
-            return GENERAL
-        if chains.pending and chains.waiting(run.key):  # a reminder of this run waits for its outcome
             return GENERAL
         ends = steps.tool_ends
         ends[run.key] = ended or 0
         if len(ends) > steps.max_runs:
             evict_oldest(ends)
         key = arguments_key(arguments)
+        if chains.pending and chains.waiting(run.key):  # this call is what the run's last reminder led to
+            opt_in(chains, self.config, run, tool, key, span, attributes, events, error)
         length = chains.observe(run.key, tool, key)
         if length < 2:
             return Decision([], [], run.facts) if self.facts else None

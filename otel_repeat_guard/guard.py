@@ -121,6 +121,7 @@ class Guard:
                 self.facts,
                 self.repeated,
                 self.agents,
+                config,
             )
 
     def after_fork(self) -> None:
@@ -336,19 +337,24 @@ class Guard:
         context: SpanContext | None = None,
     ) -> Decision | None:
         """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
-        decision = Decision([], [], facts)
-        start, end, status = timing_of(span) if span is not None else (None, None, StatusCode.UNSET)
-        context = span.context if span is not None else context
+        took, status = 0, StatusCode.UNSET
+        if span is not None:
+            start, end, status, context = timing_of(span)
+            took = end - start if end and start else 0
+        decision = None
         if length >= 2 and key is not None:
             error = error or status is StatusCode.ERROR or (span is not None and failed(attributes, events))
-            took = end - start if end and start else 0
-            merge(decision, self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took))
+            decision = self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took, facts)
         if call is not None and self._detecting:
             for found in self.chains.detect(run.key, call):
+                if decision is None:
+                    decision = Decision([], [], facts)
                 merge(decision, self._recorder.detection(run, tool, arguments, found, outcome, context, call_id))
+        if decision is None or not decision.events:
+            return None
         for reminder in decision.reminders:
             self.chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
-        return decision if decision.events else None
+        return decision
 
     # -- model calls, and the calls they requested -------------------------------------
 

@@ -83,9 +83,10 @@ class Recorder:
         context: SpanContext | None,
         call_id: str | None = None,
         duration_ns: int = 0,
+        facts: dict[str, Any] | None = None,
     ) -> Decision:
         """The events and reminder of a repeated call (the ``length``-th identical one in a row), which
-        took ``duration_ns`` (0: it had no tool span to time)."""
+        took ``duration_ns`` (0: it had no tool span to time), with the call's ``facts``."""
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": length,
             "repeat_tool_guard.agent_id": run.address,
@@ -99,10 +100,11 @@ class Recorder:
         self._metrics.repeated_call(tool, duration_ns)
         tier = self._tiers.get(length)
         if tier is None:
-            return Decision(events, [])
+            return Decision(events, [], facts)
         preview = self._preview(canonical_arguments(arguments))  # only now: the key spared it on every call
         text = stop_text(tool, length) if tier == "stop" else reminder_text(tier, tool, length, preview)
-        return self._remind(events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id)
+        reminded = self._remind(events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id)
+        return Decision(events, reminded.reminders, facts)
 
     def detection(
         self,

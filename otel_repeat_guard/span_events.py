@@ -83,18 +83,28 @@ def contents_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any]]:
 def ending_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any], SpanContext | None, int | None]:
     """:func:`contents_of`, plus the span's parent context and end time: what the guard reads of every span
     that ends, in one call (without the ``parent`` and ``end_time`` properties' two more)."""
-    attributes, events = _attributes(span._attributes), span._events  # noqa: SLF001 - see the module docstring
+    held = span._attributes  # noqa: SLF001 - see the module docstring
+    attributes = getattr(held, "_dict", None)  # _attributes(held), inline for the SDK's spans
+    if type(attributes) is not dict:
+        attributes = _attributes(held)
+    events = span._events  # noqa: SLF001
     if type(events) is not BoundedList and type(events) is not tuple:
         events = span.events
-    return name_of(span), attributes, events, span._parent, span._end_time  # noqa: SLF001
+    name = getattr(span, "_name", None)  # name_of(span), inline
+    return name if name.__class__ is str else "", attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
     """A starting span's id, name and attributes (as :func:`contents_of` reads them), and what the run
     resolver keeps of it while it is open: what the guard reads of every span that starts, without the
     ``context``, ``parent``, ``kind`` and ``span_id`` properties' calls."""
-    attributes = _attributes(span._attributes)  # noqa: SLF001 - see the module docstring
-    name = name_of(span)
+    held = span._attributes  # noqa: SLF001 - see the module docstring
+    attributes = getattr(held, "_dict", None)  # _attributes(held) and name_of(span), inline as in ending_of
+    if type(attributes) is not dict:
+        attributes = _attributes(held)
+    name = getattr(span, "_name", None)
+    if name.__class__ is not str:
+        name = ""
     live = (ref(span), name, span._parent, span._kind, attributes)  # noqa: SLF001
     return span._context[SPAN_ID], name, attributes, live  # type: ignore[index]  # noqa: SLF001
 
@@ -105,10 +115,10 @@ def ended_id(span: ReadableSpan) -> int | None:
     return None if context is None else context[SPAN_ID]
 
 
-def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode]:
-    """An ended span's start and end times and status code, without three properties' calls."""
+def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode, SpanContext | None]:
+    """An ended span's start and end times, status code and context, without four properties' calls."""
     status = span._status  # noqa: SLF001 - see the module docstring
-    return span._start_time, span._end_time, status.status_code  # noqa: SLF001
+    return span._start_time, span._end_time, status.status_code, span._context  # noqa: SLF001
 
 
 def attributes_of(span: ReadableSpan) -> Attributes:

@@ -127,7 +127,7 @@ def test_a_span_context_is_the_tuple_the_guard_indexes() -> None:
     span.set_status(StatusCode.ERROR)
     span.end()
     assert ended_id(span) == span.context.span_id
-    assert timing_of(span) == (span.start_time, span.end_time, StatusCode.ERROR)
+    assert timing_of(span) == (span.start_time, span.end_time, StatusCode.ERROR, span.context)
     assert ended_id(ReadableSpan(name="c")) is None
 
 
