@@ -91,7 +91,7 @@ def ending_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any], SpanC
     if type(events) is not BoundedList and type(events) is not tuple:
         events = span.events
     name = getattr(span, "_name", None)  # name_of(span), inline
-    return name if name.__class__ is str else "", attributes, events, span._parent, span._end_time  # noqa: SLF001
+    return name if isinstance(name, str) else "", attributes, events, span._parent, span._end_time  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
@@ -103,7 +103,7 @@ def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
     if type(attributes) is not dict:
         attributes = _attributes(held)
     name = getattr(span, "_name", None)
-    if name.__class__ is not str:
+    if not isinstance(name, str):  # isinstance: a native check in the compiled build, not a __class__ lookup
         name = ""
     live = (ref(span), name, span._parent, span._kind, attributes)  # noqa: SLF001
     return span._context[SPAN_ID], name, attributes, live  # type: ignore[index]  # noqa: SLF001
