@@ -103,8 +103,9 @@ class Recorder:
             return Decision(events, [], facts)
         preview = self._preview(canonical_arguments(arguments))  # only now: the key spared it on every call
         text = stop_text(tool, length) if tier == "stop" else reminder_text(tier, tool, length, preview)
-        reminded = self._remind(events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id)
-        return Decision(events, reminded.reminders, facts)
+        return self._remind(
+            events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id, facts
+        )
 
     def detection(
         self,
@@ -179,6 +180,7 @@ class Recorder:
         preview: str,
         context: SpanContext | None,
         call_id: str | None,
+        facts: dict[str, Any] | None = None,
     ) -> Decision:
         reminder_event: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": run_length,
@@ -205,7 +207,7 @@ class Recorder:
             kind=kind,
             period=period,
         )
-        return Decision(events, [reminder])
+        return Decision(events, [reminder], facts)
 
     def _preview(self, text: str) -> str:
         if self._redact is not None:

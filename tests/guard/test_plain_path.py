@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -175,6 +177,54 @@ def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:
     seen, reminders = _run(steps, plain=True)
     assert [r.run_length for r in reminders] == [2, 3]
     assert [len(events) for name, events, _ in seen if name.startswith("execute_tool")] == [0, 2, 2]
+
+
+def _outcomes_and_general_calls(plain: bool) -> tuple[dict[tuple[str, str], int], int]:
+    """Two runs of one agent interleaved, each reminded at 2 and then breaking or keeping its loop: the
+    reminder outcomes the guard counts, and how many tool spans it handed to the general path."""
+    reader = InMemoryMetricReader()
+    guard = RepeatGuardSpanProcessor(
+        GuardConfig(thresholds=(2,)), fast_path=plain, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    general = 0
+    inner = guard._guard.tool_call
+
+    def counted(*args: Any) -> Any:
+        nonlocal general
+        general += 1
+        return inner(*args)
+
+    guard._guard.tool_call = counted  # type: ignore[method-assign]
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    tracer = provider.get_tracer("settle")
+    runs = [tracer.start_span("invoke_agent coder", attributes=AGENT) for _ in range(2)]
+    calls = {0: ['{"q": 1}'] * 2 + ['{"q": 2}'], 1: ['{"q": 1}'] * 3}  # run 0 breaks its loop, run 1 keeps it
+    for i in range(3):
+        for run, arguments in calls.items():
+            span = tracer.start_span("execute_tool grep", context=set_span_in_context(runs[run]))
+            span.set_attributes({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep"})
+            span.set_attribute("gen_ai.tool.call.arguments", arguments[i])
+            span.end()
+    for run in runs:
+        run.end()
+    data = reader.get_metrics_data()
+    outcomes = {
+        (p.attributes["outcome"], p.attributes["repeat_tool_guard.tier"]): p.value
+        for r in data.resource_metrics
+        for s in r.scope_metrics
+        for m in s.metrics
+        if m.name == "repeat_tool_guard.reminder_outcomes"
+        for p in m.data.data_points
+    }
+    return outcomes, general
+
+
+def test_the_call_after_a_reminder_settles_it_on_the_plain_path_as_the_general_path_does() -> None:
+    outcomes, general = _outcomes_and_general_calls(plain=True)
+    assert outcomes == {("broken", "gentle"): 1, ("ignored", "gentle"): 1}
+    assert outcomes == _outcomes_and_general_calls(plain=False)[0]
+    assert general == 0  # the settling calls were read in place too
 
 
 def test_each_span_gets_the_read_plan_of_the_first_convention_that_marks_it() -> None:
