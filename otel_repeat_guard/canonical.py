@@ -28,6 +28,7 @@ import orjson
 import xxhash
 
 _SORT_KEYS = orjson.OPT_SORT_KEYS
+_dumps = orjson.dumps  # bound once: the hot path then skips the module attribute lookup
 _decode = msgspec.json.Decoder().decode
 _digest = xxhash.xxh3_128_digest
 _EXACT: Final = decimal.Context(
@@ -80,7 +81,7 @@ def arguments_key(value: Any) -> bytes | None:
     :func:`arguments_digest` of events and the store. None for a value that is not JSON-like."""
     if type(value) is str:  # the hot path: JSON text that msgspec and orjson carry exactly
         try:
-            return _digest(orjson.dumps(_decode(value), option=_SORT_KEYS))
+            return _digest(_dumps(_decode(value), option=_SORT_KEYS))
         except (msgspec.DecodeError, UnicodeEncodeError, TypeError, RecursionError):
             return _exact_key(value)
     return _exact_key(value)

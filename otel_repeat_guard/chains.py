@@ -153,7 +153,9 @@ class ChainTracker(ChainStore):
 
         ``raw``, optional, keys the arguments exactly as received, for :meth:`key_if_same_raw`.
         """
-        with self._lock:
+        lock = self._lock  # acquire/release, not `with`: the compiled build calls __enter__/__exit__ generically
+        lock.acquire()
+        try:
             chains = self._chains
             chain = chains.get(agent_id)
             if chain is not None:
@@ -167,6 +169,8 @@ class ChainTracker(ChainStore):
                 evicted = self._add(agent_id, RepeatDetector(tool, key, raw, 1))
                 if evicted is None:
                     return 1
+        finally:
+            lock.release()
         if evicted is not None:
             self._ended(*evicted)
         elif self._on_run_ended is not None:

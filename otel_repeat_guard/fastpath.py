@@ -78,7 +78,7 @@ class PlainToolSpans:
         tool: Any = None
         for key in names:
             tool = attributes.get(key)
-            if tool.__class__ is str and tool:
+            if isinstance(tool, str) and tool:  # a native check in the compiled build
                 break
         else:
             return GENERAL
@@ -89,7 +89,7 @@ class PlainToolSpans:
                 break
         steps = self.steps
         if (
-            arguments.__class__ is not str
+            not isinstance(arguments, str)
             or len(arguments) >= RAW_KEY_MIN_CHARS
             or steps.steps  # a model step to answer, or
             or steps.counted  # calls counted from requests (their call ids), or
@@ -131,7 +131,7 @@ class PlainToolSpans:
         steps = self.steps
         if (
             arguments is MISSING
-            or (arguments.__class__ is str and len(arguments) >= RAW_KEY_MIN_CHARS)
+            or (isinstance(arguments, str) and len(arguments) >= RAW_KEY_MIN_CHARS)
             or steps.steps
             or steps.counted
             or steps.open  # a step still open issued this call (its facts, its tokens)

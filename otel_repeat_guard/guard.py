@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
@@ -58,6 +58,7 @@ from otel_repeat_guard.span_events import SPAN_ID, Attributes, EventSpec, ending
 
 logger = logging.getLogger("otel_repeat_guard")
 
+_ERROR: Final = StatusCode.ERROR  # an enum member read once: the compiled build looks it up on the class each time
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
@@ -337,13 +338,13 @@ class Guard:
         context: SpanContext | None = None,
     ) -> Decision | None:
         """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
-        took, status = 0, StatusCode.UNSET
+        took, status = 0, None
         if span is not None:
             start, end, status, context = timing_of(span)
             took = end - start if end and start else 0
         decision = None
         if length >= 2 and key is not None:
-            error = error or status is StatusCode.ERROR or (span is not None and failed(attributes, events))
+            error = error or status is _ERROR or (span is not None and failed(attributes, events))
             decision = self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took, facts)
         if call is not None and self._detecting:
             for found in self.chains.detect(run.key, call):

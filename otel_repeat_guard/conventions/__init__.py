@@ -179,7 +179,7 @@ class SpanRouter:
         mask = self._always | self._by_name.get(name, 0)
         for key, values in self._by_attribute:
             value = attributes.get(key)
-            if value.__class__ is str:
+            if value is not None and isinstance(value, str):  # absent first; isinstance is native when compiled
                 mask |= values.get(value, 0)
         if mask & self._not_model_bits:  # only a span with the model mark of a convention that declares names
             for bit, endings in self._not_models:
