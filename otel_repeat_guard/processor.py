@@ -118,10 +118,12 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                 decision = self._guard.ended(span)
                 wrapped = self._wrapped_events
                 earlier = wrapped.pop(span_id, None) if wrapped and span_id is not None else None
-                if decision is not None or earlier:
-                    events, reminders, facts = decision or ([], [], None)
-                    forwarded = copy_with_events(span, (earlier or []) + events, self._limits, facts)
-                    self._deliver(reminders)
+                if decision is not None:
+                    events = (earlier or []) + decision.events
+                    forwarded = copy_with_events(span, events, self._limits, decision.facts)
+                    self._deliver(decision.reminders)
+                elif earlier:
+                    forwarded = copy_with_events(span, earlier, self._limits, None)
             if span_id is not None:  # stop tracking it; if it stood for a run, the run's chain ends
                 runs = self._runs
                 live = runs.live

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
@@ -44,13 +44,22 @@ REDACTION_FAILED = "[arguments withheld: redaction failed]"
 """What a reminder quotes when the ``redact=`` callable raised."""
 
 
-class Decision(NamedTuple):
+class Decision:
     """What the guard decided about one span: the events for it, the reminders for the harness, and the
-    facts (:mod:`otel_repeat_guard.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again."""
+    facts (:mod:`otel_repeat_guard.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again.
 
-    events: list[EventSpec]
-    reminders: list[Reminder]
-    facts: dict[str, Any] | None = None
+    A plain class, not a named tuple: the compiled build makes it natively, where a named tuple's ``__new__``
+    stays interpreted (a repeat makes one)."""
+
+    __slots__ = ("events", "facts", "reminders")
+
+    def __init__(self, events: list[EventSpec], reminders: list[Reminder], facts: dict[str, Any] | None = None) -> None:
+        self.events = events
+        self.reminders = reminders
+        self.facts = facts
+
+    def __repr__(self) -> str:
+        return f"Decision(events={self.events!r}, reminders={self.reminders!r}, facts={self.facts!r})"
 
 
 def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:

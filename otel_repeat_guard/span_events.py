@@ -88,7 +88,9 @@ def ending_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any], SpanC
     if type(attributes) is not dict:
         attributes = _attributes(held)
     events = span._events  # noqa: SLF001
-    if type(events) is not BoundedList and type(events) is not tuple:
+    if type(events) is BoundedList:  # its deque: len() and iteration in C, not BoundedList's Python methods
+        events = events._dq  # type: ignore[attr-defined]  # noqa: SLF001
+    elif type(events) is not tuple:
         events = span.events
     name = getattr(span, "_name", None)  # name_of(span), inline
     return name if isinstance(name, str) else "", attributes, events, span._parent, span._end_time  # noqa: SLF001
@@ -118,7 +120,10 @@ def ended_id(span: ReadableSpan) -> int | None:
 def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode, SpanContext | None]:
     """An ended span's start and end times, status code and context, without four properties' calls."""
     status = span._status  # noqa: SLF001 - see the module docstring
-    return span._start_time, span._end_time, status.status_code, span._context  # noqa: SLF001
+    code = getattr(status, "_status_code", None)  # the property's field, without its call
+    if code is None:
+        code = status.status_code
+    return span._start_time, span._end_time, code, span._context  # noqa: SLF001
 
 
 def attributes_of(span: ReadableSpan) -> Attributes:
