@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext, SpanKind
@@ -63,21 +63,49 @@ _OUTRANK_ENCLOSING = ("agent_span", BAGGAGE)
 """A run found further up than an enclosing span that still wins: an agent-run span, a remote run's name."""
 
 
-class Run(NamedTuple):
-    """An agent run as the guard keys it."""
+class Run:
+    """An agent run as the guard keys it: a value (compared and hashed by its fields), never changed once made.
 
-    key: str
-    """The chain key: what ``reset``, ``forget``, ``Reminder.agent_id`` and the events carry."""
-    name: str | None
-    """A readable name (the agent's, else the run span's)."""
-    span_id: int | None = None
-    """The span that stands for the run, when it was found through one."""
-    agent_id: str | None = None
-    """The ``gen_ai.agent.id`` the run span carried, if any."""
-    how: str = "agent_span"
-    """How it was resolved: ``agent_id`` (on the tool span), ``agent_id_run`` (on the tool span, counted in the
-    enclosing run of that agent), ``agent_span``, ``enclosing_span``, ``local_root``, or ``baggage`` (named by the
-    baggage of a remote parent)."""
+    A plain class, not a named tuple: the compiled build makes it natively (a call naming its agent's id
+    makes one), where a named tuple's ``__new__`` stays interpreted.
+
+    - ``key``: the chain key: what ``reset``, ``forget``, ``Reminder.agent_id`` and the events carry.
+    - ``name``: a readable name (the agent's, else the run span's).
+    - ``span_id``: the span that stands for the run, when it was found through one.
+    - ``agent_id``: the ``gen_ai.agent.id`` the run span carried, if any.
+    - ``how``: how it was resolved: ``agent_id`` (on the tool span), ``agent_id_run`` (on the tool span, counted
+      in the enclosing run of that agent), ``agent_span``, ``enclosing_span``, ``local_root``, or ``baggage``
+      (named by the baggage of a remote parent).
+    """
+
+    __slots__ = ("agent_id", "how", "key", "name", "span_id")
+
+    def __init__(
+        self,
+        key: str,
+        name: str | None,
+        span_id: int | None = None,
+        agent_id: str | None = None,
+        how: str = "agent_span",
+    ) -> None:
+        self.key = key
+        self.name = name
+        self.span_id = span_id
+        self.agent_id = agent_id
+        self.how = how
+
+    def _fields(self) -> tuple[str, str | None, int | None, str | None, str]:
+        return self.key, self.name, self.span_id, self.agent_id, self.how
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Run) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        key, name, span_id, agent_id, how = self._fields()
+        return f"Run(key={key!r}, name={name!r}, span_id={span_id!r}, agent_id={agent_id!r}, how={how!r})"
 
     @property
     def address(self) -> str:

@@ -305,12 +305,12 @@ class AgentIdPrefilter:
     __slots__ = ("_by_attribute", "_starts")
 
     def __init__(self, conventions: Sequence[BuiltInConvention]) -> None:
-        by_attribute: dict[str, tuple[str, ...]] = {}
+        by_attribute: dict[str, frozenset[str]] = {}
         for convention in conventions:
             for key, value in convention.agent_id_marks:
                 if key is not None:  # attribute marks; names are agent_id_name_starts
-                    by_attribute[key] = (*by_attribute.get(key, ()), value)
-        self._by_attribute = tuple(by_attribute.items())  # tuples: an attribute value that is a list compares
+                    by_attribute[key] = by_attribute.get(key, frozenset()) | {value}
+        self._by_attribute = tuple(by_attribute.items())
         self._starts = tuple(start for convention in conventions for start in convention.agent_id_name_starts)
 
     def may_name(self, name: str, attributes: Mapping[str, Any]) -> bool:
@@ -318,7 +318,8 @@ class AgentIdPrefilter:
         if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
             return False
         for key, values in self._by_attribute:
-            if attributes.get(key) in values:
+            value = attributes.get(key)  # only a text can be a mark (and only a hashable value can be looked up)
+            if value is not None and isinstance(value, str) and value in values:
                 return True
         return name.startswith(self._starts)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from types import MappingProxyType
 
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind, StatusCode, set_span_in_context
@@ -13,6 +13,7 @@ from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind, StatusCode, set_
 from otel_repeat_guard.span_events import (
     IS_VALID,
     SPAN_ID,
+    _event,
     append_to_ending_span,
     attributes_of,
     contents_of,
@@ -55,6 +56,19 @@ def test_events_appended_at_ending_reach_every_processor_and_exporter() -> None:
     assert [e.name for e in earlier.ended[0].events] == ["own event", "guard event"]
     assert dict(exported.events[1].attributes or {}) == {"n": 1}
     assert exported.events[1].timestamp == exported.end_time
+
+
+def test_an_event_the_guard_appends_reads_as_the_sdks_own_event() -> None:
+    """The guard makes a fitting event without the SDK's constructors (span_events._FittingEvent): every
+    public property reads as on an Event the SDK made with the same values, and it is one."""
+    made = _event("e", {"n": 1, "s": "x"}, 123, SpanLimits())
+    own = Event("e", MappingProxyType({"n": 1, "s": "x"}), 123)
+    assert isinstance(made, Event)
+    read = ("name", "timestamp", "dropped_attributes")
+    assert [getattr(made, p) for p in read] == [getattr(own, p) for p in read] == ["e", 123, 0]
+    assert dict(made.attributes or {}) == dict(own.attributes or {}) == {"n": 1, "s": "x"}
+    assert isinstance(made.attributes, MappingProxyType)  # read-only, as the SDK's own are
+    assert _event("e", {}, None, SpanLimits()).timestamp > 0  # no timestamp: now, as EventBase does
 
 
 def test_appended_events_respect_the_span_event_limits() -> None:
