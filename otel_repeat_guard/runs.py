@@ -168,7 +168,7 @@ class RunResolver:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def agent_id_at_start(self, name: str, attributes: Mapping[str, Any]) -> str | None:
+    def agent_id_at_start(self, name: str, attributes: Attributes) -> str | None:
         """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for
         the chain of that id). The processor asks only for a span that starts with attributes; it writes
         ``live`` itself, on every span, with no call into this module."""

@@ -313,8 +313,9 @@ class AgentIdPrefilter:
         self._by_attribute = tuple(by_attribute.items())
         self._starts = tuple(start for convention in conventions for start in convention.agent_id_name_starts)
 
-    def may_name(self, name: str, attributes: Mapping[str, Any]) -> bool:
-        """False when no built-in convention would read an agent id off this span."""
+    def may_name(self, name: str, attributes: dict[str, Any]) -> bool:
+        """False when no built-in convention would read an agent id off this span. ``attributes``: the plain dict
+        the guard reads (as for ``route``: the compiled build then looks up with the dict's own lookups)."""
         if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
             return False
         for key, values in self._by_attribute:
