@@ -54,7 +54,7 @@ from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver
-from otel_repeat_guard.span_events import SPAN_ID, Attributes, EventSpec, ending_of, timing_of
+from otel_repeat_guard.span_events import SPAN_ID, Attributes, EventSpec, context_of, marks_of, rest_of, timing_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -200,10 +200,11 @@ class Guard:
 
     def ended(self, span: ReadableSpan) -> Decision | None:
         """Read an ending span once and decide what it is; None for nearly every span."""
-        name, attributes, events, parent, ended = ending_of(span)
+        name, attributes = marks_of(span)
         mask = self._router.route(name, attributes)
         if not mask:  # nearly every span stops here
             return self.run_ended(span) if self.steps.steps else None
+        events, parent, ended = rest_of(span)
         tools, plain = mask & self._tool_bits, self._plain
         if tools and plain is not None and (plan := plain.plans[tools]) is not None:
             decided = plain.read(plan, span, attributes, events, parent, ended)
@@ -378,7 +379,7 @@ class Guard:
         declared ``issues_while_open``, which issued the tool spans that ended while it was open: what it
         wasted is counted now that its usage is known.
         """
-        context = span.context
+        context = context_of(span)
         if context is None:
             return None
         span_id = context[SPAN_ID]
@@ -416,7 +417,7 @@ class Guard:
 
     def run_ended(self, span: ReadableSpan) -> Decision | None:
         """A span that stood for a run ends: count what its last step requested without tool spans."""
-        context = span.context
+        context = context_of(span)
         run = None if context is None else self.runs.owner(context[SPAN_ID])
         if run is None or run.how in ("enclosing_span", BAGGAGE):  # an enclosing span may end before its tools run
             return None

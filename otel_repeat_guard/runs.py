@@ -261,7 +261,8 @@ class RunResolver:
     def wraps_model_call(self, span_id: int) -> bool:
         """Whether a model call started inside the ending model-call span ``span_id``: a wrapper of it when
         marked so at that start, or marked as enclosing it when this span was known as a model call only later."""
-        return self.wrappers.pop(span_id, 0) is None or span_id in self.marked
+        wrappers = self.wrappers  # nearly always empty: no call to pop from it
+        return (bool(wrappers) and wrappers.pop(span_id, 0) is None) or span_id in self.marked
 
     def same_call_above(
         self, parent: SpanContext | None, run: Run, tool: str, arguments: Any, call_id: str | None

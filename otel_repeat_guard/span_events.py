@@ -82,19 +82,32 @@ def contents_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any]]:
 
 
 def ending_of(span: ReadableSpan) -> tuple[str, Attributes, Sequence[Any], SpanContext | None, int | None]:
-    """:func:`contents_of`, plus the span's parent context and end time: what the guard reads of every span
-    that ends, in one call (without the ``parent`` and ``end_time`` properties' two more)."""
+    """:func:`contents_of`, plus the span's parent context and end time: :func:`marks_of` and :func:`rest_of`."""
+    name, attributes = marks_of(span)
+    events, parent, ended = rest_of(span)
+    return name, attributes, events, parent, ended
+
+
+def marks_of(span: ReadableSpan) -> tuple[str, Attributes]:
+    """The span's name (``name_of``) and attributes (``_attributes``): what telling its kind needs, the first
+    thing the guard reads of every span that starts or ends (inline for the SDK's spans)."""
     held = span._attributes  # noqa: SLF001 - see the module docstring
-    attributes = getattr(held, "_dict", None)  # _attributes(held), inline for the SDK's spans
+    attributes = getattr(held, "_dict", None)
     if type(attributes) is not dict:
         attributes = _attributes(held)
-    events = span._events  # noqa: SLF001
-    if type(events) is BoundedList:  # its deque: len() and iteration in C, not BoundedList's Python methods
+    name = getattr(span, "_name", None)
+    return name if isinstance(name, str) else "", attributes  # isinstance: a native check when compiled
+
+
+def rest_of(span: ReadableSpan) -> tuple[Sequence[Any], SpanContext | None, int | None]:
+    """What the guard reads of an ending span it has a use for, besides its marks: its events (the deque inside
+    the SDK's ``BoundedList``: len() and iteration in C), parent context and end time, without the properties."""
+    events = span._events  # noqa: SLF001 - see the module docstring
+    if type(events) is BoundedList:
         events = events._dq  # type: ignore[attr-defined]  # noqa: SLF001
     elif type(events) is not tuple:
         events = span.events
-    name = getattr(span, "_name", None)  # name_of(span), inline
-    return name if isinstance(name, str) else "", attributes, events, span._parent, span._end_time  # noqa: SLF001
+    return events, span._parent, span._end_time  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
@@ -102,11 +115,11 @@ def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
     resolver keeps of it while it is open: what the guard reads of every span that starts, without the
     ``context``, ``parent``, ``kind`` and ``span_id`` properties' calls."""
     held = span._attributes  # noqa: SLF001 - see the module docstring
-    attributes = getattr(held, "_dict", None)  # _attributes(held) and name_of(span), inline as in ending_of
+    attributes = getattr(held, "_dict", None)  # marks_of(span), inline: every span starts here
     if type(attributes) is not dict:
         attributes = _attributes(held)
     name = getattr(span, "_name", None)
-    if not isinstance(name, str):  # isinstance: a native check in the compiled build, not a __class__ lookup
+    if not isinstance(name, str):
         name = ""
     live = (ref(span), name, span._parent, span._kind, attributes)  # noqa: SLF001
     return span._context[SPAN_ID], name, attributes, live  # type: ignore[index]  # noqa: SLF001
@@ -116,6 +129,12 @@ def ended_id(span: ReadableSpan) -> int | None:
     """The span id of a span that ends, without the ``context`` and ``span_id`` properties' calls."""
     context = getattr(span, "_context", None)
     return None if context is None else context[SPAN_ID]
+
+
+def context_of(span: ReadableSpan) -> SpanContext | None:
+    """The context of a span that ends, without the ``context`` property's call."""
+    context: SpanContext | None = getattr(span, "_context", None)
+    return context
 
 
 def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode, SpanContext | None]:

@@ -17,6 +17,7 @@ from otel_repeat_guard.span_events import (
     append_to_ending_span,
     attributes_of,
     contents_of,
+    context_of,
     ended_id,
     ending_of,
     record_on_ending_span,
@@ -141,6 +142,7 @@ def test_a_span_context_is_the_tuple_the_guard_indexes() -> None:
     span.set_status(StatusCode.ERROR)
     span.end()
     assert ended_id(span) == span.context.span_id
+    assert context_of(span) == span.context
     assert timing_of(span) == (span.start_time, span.end_time, StatusCode.ERROR, span.context)
     assert ended_id(ReadableSpan(name="c")) is None
 
