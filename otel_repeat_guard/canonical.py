@@ -27,10 +27,11 @@ import msgspec
 import orjson
 import xxhash
 
-_SORT_KEYS = orjson.OPT_SORT_KEYS
-_dumps = orjson.dumps  # bound once: the hot path then skips the module attribute lookup
-_decode = msgspec.json.Decoder().decode
-_digest = xxhash.xxh3_128_digest
+# Final: the compiled build keeps these in C statics, not the module dict looked up on every call.
+_SORT_KEYS: Final = orjson.OPT_SORT_KEYS
+_dumps: Final = orjson.dumps
+_decode: Final = msgspec.json.Decoder().decode
+_digest: Final = xxhash.xxh3_128_digest
 _EXACT: Final = decimal.Context(
     prec=decimal.MAX_PREC,
     Emax=decimal.MAX_EMAX,
@@ -40,7 +41,7 @@ _EXACT: Final = decimal.Context(
 )
 """Decimal arithmetic that never rounds and never depends on the thread's context: what it cannot
 do exactly, it raises (an :class:`ArithmeticError`), never answers NaN or a rounded value."""
-RAW_KEY_MIN_CHARS = 1024
+RAW_KEY_MIN_CHARS: Final = 1024
 """From this length on, arguments text also gets a :func:`raw_key`: hashing it is then far
 cheaper than canonicalizing it again when it arrives unchanged."""
 

@@ -14,7 +14,7 @@ property test (tests/guard/test_plain_path.py) holds the two ways to the same ev
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
@@ -34,7 +34,7 @@ from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import Run, RunResolver
 from otel_repeat_guard.span_events import SPAN_ID, Attributes
 
-GENERAL: Any = object()
+GENERAL: Final[Any] = object()
 """What the plain-span reading answers for a span it leaves to the general path."""
 
 

@@ -23,7 +23,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
 from otel_repeat_guard.conventions.usage import token_usage
@@ -31,9 +31,11 @@ from otel_repeat_guard.facts import WASTED
 from otel_repeat_guard.rules import evict_oldest
 
 logger = logging.getLogger("otel_repeat_guard")
-_FINISH_REASONS = "gen_ai.response.finish_reasons"
-_TOOL_FINISH = frozenset({"tool_call", "tool_calls", "tool_use", "function_call", "tool-calls"})  # the last: AI SDK
-_REQUEST_KEYS = (
+_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+_TOOL_FINISH: Final = frozenset(
+    {"tool_call", "tool_calls", "tool_use", "function_call", "tool-calls"}
+)  # the last: AI SDK
+_REQUEST_KEYS: Final = (
     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",  # OpenInference
     "gen_ai.completion.0.tool_calls.0.name",  # OpenLLMetry before 0.62
     "ai.response.toolCalls",  # the Vercel AI SDK

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import Span
 from opentelemetry.trace import SpanContext, SpanKind
@@ -55,7 +55,7 @@ from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import IS_VALID, SPAN_ID, Attributes, LiveSpan, name_of
 
 _MAX_ANCESTRY = 64
-AGENT_ID_RUN = "agent_id_run"
+AGENT_ID_RUN: Final = "agent_id_run"
 """``Run.how`` of a call naming its agent's id, counted in the enclosing run of that agent (agents.py)."""
 BAGGAGE = "baggage"
 """``Run.how`` of a run named by a remote parent's baggage."""

@@ -33,6 +33,7 @@ convention), or a copy of what a hand-built span holds. Always a ``dict``: the c
 with the dict's own lookups, not a generic ``Mapping`` method call."""
 
 _NO_ATTRIBUTES: Attributes = {}
+_BOUNDED_LIST: Final = BoundedList  # a C static in the compiled build: no module-dict lookup per span
 SPAN_ID: Final = 1
 """A ``SpanContext`` is a tuple ``(trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)``:
 ``context[SPAN_ID]`` is its ``span_id`` without the property's call (the contract test holds it)."""
@@ -103,7 +104,7 @@ def rest_of(span: ReadableSpan) -> tuple[Sequence[Any], SpanContext | None, int 
     """What the guard reads of an ending span it has a use for, besides its marks: its events (the deque inside
     the SDK's ``BoundedList``: len() and iteration in C), parent context and end time, without the properties."""
     events = span._events  # noqa: SLF001 - see the module docstring
-    if type(events) is BoundedList:
+    if type(events) is _BOUNDED_LIST:
         events = events._dq  # type: ignore[attr-defined]  # noqa: SLF001
     elif type(events) is not tuple:
         events = span.events

@@ -7,7 +7,7 @@ its own vocabulary, OpenLLMetry.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from otel_repeat_guard.conventions.base import (
     MISSING,
@@ -32,10 +32,10 @@ _ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy teleme
 OPERATION = "gen_ai.operation.name"
 EXECUTE_TOOL = "execute_tool"
 TOOL_NAME = "gen_ai.tool.name"
-TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
-AGENT_ID = "gen_ai.agent.id"
+TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+AGENT_ID: Final = "gen_ai.agent.id"
 IS_NESTED = "gen_ai.invocation.is_nested"
-AGENT_NAME = "gen_ai.agent.name"
+AGENT_NAME: Final = "gen_ai.agent.name"
 _INVOKE_AGENT = "invoke_agent"
 INVOCATIONS = (_INVOKE_AGENT, "invoke_workflow", "handle_conversation_turn")
 """The operations of ``gen_ai.invocation.internal`` spans (in-process agent, workflow and conversation-turn
