@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -97,3 +98,20 @@ def harness() -> Iterator[Harness]:
     h = make_harness()
     yield h
     h.provider.shutdown()
+
+
+def reminder_outcomes(reader: InMemoryMetricReader) -> dict[tuple[str, str, str], int]:
+    """The reminder outcomes the guard counted, by (outcome, kind, tier)."""
+    data = reader.get_metrics_data()
+    return {
+        (
+            p.attributes["outcome"],
+            p.attributes["repeat_tool_guard.kind"],
+            p.attributes["repeat_tool_guard.tier"],
+        ): p.value
+        for r in data.resource_metrics
+        for s in r.scope_metrics
+        for m in s.metrics
+        if m.name == "repeat_tool_guard.reminder_outcomes"
+        for p in m.data.data_points
+    }

@@ -20,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 from otel_repeat_guard import GuardConfig
 from otel_repeat_guard.reminders import cycle_text, no_progress_text, stop_text
 
-from .conftest import Harness, make_harness
+from .conftest import Harness, make_harness, reminder_outcomes
 
 GOLDEN = Path(__file__).parent / "golden"
 ARGS = {c: {"q": c} for c in "ABCDX"}
@@ -292,22 +292,6 @@ def test_stop_at_gives_the_firm_tier_then_silence() -> None:
 # -- reminder efficacy ---------------------------------------------------------------------------------------
 
 
-def _outcomes(reader: InMemoryMetricReader) -> dict[tuple[str, str, str], int]:
-    data = reader.get_metrics_data()
-    return {
-        (
-            p.attributes["outcome"],
-            p.attributes["repeat_tool_guard.kind"],
-            p.attributes["repeat_tool_guard.tier"],
-        ): p.value
-        for r in data.resource_metrics
-        for s in r.scope_metrics
-        for m in s.metrics
-        if m.name == "repeat_tool_guard.reminder_outcomes"
-        for p in m.data.data_points
-    }
-
-
 def test_a_reminders_outcome_is_what_the_run_did_next() -> None:
     reader = InMemoryMetricReader()
     h = make_harness(GuardConfig(thresholds=(3, 5)), meter_provider=MeterProvider(metric_readers=[reader]))
@@ -319,7 +303,7 @@ def test_a_reminders_outcome_is_what_the_run_did_next() -> None:
         for _ in range(3):
             h.call("ls", {"d": "/"})  # gentle at 3 ...
     # ... and the run ended before a next call
-    assert _outcomes(reader) == {
+    assert reminder_outcomes(reader) == {
         ("ignored", "repeat", "gentle"): 1,
         ("broken", "repeat", "detailed"): 1,
         ("ended", "repeat", "gentle"): 1,

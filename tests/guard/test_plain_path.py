@@ -25,6 +25,8 @@ from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor, build_mode
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS
 
+from .conftest import reminder_outcomes
+
 LONG = '{"q": "' + "x" * RAW_KEY_MIN_CHARS + '"}'
 ARGUMENTS = ['{"q": 1}', '{ "q" : 1 }', '{"q": 2}', LONG, "not json", None]
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.id": "coder"}
@@ -179,7 +181,7 @@ def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:
     assert [len(events) for name, events, _ in seen if name.startswith("execute_tool")] == [0, 2, 2]
 
 
-def _outcomes_and_general_calls(plain: bool) -> tuple[dict[tuple[str, str], int], int]:
+def _outcomes_and_general_calls(plain: bool) -> tuple[dict[tuple[str, str, str], int], int]:
     """Two runs of one agent interleaved, each reminded at 2 and then breaking or keeping its loop: the
     reminder outcomes the guard counts, and how many tool spans it handed to the general path."""
     reader = InMemoryMetricReader()
@@ -208,21 +210,12 @@ def _outcomes_and_general_calls(plain: bool) -> tuple[dict[tuple[str, str], int]
             span.end()
     for run in runs:
         run.end()
-    data = reader.get_metrics_data()
-    outcomes = {
-        (p.attributes["outcome"], p.attributes["repeat_tool_guard.tier"]): p.value
-        for r in data.resource_metrics
-        for s in r.scope_metrics
-        for m in s.metrics
-        if m.name == "repeat_tool_guard.reminder_outcomes"
-        for p in m.data.data_points
-    }
-    return outcomes, general
+    return reminder_outcomes(reader), general
 
 
 def test_the_call_after_a_reminder_settles_it_on_the_plain_path_as_the_general_path_does() -> None:
     outcomes, general = _outcomes_and_general_calls(plain=True)
-    assert outcomes == {("broken", "gentle"): 1, ("ignored", "gentle"): 1}
+    assert outcomes == {("broken", "repeat", "gentle"): 1, ("ignored", "repeat", "gentle"): 1}
     assert outcomes == _outcomes_and_general_calls(plain=False)[0]
     assert general == 0  # the settling calls were read in place too
 
