@@ -58,12 +58,11 @@ from setuptools import setup
 from mypyc.build import mypycify
 
 paths, mypy_args, group = json.loads(sys.argv.pop(1))
-setup(
-    name="otel-repeat-guard-core",
-    py_modules=[],
-    packages=[],
-    ext_modules=mypycify([*mypy_args, *paths], opt_level="3", group_name=group),
-)
+extensions = mypycify([*mypy_args, *paths], opt_level="3", group_name=group)
+if sys.platform != "win32":  # one shared library: its own calls go direct (no PLT), so the compiler may inline
+    for extension in extensions:  # them; only the modules' init functions stay exported (PyMODINIT_FUNC)
+        extension.extra_compile_args = [*extension.extra_compile_args, "-fvisibility=hidden"]
+setup(name="otel-repeat-guard-core", py_modules=[], packages=[], ext_modules=extensions)
 """
 
 

@@ -126,9 +126,10 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                     forwarded = copy_with_events(span, earlier, self._limits, None)
             if span_id is not None:  # stop tracking it; if it stood for a run, the run's chain ends
                 runs = self._runs
-                live = runs.live
-                if span_id in live:  # not dict.pop(key, None): a method call in the compiled build
-                    del live[span_id]
+                try:  # noqa: SIM105 - one lookup; suppress() is a context manager, dict.pop a method call compiled
+                    del runs.live[span_id]
+                except KeyError:  # evicted while open, or started before the guard was added
+                    pass
                 if span_id in runs.owned or span_id in runs.marked:
                     runs.ended(span_id)
         except Exception:
