@@ -87,6 +87,7 @@ class Guard:
         self._router = router = SpanRouter(self._conventions)
         self.model_bits = router.model_bits
         self._tool_bits = router.tool_bits
+        self._call_bits = router.tool_bits | router.model_bits  # what an ending span is read for
         self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
         self._issues_while_open = router.issues_while_open  # model calls whose tool spans may end in them
         self.tracked = ToolFilter(config.include, config.exclude)
@@ -174,13 +175,16 @@ class Guard:
     def started(self, span: Span, name: str, attributes: Attributes) -> Decision | None:
         """A span started with attributes: an agent run resets its agent's chain; a model call marks its run
         and counts what the run's last step requested without tool spans (its events go on this span)."""
-        agent_id = self.runs.agent_id_at_start(name, attributes)
-        if agent_id is not None:  # each agent run is a new prompt for a harness keyed by that id
-            self.chains.reset(agent_id)
-            over = self.agents.started(agent_id)
-            if over is not None:
-                self._over(over)
-        if not self._router.route(name, attributes) & self.model_bits:
+        router = self._router
+        mask = router.route(name, attributes)  # its model marks and agent-run marks, in one pass
+        if router.may_name_agent_id(name, attributes, mask):
+            agent_id = self.runs.agent_id_at_start(name, attributes)
+            if agent_id is not None:  # each agent run is a new prompt for a harness keyed by that id
+                self.chains.reset(agent_id)
+                over = self.agents.started(agent_id)
+                if over is not None:
+                    self._over(over)
+        if not mask & self.model_bits:
             return None
         parent = span.parent
         self.runs.mark_model_call(parent)
@@ -201,7 +205,7 @@ class Guard:
     def ended(self, span: ReadableSpan) -> Decision | None:
         """Read an ending span once and decide what it is; None for nearly every span."""
         name, attributes = marks_of(span)
-        mask = self._router.route(name, attributes)
+        mask = self._router.route(name, attributes) & self._call_bits  # not the agent-run mark
         if not mask:  # nearly every span stops here
             return self.run_ended(span) if self.steps.steps else None
         events, parent, ended = rest_of(span)

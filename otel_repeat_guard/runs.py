@@ -45,7 +45,6 @@ from otel_repeat_guard.conventions import (
     AgentRun,
     Convention,
     RawToolCall,
-    agent_id_prefilter,
     agent_run_key,
     find_agent_run,
 )
@@ -127,7 +126,6 @@ class RunResolver:
         "_conventions",
         "_is_model_call",
         "_lock",
-        "_may_name_agent_id",
         "_on_run_ended",
         "_read_tool",
         "_remote_open",
@@ -149,7 +147,6 @@ class RunResolver:
         read_tool: Callable[[str, Attributes], RawToolCall | None] | None = None,
     ) -> None:
         self._conventions = tuple(conventions)
-        self._may_name_agent_id = agent_id_prefilter(self._conventions)
         self.max_live_spans = max_live_spans
         self._on_run_ended = on_run_ended
         self._is_model_call = is_model_call
@@ -169,14 +166,12 @@ class RunResolver:
     # -- bookkeeping -------------------------------------------------------------------
 
     def agent_id_at_start(self, name: str, attributes: Attributes) -> str | None:
-        """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for
-        the chain of that id). The processor asks only for a span that starts with attributes; it writes
-        ``live`` itself, on every span, with no call into this module."""
-        prefilter = self._may_name_agent_id
-        if prefilter is None or prefilter.may_name(name, attributes):
-            run = find_agent_run(self._conventions, name, attributes)
-            if run is not None and not run.nested:  # a nested invocation is no new prompt
-                return run.agent_id
+        """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for the chain
+        of that id). The guard asks only for a span that starts with attributes and that its router says may name
+        one (``SpanRouter.may_name_agent_id``); the processor writes ``live`` itself, with no call into this module."""
+        run = find_agent_run(self._conventions, name, attributes)
+        if run is not None and not run.nested:  # a nested invocation is no new prompt
+            return run.agent_id
         return None
 
     def ended(self, span_id: int) -> None:

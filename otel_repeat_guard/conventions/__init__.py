@@ -126,6 +126,8 @@ class SpanRouter:
     """
 
     __slots__ = (
+        "_agent_ids_declared",
+        "_agent_starts",
         "_always",
         "_by_attribute",
         "_by_name",
@@ -134,6 +136,7 @@ class SpanRouter:
         "_not_models",
         "_request_keys",
         "_tools",
+        "agent_bit",
         "conventions",
         "issues_while_open",
         "model_bits",
@@ -156,6 +159,18 @@ class SpanRouter:
                 for key, value in marks:
                     table = by_name if key is None else by_attribute.setdefault(key, {})
                     table[value] = table.get(value, 0) | bit
+        self.agent_bit = 1 << (2 * count)
+        """Set for a span carrying an attribute mark of a convention's ``agent_id_marks``: read in the same pass as
+        the tool and model marks, for :meth:`may_name_agent_id`."""
+        self._agent_ids_declared = _only_built_in(self.conventions)  # a user's agent_run: no marks to go by
+        for convention in self.conventions:
+            for key, value in getattr(convention, "agent_id_marks", ()):
+                if key is not None:  # attribute marks; names are agent_id_name_starts
+                    table = by_attribute.setdefault(key, {})
+                    table[value] = table.get(value, 0) | self.agent_bit
+        self._agent_starts = tuple(
+            start for convention in self.conventions for start in getattr(convention, "agent_id_name_starts", ())
+        )
         self._by_name = by_name
         self._by_attribute = tuple(by_attribute.items())
         keys = (key for convention in self.conventions for key in getattr(convention, "model_request_keys", ()))
@@ -186,6 +201,16 @@ class SpanRouter:
                 if mask & bit and name.endswith(endings):
                     mask &= ~bit
         return mask
+
+    def may_name_agent_id(self, name: str, attributes: dict[str, Any], mask: int) -> bool:
+        """False when no convention would read an agent id off a span that ``route`` answered ``mask`` for, from the
+        marks the built-in conventions declare beside their ``agent_run`` (``agent_id_marks``, ``agent_id_name_starts``);
+        always True with a convention of the user's in the set (what its ``agent_run`` reads is unknown)."""
+        if not self._agent_ids_declared:
+            return True
+        if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
+            return False
+        return bool(mask & self.agent_bit) or name.startswith(self._agent_starts)
 
     def is_model_call(self, name: str, attributes: dict[str, Any]) -> bool:
         """Whether an open span is a model call: it carries a model mark, or an attribute only a model call's
@@ -298,46 +323,9 @@ def _first_of(readers: tuple[ToolCallReader, ...]) -> ToolCallReader | None:
     return first
 
 
-class AgentIdPrefilter:
-    """The built-in conventions' ``agent_id_marks`` and ``agent_id_name_starts``, as one test (``may_name``; a
-    native class, so the compiled guard calls it directly)."""
-
-    __slots__ = ("_by_attribute", "_starts")
-
-    def __init__(self, conventions: Sequence[BuiltInConvention]) -> None:
-        by_attribute: dict[str, frozenset[str]] = {}
-        for convention in conventions:
-            for key, value in convention.agent_id_marks:
-                if key is not None:  # attribute marks; names are agent_id_name_starts
-                    by_attribute[key] = by_attribute.get(key, frozenset()) | {value}
-        self._by_attribute = tuple(by_attribute.items())
-        self._starts = tuple(start for convention in conventions for start in convention.agent_id_name_starts)
-
-    def may_name(self, name: str, attributes: dict[str, Any]) -> bool:
-        """False when no built-in convention would read an agent id off this span. ``attributes``: the plain dict
-        the guard reads (as for ``route``: the compiled build then looks up with the dict's own lookups)."""
-        if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
-            return False
-        for key, values in self._by_attribute:
-            value = attributes.get(key)  # only a text can be a mark (and only a hashable value can be looked up)
-            if value is not None and isinstance(value, str) and value in values:
-                return True
-        return name.startswith(self._starts)
-
-
-def agent_id_prefilter(conventions: Sequence[Convention]) -> AgentIdPrefilter | None:
-    """A cheap test that is False when no convention in the set would read an agent id off the span (from
-    the marks the conventions declare beside their ``agent_run``); None when that cannot be known (a user
-    convention is in the set)."""
-    if not _only_built_in(conventions):
-        return None
-    return AgentIdPrefilter([c for c in conventions if isinstance(c, BuiltInConvention)])
-
-
 __all__ = [
     "DEFAULT_CONVENTIONS",
     "MISSING",
-    "AgentIdPrefilter",
     "AgentRun",
     "AttributeConvention",
     "Convention",
@@ -356,7 +344,6 @@ __all__ = [
     "ToolCallReader",
     "TraceloopConvention",
     "VercelAIConvention",
-    "agent_id_prefilter",
     "agent_run_key",
     "agent_run_label",
     "failed",

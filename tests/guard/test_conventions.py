@@ -421,11 +421,10 @@ def test_the_default_conventions_are_the_processors_default() -> None:
 
 
 def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
-    from otel_repeat_guard.conventions import agent_id_prefilter, tool_call_reader
+    from otel_repeat_guard.conventions import SpanRouter, tool_call_reader
 
     read = tool_call_reader(DEFAULT_CONVENTIONS)
-    prefilter = agent_id_prefilter(DEFAULT_CONVENTIONS)
-    assert prefilter is not None
+    router = SpanRouter(DEFAULT_CONVENTIONS)
     both = {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "x"}
     cases = [
         ("running tool", {}),
@@ -454,13 +453,14 @@ def test_the_fast_reader_agrees_with_the_built_in_conventions() -> None:
         ("w", {"traceloop.span.kind": "agent", "gen_ai.agent.id": "i"}),
     ]:
         run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
-        assert run is not None and run.agent_id is not None and prefilter.may_name(name, attributes)
+        assert run is not None and run.agent_id is not None
+        assert router.may_name_agent_id(name, attributes, router.route(name, attributes))
     custom = [AttributeConvention(tool_span="t:"), *DEFAULT_CONVENTIONS]
     assert tool_call_reader(custom)("t:grep", {}, ()) == ToolCall("grep")
     # any mapping, not only a dict (the router reads a plain dict: compiled, a Mapping would raise TypeError)
     proxy = MappingProxyType({"openinference.span.kind": "TOOL", "tool.name": "x", "input.value": "{}"})
     assert read("x", proxy, ()) == ToolCall("x", "{}")
-    assert agent_id_prefilter(custom) is None
+    assert SpanRouter(custom).may_name_agent_id("x", {}, 0)  # a user's agent_run may read anything
 
 
 _OPERATIONS = ["invoke_agent", "invoke_workflow", "handle_conversation_turn", "execute_tool", "chat"]
@@ -476,21 +476,23 @@ _SPAN = st.tuples(
 
 
 @given(_SPAN)
-def test_the_agent_id_prefilter_passes_every_span_a_built_in_convention_reads_an_agent_id_off(
+def test_the_routers_agent_run_marks_pass_every_span_a_built_in_convention_reads_an_agent_id_off(
     span: tuple[str, dict[str, Any]],
 ) -> None:
-    """The prefilter, built from the marks declared beside each ``agent_run``, against the readers themselves:
-    a span it stops is one no built-in convention reads an agent id off (else a run would reset no chain)."""
-    from otel_repeat_guard.conventions import agent_id_prefilter
+    """The router's agent-run marks, built from the marks declared beside each ``agent_run``, against the readers
+    themselves: a span they stop is one no built-in convention reads an agent id off (else a run would reset no
+    chain). The mark never reaches what the router answers for tool and model calls."""
+    from otel_repeat_guard.conventions import SpanRouter
 
     name, attributes = span
-    prefilter = agent_id_prefilter(DEFAULT_CONVENTIONS)
-    assert prefilter is not None
+    router = SpanRouter(DEFAULT_CONVENTIONS)
+    mask = router.route(name, attributes)
     run = find_agent_run(DEFAULT_CONVENTIONS, name, attributes)
     if run is not None and run.agent_id is not None:
-        assert prefilter.may_name(name, attributes)
+        assert router.may_name_agent_id(name, attributes, mask)
+    assert not router.agent_bit & (router.tool_bits | router.model_bits)
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.agent.id": "i"}  # a tool span of its agent's
-    assert not prefilter.may_name("execute_tool x", tool)
+    assert not router.may_name_agent_id("execute_tool x", tool, router.route("execute_tool x", tool))
 
 
 def test_every_genai_invocation_operation_is_a_run_and_the_older_name_still_is() -> None:
