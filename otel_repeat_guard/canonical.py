@@ -88,6 +88,20 @@ def arguments_key(value: Any) -> bytes | None:
     return _exact_key(value)
 
 
+def decoded_json(text: str) -> Any:
+    """``text`` read as JSON by the parser :func:`arguments_key` uses (``msgspec``): raises ``ValueError`` (msgspec's
+    ``DecodeError``), ``UnicodeEncodeError`` or ``RecursionError`` for a text it cannot read."""
+    return _decode(text)
+
+
+def key_of_decoded(text: str, decoded: Any) -> bytes | None:
+    """:func:`arguments_key` of ``text``, whose :func:`decoded_json` the caller holds: the text is not read twice."""
+    try:
+        return _digest(_dumps(decoded, option=_SORT_KEYS))
+    except (TypeError, RecursionError):  # integers beyond 64 bits, lone surrogates: as arguments_key falls back
+        return _exact_key(text)
+
+
 def _exact_key(value: Any) -> bytes | None:
     canonical = canonical_or_none(value)
     return None if canonical is None else _digest(canonical)

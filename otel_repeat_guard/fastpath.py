@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
 from otel_repeat_guard.agents import AgentChains, run_of_agent
-from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key
+from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, decoded_json, key_of_decoded
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, ReadPlan
@@ -74,17 +74,17 @@ class PlainToolSpans:
     ) -> Any:
         """The common tool span read in place, exactly as its convention and ``Guard.tool_call`` would read it:
         its tool's name and short arguments text as ``plan`` says, nothing pending. Anything else: GENERAL."""
-        names, argument_keys, wrapped, own_agent = plan  # one unpacking, not four attribute reads
+        names, argument_keys, wrapped, wrapper_keys, own_agent = plan  # one unpacking, not five attribute reads
         tool: Any = None
-        for key in names:
-            tool = attributes.get(key)
+        for attribute in names:
+            tool = attributes.get(attribute)
             if isinstance(tool, str) and tool:  # a native check in the compiled build
                 break
         else:
             return GENERAL
         arguments: Any = MISSING
-        for key in argument_keys:
-            arguments = attributes.get(key, MISSING)
+        for attribute in argument_keys:
+            arguments = attributes.get(attribute, MISSING)
             if arguments is not MISSING:
                 break
         steps = self.steps
@@ -99,22 +99,36 @@ class PlainToolSpans:
         for part in wrapped:  # a text the convention's reader would unwrap or drop
             if part in arguments:
                 return GENERAL
+        if not (self.tracked.answers.get(tool) or self.tracked[tool]):
+            return GENERAL
+        if wrapper_keys:  # its reader unwraps a JSON object by these keys: look at the object, not at the text
+            try:
+                decoded = decoded_json(arguments)
+            except (ValueError, UnicodeEncodeError, RecursionError):  # the reader's own parser decides
+                return GENERAL
+            if type(decoded) is dict:
+                for wrapper in wrapper_keys:
+                    if wrapper in decoded:
+                        return GENERAL
+            key = key_of_decoded(arguments, decoded)
+        else:
+            key = arguments_key(arguments)
         if own_agent and (AGENT_ID in attributes or AGENT_NAME in attributes):
             agent_id, agent_name = gen_ai_agent(attributes)
             run = None if parent is None or not agent_id else self.runs.owned.get(parent[SPAN_ID])
             if run is not None and run.agent_id == agent_id:  # straight under a run of the agent it names
                 self.agents.named(run)  # as AgentChains.run_of: the run's chain outlives its span
-                return self._count(span, run, tool, arguments, attributes, events, ended, named=True)
+                return self._count(span, run, tool, arguments, key, attributes, events, ended, named=True)
             run = self.agents.run_of(parent, agent_id, agent_name)
         else:  # nearly always: the span straight above stands for the run (one lookup)
             run = None if parent is None else self.runs.owned.get(parent[SPAN_ID])
             if run is not None:  # straight under its run's span: no tool span of the same call encloses it
-                return self._count(span, run, tool, arguments, attributes, events, ended)
+                return self._count(span, run, tool, arguments, key, attributes, events, ended)
             if parent is not None:
                 run = self.agents.run_of(parent, None, None)
         if run is not None and self.runs.same_call_above(parent, run, tool, arguments, None) is not None:
             return GENERAL  # a tool span of the same call encloses it: counted once, the general way
-        return self._count(span, run, tool, arguments, attributes, events, ended)
+        return self._count(span, run, tool, arguments, key, attributes, events, ended)
 
     def call(
         self,
@@ -135,13 +149,14 @@ class PlainToolSpans:
             or steps.steps
             or steps.counted
             or steps.open  # a step still open issued this call (its facts, its tokens)
+            or not (self.tracked.answers.get(tool) or self.tracked[tool])
         ):
             return GENERAL
         parent = span.parent
         run = self.agents.run_of(parent, agent_id, agent_name)
         if run is not None and self.runs.same_call_above(parent, run, tool, arguments, call_id) is not None:
             return GENERAL  # a tool span of the same call encloses it: counted once, the general way
-        return self._count(span, run, tool, arguments, attributes, events, ended, error)
+        return self._count(span, run, tool, arguments, arguments_key(arguments), attributes, events, ended, error)
 
     def _count(
         self,
@@ -149,24 +164,24 @@ class PlainToolSpans:
         run: Run | None,
         tool: str,
         arguments: Any,
+        key: bytes | None,
         attributes: Mapping[str, Any],
         events: Sequence[EventLike],
         ended: int | None,
         error: bool = False,
         named: bool = False,
     ) -> Any:
-        """Count a plain call in its run, as ``Guard._count`` would with nothing opt-in: GENERAL when it has no
-        run or is not tracked. A reminder of its run waiting for its outcome is settled by it, as ``opt_in``
+        """Count a tracked plain call (``key``: its arguments' :func:`arguments_key`) in its run, as
+        ``Guard._count`` would with nothing opt-in: GENERAL when it has no run. A reminder of its run waiting for its outcome is settled by it, as ``opt_in``
         settles it. ``named``: the call named the agent of ``run`` by its id, so a repeat is worded for that
         id (``run_of_agent``), made only then."""
         chains, steps = self.chains, self.steps
-        if run is None or not (self.tracked.answers.get(tool) or self.tracked[tool]):
+        if run is None:
             return GENERAL
         ends = steps.tool_ends
         ends[run.key] = ended or 0
         if len(ends) > steps.max_runs:
             evict_oldest(ends)
-        key = arguments_key(arguments)
         if chains.pending and chains.waiting(run.key):  # this call is what the run's last reminder led to
             opt_in(chains, self.config, run, tool, key, span, attributes, events, error)
         length = chains.observe(run.key, tool, key)

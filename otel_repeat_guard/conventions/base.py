@@ -78,8 +78,8 @@ class Mark(NamedTuple):
 class ReadPlan(NamedTuple):
     """How the guard's fast path reads a vocabulary's common tool span in place (``fastpath.py``), declared
     beside the ``read`` it stands for: exactly what ``read`` answers for a span with the vocabulary's tool mark
-    whose tool name is under one of ``names`` and whose arguments are a text none of ``wrapped`` is in. Any
-    other span goes to ``read``."""
+    whose tool name is under one of ``names`` and whose arguments are a text none of ``wrapped`` is in and, with
+    ``wrapper_keys``, JSON whose object has none of them. Any other span goes to ``read``."""
 
     names: tuple[str, ...]
     """The tool name: the first of these attributes that is a non-empty string."""
@@ -87,6 +87,10 @@ class ReadPlan(NamedTuple):
     """The arguments: the first of these attributes present."""
     wrapped: tuple[str, ...] = ()
     """Texts in the arguments that ``read`` would unwrap or drop (a wrapper's key, a redaction)."""
+    wrapper_keys: tuple[str, ...] = ()
+    """Keys of a JSON object in the arguments that ``read`` would unwrap it by: the fast path reads the object (it
+    reads it for the arguments' key anyway) and leaves one with any of them, or a text its parser cannot read, to
+    ``read``. Exact where ``wrapped`` must also stop an escaped spelling of a key."""
     own_agent: bool = False
     """Whether the span's own ``gen_ai.agent.id`` / ``gen_ai.agent.name`` name its agent."""
 

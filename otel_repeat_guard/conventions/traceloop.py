@@ -86,9 +86,8 @@ class TraceloopConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(_KIND, "tool"),)
     model_marks = (Mark("llm.request.type", "chat"), Mark("llm.request.type", "completion"))
-    read_plan = ReadPlan(  # the texts the two unwrappers look for before parsing
-        TOOL_NAME_KEYS, _ARGUMENT_KEYS, wrapped=('"input_str"', "\\u", '"tool_name"'), own_agent=True
-    )
+    read_plan = ReadPlan(TOOL_NAME_KEYS, _ARGUMENT_KEYS, wrapper_keys=("input_str", "tool_name"), own_agent=True)
+    """The two unwrappers' keys: an object with neither is the arguments as they are."""
     agent_id_marks = tuple(Mark(_KIND, kind) for kind in _RUN_KINDS)  # the kinds agent_run reads
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:

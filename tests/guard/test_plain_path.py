@@ -52,6 +52,24 @@ VOCABULARIES = {
         "gen_ai.tool.call.arguments",
         '["\\u0041", ARGS]',
     ),
+    "openllmetry_escaped_wrapper": (  # the wrapper's key spelt with an escape: unwrapped all the same
+        ("traceloop.span.kind", "tool"),
+        "traceloop.entity.name",
+        "traceloop.entity.input",
+        '{"\\u0069nput_str": "x", "inputs": ARGS, "metadata": {}}',
+    ),
+    "openllmetry_nan_wrapper": (  # a wrapper only the reader's parser reads (NaN is no JSON for msgspec)
+        ("traceloop.span.kind", "tool"),
+        "traceloop.entity.name",
+        "traceloop.entity.input",
+        '{"input_str": NaN, "inputs": ARGS, "metadata": {}}',
+    ),
+    "openllmetry_nested_key": (  # a wrapper's key below the top: no wrapper
+        ("traceloop.span.kind", "tool"),
+        "traceloop.entity.name",
+        "traceloop.entity.input",
+        '{"args": [], "kwargs": {"input_str": ARGS, "tool_name": "\\u00e9"}}',
+    ),
     "openinference_redacted": (("openinference.span.kind", "TOOL"), "tool.name", "input.value", "__REDACTED__"),
     "openllmetry_own_agent": (("traceloop.span.kind", "tool"), "gen_ai.tool.name", "traceloop.entity.input", "ARGS"),
 }
@@ -227,6 +245,39 @@ def test_the_call_after_a_reminder_settles_it_on_the_plain_path_as_the_general_p
 def test_the_call_after_a_reminder_is_read_in_place() -> None:
     assert _outcomes_and_general_calls(plain=True, count_general=True)[1] == 0
     assert _outcomes_and_general_calls(plain=False, count_general=True)[1] == 6  # the control: every call
+
+
+def _recording(method: Any, calls: list[tuple[Any, ...]]) -> Any:
+    def recorded(*args: Any) -> Any:
+        calls.append(args)
+        return method(*args)
+
+    return recorded
+
+
+@pytest.mark.skipif(build_mode() == "compiled", reason="a compiled class's methods cannot be wrapped from Python")
+def test_openllmetry_arguments_are_read_in_place_unless_their_object_is_a_wrapper() -> None:
+    """OpenLLMetry's plan looks at the arguments' object, not its text: escapes and a wrapper's key below the top
+    are read in place; a wrapper, escaped or not, and a text msgspec cannot read go to the convention's reader."""
+    in_place = ['{"args": [], "kwargs": {"q": "\\u00e9"}}', '{"kwargs": {"input_str": 1}}', "[1]", '"text"']
+    general = ['{"input_str": "x", "inputs": {}}', '{"\\u0074ool_name": "grep", "arguments": {}}', "{NaN}", "x"]
+    counts: dict[str, int] = {}
+    for arguments in in_place + general:
+        guard = RepeatGuardSpanProcessor()
+        calls: list[tuple[Any, ...]] = []  # the spans its plan left to the convention's reader
+        readers = guard._guard._tool_readers
+        guard._guard._tool_readers = tuple(None if read is None else _recording(read, calls) for read in readers)
+        provider = TracerProvider()
+        provider.add_span_processor(guard)
+        tracer = provider.get_tracer("openllmetry")
+        run = tracer.start_span("coder.workflow", attributes={"traceloop.span.kind": "workflow"})
+        span = tracer.start_span("grep.tool", context=set_span_in_context(run))
+        span.set_attributes({"traceloop.span.kind": "tool", "traceloop.entity.name": "grep"})
+        span.set_attribute("traceloop.entity.input", arguments)
+        span.end()
+        run.end()
+        counts[arguments] = len(calls)
+    assert counts == {**dict.fromkeys(in_place, 0), **dict.fromkeys(general, 1)}
 
 
 def test_each_span_gets_the_read_plan_of_the_first_convention_that_marks_it() -> None:
