@@ -16,6 +16,8 @@ from otel_repeat_guard.canonical import (
     canonical_arguments,
     canonical_bytes,
     canonical_or_none,
+    decoded_json,
+    key_of_decoded,
     raw_key,
 )
 
@@ -99,6 +101,15 @@ def test_the_key_is_the_digest_of_the_canonical_form() -> None:
     assert key.hex() == arguments_digest(b'{"a":[2],"b":1}')
     assert arguments_key('{"a": [2], "b": 2}') != key
     assert len(arguments_digest(b"{}")) == 32
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"b": 1, "a": [2]}', '"text"', "[1, 2.5, null]", '{"n": 123456789012345678901234567890}', "[" * 300 + "]" * 300],
+)
+def test_a_key_from_the_decoded_text_is_the_texts_key(text: str) -> None:
+    """Past 64 bits or 255 levels orjson cannot write the decoded value: the exact path keys the text."""
+    assert key_of_decoded(text, decoded_json(text)) == arguments_key(text) is not None
 
 
 def test_the_raw_key_tells_texts_apart_byte_for_byte() -> None:
