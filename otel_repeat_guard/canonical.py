@@ -98,7 +98,7 @@ def key_of_decoded(text: str, decoded: Any) -> bytes | None:
     """:func:`arguments_key` of ``text``, whose :func:`decoded_json` the caller holds: the text is not read twice."""
     try:
         return _digest(_dumps(decoded, option=_SORT_KEYS))
-    except (TypeError, RecursionError):  # integers beyond 64 bits, lone surrogates: as arguments_key falls back
+    except (TypeError, RecursionError):  # integers beyond 64 bits, nesting past 255: as arguments_key falls back
         return _exact_key(text)
 
 

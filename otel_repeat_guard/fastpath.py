@@ -171,10 +171,10 @@ class PlainToolSpans:
         error: bool = False,
         named: bool = False,
     ) -> Any:
-        """Count a tracked plain call (``key``: its arguments' :func:`arguments_key`) in its run, as
-        ``Guard._count`` would with nothing opt-in: GENERAL when it has no run. A reminder of its run waiting for its outcome is settled by it, as ``opt_in``
-        settles it. ``named``: the call named the agent of ``run`` by its id, so a repeat is worded for that
-        id (``run_of_agent``), made only then."""
+        """Count a tracked plain call (``key``: its arguments' :func:`arguments_key`) in its run, as ``Guard._count``
+        would with nothing opt-in: GENERAL when it has no run. A reminder of its run waiting for its outcome is
+        settled by it, as ``opt_in`` settles it. ``named``: the call named the agent of ``run`` by its id, so a
+        repeat is worded for that id (``run_of_agent``), made only then."""
         chains, steps = self.chains, self.steps
         if run is None:
             return GENERAL

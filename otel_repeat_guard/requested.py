@@ -32,9 +32,7 @@ from otel_repeat_guard.rules import evict_oldest
 
 logger = logging.getLogger("otel_repeat_guard")
 _FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
-_TOOL_FINISH: Final = frozenset(
-    {"tool_call", "tool_calls", "tool_use", "function_call", "tool-calls"}
-)  # the last: AI SDK
+_TOOL_FINISH: Final = frozenset({"tool_call", "tool_calls", "tool_use", "function_call", "tool-calls"})  # last: AI SDK
 _REQUEST_KEYS: Final = (
     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name",  # OpenInference
     "gen_ai.completion.0.tool_calls.0.name",  # OpenLLMetry before 0.62

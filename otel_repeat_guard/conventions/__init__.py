@@ -204,8 +204,9 @@ class SpanRouter:
 
     def may_name_agent_id(self, name: str, attributes: dict[str, Any], mask: int) -> bool:
         """False when no convention would read an agent id off a span that ``route`` answered ``mask`` for, from the
-        marks the built-in conventions declare beside their ``agent_run`` (``agent_id_marks``, ``agent_id_name_starts``);
-        always True with a convention of the user's in the set (what its ``agent_run`` reads is unknown)."""
+        marks the built-in conventions declare beside their ``agent_run`` (``agent_id_marks``,
+        ``agent_id_name_starts``); always True with a convention of the user's in the set (what its ``agent_run``
+        reads is unknown)."""
         if not self._agent_ids_declared:
             return True
         if AGENT_ID_KEY not in attributes:  # the only attribute a built-in convention reads an agent id from
