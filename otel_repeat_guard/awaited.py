@@ -22,7 +22,7 @@ from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.conventions import MISSING, EventLike, SpanRouter
 from otel_repeat_guard.conventions.outcomes import unwrap_envelope
 from otel_repeat_guard.guard_parts import merge, outcome_digest
-from otel_repeat_guard.recorder import Decision, Recorder
+from otel_repeat_guard.recorder import CountedCall, Decision, Recorder
 from otel_repeat_guard.rules import put_bounded
 from otel_repeat_guard.runs import Run
 
@@ -68,7 +68,8 @@ class AwaitedOutcomes:
         for call, found in self._chains.outcomes(run.key, digests):
             call_id = call.awaits or ""
             outcome = responses.get(call_id, MISSING)
-            merge(decision, self._recorder.detection(run, call.tool, MISSING, found, outcome, context, call_id))
+            counted = CountedCall(run, call.tool, MISSING, None, {}, (), call_id=call_id, context=context)
+            merge(decision, self._recorder.detection(counted, found, outcome))
         for reminder in decision.reminders:
             self._chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
         return decision

@@ -28,7 +28,7 @@ from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.guard_parts import opt_in
 from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.recorder import Decision
+from otel_repeat_guard.recorder import CountedCall, Decision
 from otel_repeat_guard.requested import PendingSteps
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import Run, RunResolver
@@ -52,7 +52,7 @@ class PlainToolSpans:
         tracked: ToolFilter,
         plans: tuple[ReadPlan | None, ...],
         facts: bool,
-        repeated: Callable[..., Decision | None],
+        repeated: Callable[[CountedCall, int], Decision | None],
         agents: AgentChains,
         config: GuardConfig,
     ) -> None:
@@ -183,11 +183,15 @@ class PlainToolSpans:
         if len(ends) > steps.max_runs:
             evict_oldest(ends)
         if chains.pending and chains.waiting(run.key):  # this call is what the run's last reminder led to
-            opt_in(chains, self.config, run, tool, key, span, attributes, events, error)
+            opt_in(
+                chains, self.config, CountedCall(run, tool, arguments, span, attributes, events, key=key, error=error)
+            )
         length = chains.observe(run.key, tool, key)
         if length < 2:
             return Decision([], [], run.facts) if self.facts else None
         if named:
             run = run_of_agent(run, run.agent_id, None)  # type: ignore[arg-type]  # named: it has an agent id
         facts = run.facts if self.facts else None
-        return self.repeated(run, tool, arguments, key, length, span, attributes, events, facts, error)
+        return self.repeated(
+            CountedCall(run, tool, arguments, span, attributes, events, key=key, error=error, facts=facts), length
+        )

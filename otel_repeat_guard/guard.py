@@ -50,7 +50,14 @@ from otel_repeat_guard.guard_parts import (
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.nesting import nested_facts
 from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.recorder import PARALLEL_DUPLICATE_EVENT, UNGUARDED_EVENT, Decision, Recorder, call_event
+from otel_repeat_guard.recorder import (
+    PARALLEL_DUPLICATE_EVENT,
+    UNGUARDED_EVENT,
+    CountedCall,
+    Decision,
+    Recorder,
+    call_event,
+)
 from otel_repeat_guard.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.runs import BAGGAGE, Run, RunResolver
@@ -256,14 +263,17 @@ class Guard:
             requested = None if step is None else step.by_id(call_id) if call_id else step.by_name(tool)
             if requested is None or requested.arguments is MISSING:
                 decision = self._unguarded(NO_ARGUMENTS, tool, span, "none", run, facts=facts)
-                counted = self._count(run, tool, MISSING, span, attributes, events, error)  # it still breaks runs
+                unknown = CountedCall(run, tool, MISSING, span, attributes, events, error=error)
+                counted = self._count(unknown)  # it still breaks runs
                 merge(decision, counted)
                 return decision
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
         if self._audit is not None:
             self._audit(CallAudit(scope_of(span), tool, source, run.how, None))
-        counted = self._count(run, tool, arguments, span, attributes, events, error, facts=facts, awaits=call_id)
+        counted = self._count(
+            CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
+        )
         if counted is None:
             return self._quiet(facts)
         if step is not None:
@@ -284,82 +294,52 @@ class Guard:
                 step = self.steps.answered(enclosing.key)
         return step
 
-    def _count(
-        self,
-        run: Run,
-        tool: str,
-        arguments: Any,
-        span: ReadableSpan | None,
-        attributes: Mapping[str, Any],
-        events: Sequence[EventLike],
-        error: bool,
-        call_id: str | None = None,
-        context: SpanContext | None = None,
-        facts: dict[str, Any] | None = None,
-        awaits: str | None = None,
-    ) -> Decision | None:
+    def _count(self, call: CountedCall, awaits: str | None = None) -> Decision | None:
         """Count one tracked call in its run (every detector), and word what it extends; None when it extends
-        nothing. ``span`` is the call's own tool span, None for a call with no tool span (its events go on
-        the span ``context`` names: the requesting model span's). ``awaits`` (else ``call_id``) is the id
-        under which the run's next model request carries the call's outcome back, if no span records it."""
-        chains = self.chains
+        nothing. ``awaits`` (else the call's ``call_id``) is the id under which the run's next model request
+        carries the call's outcome back, if no span records it."""
+        chains, run, arguments = self.chains, call.run, call.arguments
         raw = None  # unknown or not JSON-like arguments have no key: never identical to others
         if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
             raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
-            key = chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
-        else:
-            key = None if arguments is MISSING else arguments_key(arguments)
-        call = outcome = None
+            call.key = chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
+        elif arguments is not MISSING:
+            call.key = arguments_key(arguments)
+        detected = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
-            call, outcome = opt_in(
-                chains, self.config, run, tool, key, span, attributes, events, error, awaits or call_id
-            )
-            if call is None and key is not None:  # the extra copy of a call made twice in one step: one call for all
-                return Decision([self._recorder.parallel_duplicate(tool, key)], [], facts)
-            if call is not None and call.awaits is not None:
+            detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id)
+            if detected is None and call.key is not None:  # the extra copy of a call made twice in one step
+                return Decision([self._recorder.parallel_duplicate(call.tool, call.key)], [], call.facts)
+            if detected is not None and detected.awaits is not None:
                 self._awaited.waits(run.key)
-        length = chains.observe(run.key, tool, key, raw)
-        if length < 2 and call is None:
+        length = chains.observe(run.key, call.tool, call.key, raw)
+        if length < 2 and detected is None:
             return None  # nearly every call: no repeat, no detector to ask
-        return self.repeated(
-            run, tool, arguments, key, length, span, attributes, events, facts, error, call, outcome, call_id, context
-        )
+        return self.repeated(call, length, detected, outcome)
 
     def repeated(
-        self,
-        run: Run,
-        tool: str,
-        arguments: Any,
-        key: bytes | None,
-        length: int,
-        span: ReadableSpan | None,
-        attributes: Mapping[str, Any],
-        events: Sequence[EventLike],
-        facts: dict[str, Any] | None,
-        error: bool = False,
-        call: Call | None = None,
-        outcome: Any = None,
-        call_id: str | None = None,
-        context: SpanContext | None = None,
+        self, call: CountedCall, length: int, detected: Call | None = None, outcome: Any = None
     ) -> Decision | None:
-        """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``call``)."""
-        took, status = 0, None
+        """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``detected``: the
+        call as detectors see it, with its ``outcome``)."""
+        took, status, span = 0, None, call.span
         if span is not None:
-            start, end, status, context = timing_of(span)
+            start, end, status, call.context = timing_of(span)
             took = end - start if end and start else 0
         decision = None
+        key = call.key
         if length >= 2 and key is not None:
-            error = error or status is _ERROR or (span is not None and failed(attributes, events))
-            decision = self._recorder.repeat(run, tool, arguments, key, length, error, context, call_id, took, facts)
-        if call is not None and self._detecting:
-            for found in self.chains.detect(run.key, call):
+            call.error = call.error or status is _ERROR or (span is not None and failed(call.attributes, call.events))
+            decision = self._recorder.repeat(call, key, length, took)
+        if detected is not None and self._detecting:
+            for found in self.chains.detect(call.run.key, detected):
                 if decision is None:
-                    decision = Decision([], [], facts)
-                merge(decision, self._recorder.detection(run, tool, arguments, found, outcome, context, call_id))
+                    decision = Decision([], [], call.facts)
+                merge(decision, self._recorder.detection(call, found, outcome))
         if decision is None or not decision.events:
             return None
         for reminder in decision.reminders:
-            self.chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
+            self.chains.reminded(call.run.key, reminder.kind, reminder.tier, reminder.period)
         return decision
 
     # -- model calls, and the calls they requested -------------------------------------
@@ -447,7 +427,17 @@ class Guard:
                 self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
             facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
             counted = self._count(
-                run, call.tool_name, call.arguments, None, {}, (), False, call.call_id, step.span_context, facts
+                CountedCall(
+                    run,
+                    call.tool_name,
+                    call.arguments,
+                    None,
+                    {},
+                    (),
+                    call_id=call.call_id,
+                    context=step.span_context,
+                    facts=facts,
+                )
             )
             if counted is not None:
                 self._wasted(step, call.tool_name, counted, facts)

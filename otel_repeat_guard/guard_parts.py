@@ -21,7 +21,7 @@ from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.facts import WRAPPER
 from otel_repeat_guard.metrics import GuardMetrics
-from otel_repeat_guard.recorder import Decision
+from otel_repeat_guard.recorder import CountedCall, Decision
 from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.runs import Run
 
@@ -143,25 +143,17 @@ def outcome_digest(value: Any, is_error: bool = False) -> bytes | None:
 
 
 def opt_in(
-    chains: ChainStore,
-    config: GuardConfig,
-    run: Run,
-    tool: str,
-    key: bytes | None,
-    span: ReadableSpan | None,
-    attributes: Mapping[str, Any],
-    events: Sequence[EventLike],
-    error: bool,
-    awaits: str | None = None,
+    chains: ChainStore, config: GuardConfig, counted: CountedCall, awaits: str | None = None
 ) -> tuple[Call | None, Any]:
     """What the opt-in work needs before the call is counted: the call as detectors see it (None for
     a parallel duplicate, which is not counted), its outcome (for no-progress detection), and the outcome
     of reminders waiting for it. A call whose outcome was not recorded awaits it under its call id
     ``awaits``, from the run's next model request."""
+    span, tool, key = counted.span, counted.tool, counted.key
     outcome = outcome_key = None
     if config.no_progress_thresholds:
         if span is not None:
-            outcome, outcome_key = outcome_and_key(span, attributes, events, error)
+            outcome, outcome_key = outcome_and_key(span, counted.attributes, counted.events, counted.error)
         if span is not None and outcome is not MISSING:
             awaits = None  # recorded on its span: nothing to wait for
     else:
@@ -169,8 +161,8 @@ def opt_in(
     call = Call(tool, key, outcome_key, awaits)
     if config.collapse_parallel and span is not None and key is not None:
         parent = span.parent.span_id if span.parent is not None else None
-        if chains.parallel_duplicate(run.key, call, parent, span.start_time or 0, span.end_time or 0):
+        if chains.parallel_duplicate(counted.run.key, call, parent, span.start_time or 0, span.end_time or 0):
             return None, outcome
     if chains.pending:
-        chains.settle(run.key, tool, key, call)  # what the run's last reminders led to: the metric
+        chains.settle(counted.run.key, tool, key, call)  # what the run's last reminders led to: the metric
     return call, outcome

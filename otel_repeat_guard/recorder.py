@@ -7,19 +7,21 @@ live in :mod:`otel_repeat_guard.reminders`; the names of the guard's span events
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.canonical import arguments_key, canonical_arguments, canonical_or_none
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.conventions.base import MISSING, RequestedCall
+from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
 from otel_repeat_guard.detectors import Detection
 from otel_repeat_guard.facts import CALL_EVENT
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.reminders import (
+    Kind,
     Reminder,
     Tier,
     arguments_preview,
@@ -62,6 +64,67 @@ class Decision:
         return f"Decision(events={self.events!r}, reminders={self.reminders!r}, facts={self.facts!r})"
 
 
+class CountedCall:
+    """One tracked tool call as its run counts it: what keying it, the opt-in detectors and wording a repeat
+    need of it. ``span`` is its own tool span, None for a call counted from its model's request (its events
+    go on the span ``context`` names: the request's); ``key`` is its arguments' key once counted (None: its
+    arguments are unknown or not JSON-like, never identical to others); ``facts`` what is recorded of it."""
+
+    __slots__ = (
+        "arguments",
+        "attributes",
+        "call_id",
+        "context",
+        "error",
+        "events",
+        "facts",
+        "key",
+        "run",
+        "span",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        span: ReadableSpan | None,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        *,
+        key: bytes | None = None,
+        error: bool = False,
+        call_id: str | None = None,
+        context: SpanContext | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> None:
+        self.run, self.tool, self.arguments, self.key = run, tool, arguments, key
+        self.span, self.attributes, self.events = span, attributes, events
+        self.error, self.call_id, self.context, self.facts = error, call_id, context, facts
+
+
+def _reminder(
+    call: CountedCall, *, kind: Kind, tier: Tier, run_length: int, threshold: int, period: int, text: str, preview: str
+) -> Reminder:
+    """The reminder of ``call``'s loop, for the run, tool and span of the call."""
+    context = call.context
+    return Reminder(
+        agent_id=call.run.address,
+        agent_name=call.run.name,
+        tool_name=call.tool,
+        run_length=run_length,
+        threshold=threshold,
+        tier=tier,
+        text=text,
+        arguments_preview=preview,
+        trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
+        span_id=format_span_id(context.span_id) if context else "0" * 16,
+        kind=kind,
+        period=period,
+    )
+
+
 def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:
     return {t: tier_for(t, thresholds) for t in thresholds}
 
@@ -81,51 +144,31 @@ class Recorder:
         self._cycle_tiers = _tiers(config.cycle_thresholds)
         self._no_progress_tiers = _tiers(config.no_progress_thresholds)
 
-    def repeat(
-        self,
-        run: Run,
-        tool: str,
-        arguments: Any,
-        key: bytes,
-        length: int,
-        error: bool,
-        context: SpanContext | None,
-        call_id: str | None = None,
-        duration_ns: int = 0,
-        facts: dict[str, Any] | None = None,
-    ) -> Decision:
-        """The events and reminder of a repeated call (the ``length``-th identical one in a row), which
-        took ``duration_ns`` (0: it had no tool span to time), with the call's ``facts``."""
+    def repeat(self, call: CountedCall, key: bytes, length: int, duration_ns: int) -> Decision:
+        """The events and reminder of a repeated call (the ``length``-th identical one in a row, its ``key``
+        the call's own), which took ``duration_ns`` (0: it had no tool span to time)."""
         repeat: dict[str, AttributeValue] = {
             "repeat_tool_guard.run_length": length,
-            "repeat_tool_guard.agent_id": run.address,
-            "gen_ai.tool.name": tool,
+            "repeat_tool_guard.agent_id": call.run.address,
+            "gen_ai.tool.name": call.tool,
             "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
-            "repeat_tool_guard.error": error,
+            "repeat_tool_guard.error": call.error,
         }
-        if call_id is not None:  # a call with no tool span of its own: its events sit on another span
-            repeat["gen_ai.tool.call.id"] = call_id
+        if call.call_id is not None:  # a call with no tool span of its own: its events sit on another span
+            repeat["gen_ai.tool.call.id"] = call.call_id
         events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
-        self._metrics.repeated_call(tool, duration_ns)
+        self._metrics.repeated_call(call.tool, duration_ns)
         tier = self._tiers.get(length)
         if tier is None:
-            return Decision(events, [], facts)
-        preview = self._preview(canonical_arguments(arguments))  # only now: the key spared it on every call
-        text = stop_text(tool, length) if tier == "stop" else reminder_text(tier, tool, length, preview)
-        return self._remind(
-            events, run, tool, "repeat", tier, length, length, 1, text, preview, context, call_id, facts
+            return Decision(events, [], call.facts)
+        preview = self._preview(canonical_arguments(call.arguments))  # only now: the key spared it on every call
+        text = stop_text(call.tool, length) if tier == "stop" else reminder_text(tier, call.tool, length, preview)
+        reminder = _reminder(
+            call, kind="repeat", tier=tier, run_length=length, threshold=length, period=1, text=text, preview=preview
         )
+        return self._remind(events, reminder, call, call.facts)
 
-    def detection(
-        self,
-        run: Run,
-        tool: str,
-        arguments: Any,
-        found: Detection,
-        outcome: Any,
-        context: SpanContext | None,
-        call_id: str | None = None,
-    ) -> Decision:
+    def detection(self, call: CountedCall, found: Detection, outcome: Any) -> Decision:
         """The event of a call that extends a cycle or a no-progress run, and its reminder when one is due."""
         if found.kind == "cycle":
             event: dict[str, AttributeValue] = {
@@ -142,31 +185,28 @@ class Recorder:
             }
             events = [(NO_PROGRESS_EVENT, event)]
             tier = self._no_progress_tiers.get(found.threshold) if found.fires else None
-        if call_id is not None:
-            event["gen_ai.tool.call.id"] = call_id
+        if call.call_id is not None:
+            event["gen_ai.tool.call.id"] = call.call_id
         if tier is None:
             return Decision(events, [])
-        shown = canonical_or_none(arguments) or b""  # unknown arguments: nothing to quote
+        shown = canonical_or_none(call.arguments) or b""  # unknown arguments: nothing to quote
         preview = self._preview(shown.decode("utf-8", "surrogatepass"))
         if found.kind == "cycle":
             text = cycle_text(found.tools, found.threshold)
         else:
             told = (canonical_or_none(outcome) or b"").decode("utf-8", "surrogatepass")
-            text = no_progress_text(tool, found.run_length, self._preview(told))
-        return self._remind(
-            events,
-            run,
-            tool,
-            found.kind,
-            tier,
-            found.run_length,
-            found.threshold,
-            found.period,
-            text,
-            preview,
-            context,
-            call_id,
+            text = no_progress_text(call.tool, found.run_length, self._preview(told))
+        reminder = _reminder(
+            call,
+            kind=found.kind,
+            tier=tier,
+            run_length=found.run_length,
+            threshold=found.threshold,
+            period=found.period,
+            text=text,
+            preview=preview,
         )
+        return self._remind(events, reminder, call, None)
 
     @staticmethod
     def parallel_duplicate(tool: str, key: bytes) -> EventSpec:
@@ -176,46 +216,20 @@ class Recorder:
         )
 
     def _remind(
-        self,
-        events: list[EventSpec],
-        run: Run,
-        tool: str,
-        kind: Any,
-        tier: Tier,
-        run_length: int,
-        threshold: int,
-        period: int,
-        text: str,
-        preview: str,
-        context: SpanContext | None,
-        call_id: str | None,
-        facts: dict[str, Any] | None = None,
+        self, events: list[EventSpec], reminder: Reminder, call: CountedCall, facts: dict[str, Any] | None
     ) -> Decision:
+        """``events`` with the reminder's own event, its metric counted, the reminder for the harness."""
         reminder_event: dict[str, AttributeValue] = {
-            "repeat_tool_guard.run_length": run_length,
-            "repeat_tool_guard.threshold": threshold,
-            "repeat_tool_guard.tier": tier,
-            "repeat_tool_guard.reminder_text": text,
+            "repeat_tool_guard.run_length": reminder.run_length,
+            "repeat_tool_guard.threshold": reminder.threshold,
+            "repeat_tool_guard.tier": reminder.tier,
+            "repeat_tool_guard.reminder_text": reminder.text,
         }
-        if call_id is not None:
-            reminder_event["gen_ai.tool.call.id"] = call_id
-        reminder_event["repeat_tool_guard.kind"] = kind
+        if call.call_id is not None:
+            reminder_event["gen_ai.tool.call.id"] = call.call_id
+        reminder_event["repeat_tool_guard.kind"] = reminder.kind
         events.append((REMINDER_EVENT, reminder_event))
-        self._metrics.reminder(tool, tier, threshold, kind)
-        reminder = Reminder(
-            agent_id=run.address,
-            agent_name=run.name,
-            tool_name=tool,
-            run_length=run_length,
-            threshold=threshold,
-            tier=tier,
-            text=text,
-            arguments_preview=preview,
-            trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
-            span_id=format_span_id(context.span_id) if context else "0" * 16,
-            kind=kind,
-            period=period,
-        )
+        self._metrics.reminder(reminder.tool_name, reminder.tier, reminder.threshold, reminder.kind)
         return Decision(events, [reminder], facts)
 
     def _preview(self, text: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
+from otel_repeat_guard.reminders import Kind
+
 
 class Call(NamedTuple):
     """One tracked call of a run, as detectors compare it."""
@@ -22,8 +24,8 @@ class Call(NamedTuple):
 class Detection(NamedTuple):
     """A call that extends a loop of one shape: an event for its span, and maybe a reminder."""
 
-    kind: str
-    """``cycle`` or ``no_progress``."""
+    kind: Kind
+    """``cycle`` or ``no_progress`` (``repeat`` from the exact-repeat detector, which words none)."""
     run_length: int
     """Calls in the loop so far (for a cycle: period x repetitions)."""
     threshold: int
