@@ -5,15 +5,18 @@ Each SDK is instrumented with OpenInference's instrumentor for it (the model spa
 tool calls and usage), the guard writes the store, and the harness loop makes nine identical calls
 (``LOOP``) on a guarded client. With no agent framework, one run is what the harness opens around its
 loop, an ``invoke_agent`` span, as a hand-written agent would: the model spans and the ``execute_tool``
-spans are its children, so they share its key. Streamed requests are left out: the openai SDK reports
-no usage on a stream unless asked (``stream_options``), so the wasted tokens could not be read there.
+spans are its children, so they share its key. Streamed requests are in too: the openai SDK reports a chat
+stream's usage only when asked (``stream_options={"include_usage": True}``), so those requests ask, as an
+application that counts its tokens does; the Responses and Messages streams carry their usage unasked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -52,9 +55,23 @@ def model_spans(variant: Variant, provider: TracerProvider) -> Iterator[None]:
         instrumentor.uninstrument()
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if not v.stream], ids=str)
+def with_usage(variant: Variant) -> Variant:
+    """``variant``, its chat streams asking for their usage (the last chunk), as an application that counts
+    its tokens asks; every other variant reports its usage unasked."""
+    if not (variant.stream and variant.name.startswith("openai-chat")):
+        return variant
+    send = variant.send
+
+    def asking(client: Any, kwargs: dict[str, Any]) -> Any:
+        return send(client, {**kwargs, "stream_options": {"include_usage": True}})
+
+    return replace(variant, send=asking)
+
+
+@pytest.mark.parametrize("variant", [with_usage(v) for v in VARIANTS], ids=str)
 def test_the_whole_chain_agrees(variant: Variant, tmp_path: Path) -> None:
-    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes."""
+    """Issue 21, item 5: reminders, the store's rows, wasted tokens, run key, timeline and reminder outcomes,
+    streamed or not."""
     with with_store(tmp_path) as gs, variant.server(LOOP) as server:
         provider = provider_for(gs)
         with model_spans(variant, provider):
