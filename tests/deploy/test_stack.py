@@ -246,6 +246,18 @@ def test_the_clickhouse_profile_is_off_by_default_and_needs_a_password(compose: 
     assert env(services["dashboard-clickhouse"])["OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"] == "${CLICKHOUSE_PASSWORD:-}"
 
 
+def test_no_healthcheck_or_command_carries_a_password_in_its_arguments(compose: dict[str, Any]) -> None:
+    """A process's arguments are world-readable (``ps``, ``/proc``) and a healthcheck's are kept in the container's
+    configuration: passwords reach services through their environment only."""
+    for name, service in compose["services"].items():
+        for part in ("command", "entrypoint"):
+            value = service.get(part) or []
+            words = value if isinstance(value, list) else value.split()
+            assert not any("--password" in str(word) for word in words), f"{name}'s {part}"
+        words = [str(word) for word in service.get("healthcheck", {}).get("test", [])]
+        assert not any("password" in word.lower() or "${" in word for word in words), f"{name}'s healthcheck: {words}"
+
+
 def test_the_clickhouse_dashboard_reads_the_rollup_the_profile_keeps_current(compose: dict[str, Any]) -> None:
     """At millions of spans the page is fast through the rollup only (benchmarks/RESULTS.md): the profile runs
     `rollup` on a loop into the database the dashboard's URL names, with the same table and credentials."""
