@@ -68,7 +68,7 @@ class AwaitedOutcomes:
         for call, found in self._chains.outcomes(run.key, digests):
             call_id = call.awaits or ""
             outcome = responses.get(call_id, MISSING)
-            counted = CountedCall(run, call.tool, MISSING, None, {}, (), call_id=call_id, context=context)
+            counted = CountedCall(run, call.tool, MISSING, call_id=call_id, context=context)
             merge(decision, self._recorder.detection(counted, found, outcome))
         for reminder in decision.reminders:
             self._chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)

@@ -174,7 +174,9 @@ class PlainToolSpans:
         """Count a tracked plain call (``key``: its arguments' :func:`arguments_key`) in its run, as ``Guard._count``
         would with nothing opt-in: GENERAL when it has no run. A reminder of its run waiting for its outcome is
         settled by it, as ``opt_in`` settles it. ``named``: the call named the agent of ``run`` by its id, so a
-        repeat is worded for that id (``run_of_agent``), made only then."""
+        repeat is worded for that id (``run_of_agent``), made only then. The call's parts come as arguments and
+        become a :class:`CountedCall` only for a repeat or a waiting reminder: a record made for every plain call
+        would cost the interpreted build about 40 bytecodes a tool span."""
         chains, steps = self.chains, self.steps
         if run is None:
             return GENERAL

@@ -426,19 +426,10 @@ class Guard:
             elif self._audit is not None:
                 self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
             facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
-            counted = self._count(
-                CountedCall(
-                    run,
-                    call.tool_name,
-                    call.arguments,
-                    None,
-                    {},
-                    (),
-                    call_id=call.call_id,
-                    context=step.span_context,
-                    facts=facts,
-                )
+            requested = CountedCall(
+                run, call.tool_name, call.arguments, call_id=call.call_id, context=step.span_context, facts=facts
             )
+            counted = self._count(requested)
             if counted is not None:
                 self._wasted(step, call.tool_name, counted, facts)
                 merge(decision, counted)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
@@ -64,6 +65,9 @@ class Decision:
         return f"Decision(events={self.events!r}, reminders={self.reminders!r}, facts={self.facts!r})"
 
 
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
 class CountedCall:
     """One tracked tool call as its run counts it: what keying it, the opt-in detectors and wording a repeat
     need of it. ``span`` is its own tool span, None for a call counted from its model's request (its events
@@ -89,9 +93,9 @@ class CountedCall:
         run: Run,
         tool: str,
         arguments: Any,
-        span: ReadableSpan | None,
-        attributes: Mapping[str, Any],
-        events: Sequence[EventLike],
+        span: ReadableSpan | None = None,
+        attributes: Mapping[str, Any] = _NOTHING,
+        events: Sequence[EventLike] = (),
         *,
         key: bytes | None = None,
         error: bool = False,
