@@ -14,6 +14,9 @@ Reason = Literal["no_arguments", "no_agent"]
 NO_ARGUMENTS: Final = "no_arguments"
 NO_AGENT: Final = "no_agent"
 REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
+NO_USAGE: Final = "no_usage"
+"""Not a reason a call goes uncompared: a model call that issued a wasted call recorded no token usage (warned of
+once per scope, :meth:`WarnOnce.no_usage`)."""
 NO_GUARD: Final = "no_guard"
 """A reader's reason, not the guard's: a tool span in a trace store with none of the guard's facts or events
 (the guard was not in the process that made it)."""
@@ -101,8 +104,13 @@ def explain(reason: str) -> str:
     return "neither the tool span nor the model's request recorded the call's arguments"
 
 
+def _named(scope: str) -> str:
+    return f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope"
+
+
 class WarnOnce:
-    """One warning per instrumentation scope and reason: which calls cannot be compared, and the fix."""
+    """One warning per instrumentation scope and reason: which calls cannot be compared, or which model calls'
+    wasted tokens are unknown, and the fix."""
 
     __slots__ = ("_limit", "_lock", "_logger", "_warned")
 
@@ -116,18 +124,32 @@ class WarnOnce:
         """In a forked child: a fresh lock; what was warned of stays warned of (the child logs where its parent does)."""
         self._lock = threading.Lock()
 
-    def __call__(self, reason: str, scope: str, tool: str) -> None:
-        key = (reason, scope)
+    def _first(self, key: tuple[str, str]) -> bool:
+        """Whether ``key`` is warned of for the first time (never past ``limit`` keys)."""
         if key in self._warned or len(self._warned) >= self._limit:
-            return
+            return False
         with self._lock:
             first = key not in self._warned
             self._warned.add(key)
-        if first:
+        return first
+
+    def no_usage(self, scope: str) -> None:
+        """A model call that issued a wasted call recorded no token usage: its scope, once."""
+        if self._first((NO_USAGE, scope)):
+            self._logger.warning(
+                "repeat guard cannot count the tokens wasted by model calls from %s: they record no token usage "
+                "(gen_ai.usage.input_tokens / output_tokens), so their wasted tokens are unknown, not 0. To fix it: "
+                "record usage on the model call's span; an OpenAI chat stream reports it only when the request asks "
+                "(stream_options={'include_usage': True}).",
+                _named(scope),
+            )
+
+    def __call__(self, reason: str, scope: str, tool: str) -> None:
+        if self._first((reason, scope)):
             self._logger.warning(
                 "repeat guard cannot compare calls of tool %r from %s: %s (%s). To fix it: %s.",
                 tool,
-                f"instrumentation scope {scope!r}" if scope else "an unnamed instrumentation scope",
+                _named(scope),
                 explain(reason),
                 reason,
                 fix_for(reason, scope),

@@ -370,7 +370,7 @@ class Guard:
         started_run = self._model_runs.pop(span_id, None) if self._model_runs else None
         opened = self.steps.closed(span_id) if self.steps.open else None
         if opened is not None and opened.wasted_tool is not None:  # charged while open: its usage is known now
-            self.metrics.wasted_tokens(opened.wasted_tool, *token_usage(attributes))
+            self._tokens_wasted(opened.wasted_tool, opened.scope, attributes)
         wraps = self.runs.wraps_model_call(span_id)  # taken out as it ends, facts or not
         late = started_run is None
         due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
@@ -445,7 +445,15 @@ class Guard:
         """A call that repeats or extends a loop wastes its issuer's tokens; not a parallel duplicate's: the same
         model call asked for the original."""
         if counted.events[0][0] != PARALLEL_DUPLICATE_EVENT:
-            step.charge(tool, facts, self.metrics.wasted_tokens)
+            step.charge(tool, facts, self._tokens_wasted)
+
+    def _tokens_wasted(self, tool: str, scope: str, attributes: Mapping[str, Any]) -> None:
+        """The tokens of the model call that issued a wasted call to ``tool``, to the metric. A model call that
+        records no usage adds nothing, and its scope is warned of once: its wasted tokens are unknown, not 0."""
+        input_tokens, output_tokens = token_usage(attributes)
+        if input_tokens is None and output_tokens is None:
+            self._warn.no_usage(scope)
+        self.metrics.wasted_tokens(tool, input_tokens, output_tokens)
 
     def _run_over(self, run: Run) -> None:
         over = self.agents.ended(run)

@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
-from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.facts import WASTED
 from otel_repeat_guard.rules import evict_oldest
 
@@ -111,16 +110,19 @@ class Step:
         self._by_id: dict[str, RequestedCall] = {}
         self._taken: set[int] = set()
 
-    def charge(self, tool: str, facts: dict[str, Any] | None, wasted_tokens: Callable[..., None]) -> None:
+    def charge(
+        self, tool: str, facts: dict[str, Any] | None, wasted_tokens: Callable[[str, str, Mapping[str, Any]], None]
+    ) -> None:
         """A call it asked for repeats or extends a loop: its tokens are wasted, once (``WASTED`` on the call
-        that charged it). A step still open (``issues_while_open``) is counted at its end, with its usage."""
+        that charged it), as ``wasted_tokens(tool, scope, attributes)`` reads them off the model call. A step
+        still open (``issues_while_open``) is counted at its end, with its usage."""
         if self.wasted:
             return
         self.wasted = True
         if facts is not None:
             facts[WASTED] = True
         if self.ended_ns:
-            wasted_tokens(tool, *token_usage(self.attributes))
+            wasted_tokens(tool, self.scope, self.attributes)
         else:
             self.wasted_tool = tool
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -179,20 +180,28 @@ def test_wasted_time_and_tokens_count_repeats_and_the_model_calls_that_asked_for
     assert tokens == {("grep", "input"): 200 + 600, ("grep", "output"): 20 + 60}
 
 
-def test_wasted_tokens_come_only_from_model_calls_that_asked_for_tools_and_recorded_usage() -> None:
+def test_wasted_tokens_come_only_from_model_calls_that_asked_for_tools_and_recorded_usage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A model call that asked for a repeated call but recorded no usage adds no tokens, and its scope is warned
+    of once, with the fix: its wasted tokens are unknown, not 0."""
     reader = InMemoryMetricReader()
     h = make_harness(meter_provider=MeterProvider(metric_readers=[reader]))
     asked = {"gen_ai.operation.name": "chat", "gen_ai.response.finish_reasons": ("tool_calls",)}
-    with h.agent_run("coder"):
-        h.tracer.start_span("chat", attributes=asked).end()  # no usage recorded
-        h.call("grep", {"q": 1})
-        h.call("grep", {"q": 1})
+    with caplog.at_level(logging.WARNING, logger="otel_repeat_guard"), h.agent_run("coder"):
+        for _ in range(2):  # two model calls without usage, each asking for a repeat
+            h.tracer.start_span("chat", attributes=asked).end()
+            h.call("grep", {"q": 1})
+            h.call("grep", {"q": 1})
         answered = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 9}  # a text answer
         h.tracer.start_span("chat", attributes=answered).end()
         h.call("grep", {"q": 1})
     points = _points(reader)
     assert "repeat_tool_guard.wasted_tokens" not in points
     assert [p.attributes["gen_ai.tool.name"] for p in points["repeat_tool_guard.wasted_time"]] == ["grep"]
+    (warning,) = [r.getMessage() for r in caplog.records if "record no token usage" in r.getMessage()]
+    assert "instrumentation scope 'tests'" in warning
+    assert "stream_options={'include_usage': True}" in warning
 
 
 def test_a_parallel_duplicate_wastes_no_tokens() -> None:
