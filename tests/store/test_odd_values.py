@@ -59,7 +59,8 @@ def _agent(provider: TracerProvider) -> Any:
 @contextmanager
 def _no_errors_logged() -> Iterator[None]:
     """Fails if the guard or the store logged an error or a warning: each catches what it cannot read,
-    so a log line is how a value that cost more than itself shows."""
+    so a log line is how a value that cost more than itself shows. The one warning these spans are meant to
+    cause is not counted: a model call that records no usage has its wasted tokens said to be unknown."""
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -69,7 +70,7 @@ def _no_errors_logged() -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
-    assert [r.getMessage() for r in records] == []
+    assert [r.getMessage() for r in records if "record no token usage" not in r.getMessage()] == []
 
 
 def _calls(db: Path) -> list[tuple[Any, ...]]:
