@@ -15,6 +15,13 @@ NO_ARGUMENTS: Final = "no_arguments"
 NO_AGENT: Final = "no_agent"
 REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
 NO_USAGE: Final = "no_usage"
+NO_USAGE_WARNING: Final = (
+    "repeat guard cannot count the tokens wasted by model calls from %s: they record no token usage "
+    "(gen_ai.usage.input_tokens / output_tokens), so their wasted tokens are unknown, not 0. To fix it: "
+    "record usage on the model call's span; an OpenAI chat stream reports it only when the request asks "
+    "(stream_options={'include_usage': True})."
+)
+"""The warning (a ``logging`` format, the scope its one argument) that a scope's model calls record no usage."""
 """Not a reason a call goes uncompared: a model call that issued a wasted call recorded no token usage (warned of
 once per scope, :meth:`WarnOnce.no_usage`)."""
 NO_GUARD: Final = "no_guard"
@@ -136,13 +143,7 @@ class WarnOnce:
     def no_usage(self, scope: str) -> None:
         """A model call that issued a wasted call recorded no token usage: its scope, once."""
         if self._first((NO_USAGE, scope)):
-            self._logger.warning(
-                "repeat guard cannot count the tokens wasted by model calls from %s: they record no token usage "
-                "(gen_ai.usage.input_tokens / output_tokens), so their wasted tokens are unknown, not 0. To fix it: "
-                "record usage on the model call's span; an OpenAI chat stream reports it only when the request asks "
-                "(stream_options={'include_usage': True}).",
-                _named(scope),
-            )
+            self._logger.warning(NO_USAGE_WARNING, _named(scope))
 
     def __call__(self, reason: str, scope: str, tool: str) -> None:
         if self._first((reason, scope)):

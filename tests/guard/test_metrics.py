@@ -11,6 +11,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import set_span_in_context
 
 from otel_repeat_guard import GuardConfig
+from otel_repeat_guard.blind_spots import NO_USAGE_WARNING
 
 from .conftest import make_harness
 
@@ -199,7 +200,7 @@ def test_wasted_tokens_come_only_from_model_calls_that_asked_for_tools_and_recor
     points = _points(reader)
     assert "repeat_tool_guard.wasted_tokens" not in points
     assert [p.attributes["gen_ai.tool.name"] for p in points["repeat_tool_guard.wasted_time"]] == ["grep"]
-    (warning,) = [r.getMessage() for r in caplog.records if "record no token usage" in r.getMessage()]
+    (warning,) = [r.getMessage() for r in caplog.records if r.msg == NO_USAGE_WARNING]
     assert "instrumentation scope 'tests'" in warning
     assert "stream_options={'include_usage': True}" in warning
 

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard.blind_spots import NO_USAGE_WARNING
 from otel_repeat_guard.canonical import arguments_key
 from otel_repeat_guard.store import SQLiteSpanExporter
 
@@ -60,7 +61,8 @@ def _agent(provider: TracerProvider) -> Any:
 def _no_errors_logged() -> Iterator[None]:
     """Fails if the guard or the store logged an error or a warning: each catches what it cannot read,
     so a log line is how a value that cost more than itself shows. The one warning these spans are meant to
-    cause is not counted: a model call that records no usage has its wasted tokens said to be unknown."""
+    cause (``NO_USAGE_WARNING``) is not counted: a model call that records no usage has its wasted tokens said
+    to be unknown."""
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -70,7 +72,7 @@ def _no_errors_logged() -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
-    assert [r.getMessage() for r in records if "record no token usage" not in r.getMessage()] == []
+    assert [r.getMessage() for r in records if r.msg != NO_USAGE_WARNING] == []
 
 
 def _calls(db: Path) -> list[tuple[Any, ...]]:
