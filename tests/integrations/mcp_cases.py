@@ -23,11 +23,31 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, null
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor
 
 from .fake_openai import MODEL, FakeOpenAI
-from .scenario import FINAL_ANSWER, PARIS, Guarded, lookup_result, tool_spans_by_run
+from .scenario import (
+    FINAL_ANSWER,
+    LOOP,
+    PARIS,
+    SCRIPT,
+    SHORT_SCRIPT,
+    Guarded,
+    assert_interleaved,
+    assert_no_event_on_non_tool_spans,
+    assert_reminders_reached_model,
+    assert_scenario_run,
+    assert_separate_runs,
+    assert_whole_chain,
+    expected_whole_chain,
+    guard_events,
+    lookup_result,
+    run_lengths,
+    tool_spans_by_run,
+    tool_spans_by_trace,
+)
 
 Connect = Callable[[], AbstractAsyncContextManager[Any]]
 """Opens an MCP client session (anything with ``list_tools`` and ``call_tool``) to a fresh :func:`make_server`."""
@@ -201,6 +221,109 @@ def seen(body: dict[str, Any]) -> list[tuple[str, str]]:
         content = message.get("content")
         out.append((role, content if isinstance(content, str) else json.dumps(message)))
     return out
+
+
+# -- the test bodies both MCP modules share -------------------------------------------------------
+# ``tool_span`` is the name of a tool's span as a format string (``"tools/call {}"``), ``scope`` the
+# instrumentation scope of the tool spans; a body returns what the module goes on to check.
+
+
+def check_one_run_and_the_reminders_reach_the_model(
+    connect: Connect, g: Guarded, *, tool_span: str, scope: str
+) -> list[ReadableSpan]:
+    """One prompt's tool spans are one run, its reminders reach the model, nothing is unguarded; returns the spans."""
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect, fake, g))
+    (spans,) = tool_spans_by_trace(g).values()
+    assert [s.name for s in spans] == [tool_span.format(tool) for tool, _ in SCRIPT]
+    assert {s.instrumentation_scope.name for s in spans} == {scope}  # type: ignore[union-attr]
+    assert_separate_runs(g, 1)
+    assert {r.agent_name for r in g.reminders} == {AGENT_LOOP}
+    assert_reminders_reached_model([seen(body) for body in fake.requests])
+    assert g.unguarded() == {}
+    report = diagnosed(g)
+    assert (report.blind_spots, report.exit_code) == ([], 0)
+    return spans
+
+
+def check_the_whole_chain_agrees(connect: Connect, gs: Guarded, *, due: bool = False, tool_spans: bool = False) -> None:
+    """Nine identical ``lookup`` calls: the reminders reach the model, and the whole chain (store, metrics) agrees."""
+    with FakeOpenAI(LOOP) as fake:
+        asyncio.run(run_prompts(connect, fake, gs, due=due, tool_spans=tool_spans))
+    assert_reminders_reached_model([seen(body) for body in fake.requests], loop=True)
+    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
+        ("lookup", 3, "gentle"),
+        ("lookup", 5, "detailed"),
+        ("lookup", 8, "detailed"),
+    ]
+    assert_whole_chain(gs, expected_whole_chain())
+
+
+def check_a_second_prompt_gets_a_fresh_chain(connect: Connect, g: Guarded) -> None:
+    """Two prompts in one conversation, each in an agent loop (a trace) of its own: each starts its chain afresh."""
+    with FakeOpenAI(SHORT_SCRIPT) as fake:
+        asyncio.run(run_prompts(connect, fake, g, prompts=2))
+    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+
+
+def check_two_concurrent_runs_have_separate_chains(connect: Connect, g: Guarded) -> None:
+    """Two agent loops at once over one MCP session are two separate runs, their calls interleaved."""
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect, fake, g, runs=2))
+    assert_separate_runs(g, 2)
+    assert_interleaved(g)
+
+
+def check_two_concurrent_runs_under_one_outer_span_have_separate_chains(connect: Connect, g: Guarded) -> None:
+    """Two agent loops at once in one trace, under OUTER: two separate runs, their calls interleaved."""
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect, fake, g, runs=2, outer=True))
+    assert len(tool_spans_by_trace(g)) == 1  # one trace: the local root would merge the runs
+    by_run = tool_spans_by_run(g, outer=OUTER)
+    assert len(by_run) == 2
+    ids = [assert_scenario_run(g, spans) for spans in by_run.values()]
+    assert len(set(ids)) == 2
+    assert_no_event_on_non_tool_spans(g)
+    assert_interleaved_under_outer(g)
+    assert g.unguarded() == {}
+
+
+def check_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(connect: Connect, g: Guarded) -> None:
+    """Two prompts in one conversation under OUTER, each in an agent loop of its own: each starts its chain afresh."""
+    with FakeOpenAI(SHORT_SCRIPT) as fake:
+        asyncio.run(run_prompts(connect, fake, g, prompts=2, outer=True))
+    assert [run_lengths(spans) for spans in tool_spans_by_run(g, outer=OUTER).values()] == [[1, 2], [1, 2]]
+
+
+def check_calls_outside_any_span_are_reported_as_without_agent(
+    connect: Connect, g: Guarded, *, tool_span: str, scope: str
+) -> list[ReadableSpan]:
+    """Three ``lookup`` calls outside any span: no event, no reminder, reported as without agent; returns their spans."""
+    asyncio.run(calls_outside_any_span(connect, 3))
+    spans = [s for s in g.exporter.get_finished_spans() if s.name == tool_span.format("lookup")]
+    assert len(spans) == 3
+    assert guard_events(g) == [] and g.reminders == []
+    assert g.unguarded() == {("no_agent", "lookup"): 3}
+    report = diagnosed(g)
+    assert blind_spots(report) == [(scope, "lookup", "no_agent", 3)]
+    assert "gen_ai.agent.id" in report.blind_spots[0].fix  # "wrap your agent loop in a span or set gen_ai.agent.id"
+    assert report.exit_code == 1
+    return spans
+
+
+def check_the_calls_are_reported_as_without_arguments(connect: Connect, g: Guarded, *, scope: str) -> Any:
+    """One prompt with no arguments recorded: no event, no reminder, each tool reported; returns the doctor's report."""
+    with FakeOpenAI() as fake:
+        asyncio.run(run_prompts(connect, fake, g))
+    assert guard_events(g) == [] and g.reminders == []
+    assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
+    report = diagnosed(g)
+    assert blind_spots(report) == [
+        (scope, "broken_lookup", "no_arguments", 2),
+        (scope, "lookup", "no_arguments", 6),
+    ]
+    assert report.exit_code == 1
+    return report
 
 
 if __name__ == "__main__":

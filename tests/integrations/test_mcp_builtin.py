@@ -45,10 +45,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from .fake_openai import FakeOpenAI
 from .mcp_cases import (
     AGENT_LOOP,
-    OUTER,
-    assert_interleaved_under_outer,
-    blind_spots,
-    calls_outside_any_span,
+    check_a_second_prompt_gets_a_fresh_chain,
+    check_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain,
+    check_calls_outside_any_span_are_reported_as_without_agent,
+    check_one_run_and_the_reminders_reach_the_model,
+    check_the_calls_are_reported_as_without_arguments,
+    check_the_whole_chain_agrees,
+    check_two_concurrent_runs_have_separate_chains,
+    check_two_concurrent_runs_under_one_outer_span_have_separate_chains,
     diagnosed,
     make_server,
     run_prompts,
@@ -60,22 +64,12 @@ from .scenario import (
     NO_PROGRESS_CONFIG,
     NO_PROGRESS_SCRIPT,
     SCRIPT,
-    SHORT_SCRIPT,
     Guarded,
     Switchboard,
-    assert_interleaved,
-    assert_no_event_on_non_tool_spans,
     assert_no_progress_from_the_model_requests,
-    assert_reminders_reached_model,
-    assert_scenario_run,
-    assert_separate_runs,
-    assert_whole_chain,
-    expected_whole_chain,
     guard_events,
     make_guarded,
     require,
-    run_lengths,
-    tool_spans_by_run,
     tool_spans_by_trace,
     with_store,
 )
@@ -88,6 +82,7 @@ from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor  # noqa: 
 
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 MCP_SCOPE = "mcp-python-sdk"
+TOOL_SPAN = "tools/call {}"  # the server's span of a call, by tool
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = Switchboard()
 TRANSPORTS = ["direct", "jsonrpc"]
@@ -168,18 +163,8 @@ def tool_span_names(g: Guarded) -> list[str]:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_one_run_and_the_reminders_reach_the_model(g: Guarded, transport: str) -> None:
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g))
-    assert tool_span_names(g) == [f"tools/call {tool}" for tool, _ in SCRIPT]
-    (spans,) = tool_spans_by_trace(g).values()
-    assert {s.instrumentation_scope.name for s in spans} == {MCP_SCOPE}  # type: ignore[union-attr]
+    spans = check_one_run_and_the_reminders_reach_the_model(connect(transport), g, tool_span=TOOL_SPAN, scope=MCP_SCOPE)
     assert not any("gen_ai.tool.call.arguments" in (s.attributes or {}) for s in spans)  # MCP records none
-    assert_separate_runs(g, 1)
-    assert {r.agent_name for r in g.reminders} == {AGENT_LOOP}
-    assert_reminders_reached_model([seen(body) for body in fake.requests])
-    assert g.unguarded() == {}
-    report = diagnosed(g)
-    assert (report.blind_spots, report.exit_code) == ([], 0)
 
 
 @pytest.mark.parametrize("transport", [*TRANSPORTS, "stdio"])
@@ -188,51 +173,30 @@ def test_the_whole_chain_agrees(gs: Guarded, transport: str) -> None:
     spans (or, over stdio, the calls counted from the model's requests) and the model calls are one run;
     each repeat wastes the usage of the model call that asked for it."""
     remote = transport == "stdio"  # no tool span here: the loop has the guard count the requests before each call
-    with FakeOpenAI(LOOP) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, gs, due=remote))
+    check_the_whole_chain_agrees(connect(transport), gs, due=remote)
     assert tool_span_names(gs) == ([] if remote else ["tools/call lookup"] * len(LOOP))
-    assert_reminders_reached_model([seen(body) for body in fake.requests], loop=True)
-    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
-        ("lookup", 3, "gentle"),
-        ("lookup", 5, "detailed"),
-        ("lookup", 8, "detailed"),
-    ]
-    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_frameworks_tool_span_around_the_servers_counts_each_call_once(gs: Guarded, transport: str) -> None:
     """Issue 24, item 4: a framework's ``execute_tool`` span around each call, and the server's own inside it
     (directly, or under the ``MCP send`` span): two tool spans of one call, counted and stored once."""
-    with FakeOpenAI(LOOP) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, gs, tool_spans=True))
+    check_the_whole_chain_agrees(connect(transport), gs, tool_spans=True)
     spans = gs.exporter.get_finished_spans()
     assert sorted(tool_span_names(gs)) == ["execute_tool lookup"] * len(LOOP) + ["tools/call lookup"] * len(LOOP)
     nested = [s for s in spans if "repeat_tool_guard.nested_in" in (s.attributes or {})]
     assert [s.name for s in nested] == ["tools/call lookup"] * len(LOOP)  # the server's: the framework's count
-    assert_reminders_reached_model([seen(body) for body in fake.requests], loop=True)
-    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
-        ("lookup", 3, "gentle"),
-        ("lookup", 5, "detailed"),
-        ("lookup", 8, "detailed"),
-    ]
-    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
-    with FakeOpenAI(SHORT_SCRIPT) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, prompts=2))
-    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+    check_a_second_prompt_gets_a_fresh_chain(connect(transport), g)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_two_concurrent_runs_have_separate_chains(g: Guarded, transport: str) -> None:
     """Two agent loops at once over one MCP session: each loop span is a trace of its own."""
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, runs=2))
-    assert_separate_runs(g, 2)
-    assert_interleaved(g)
+    check_two_concurrent_runs_have_separate_chains(connect(transport), g)
 
 
 # -- the scenario, all runs under one outer span -------------------------------------------------
@@ -240,23 +204,12 @@ def test_two_concurrent_runs_have_separate_chains(g: Guarded, transport: str) ->
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_two_concurrent_runs_under_one_outer_span_have_separate_chains(g: Guarded, transport: str) -> None:
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, runs=2, outer=True))
-    assert len(tool_spans_by_trace(g)) == 1  # one trace: the local root would merge the runs
-    by_run = tool_spans_by_run(g, outer=OUTER)
-    assert len(by_run) == 2
-    ids = [assert_scenario_run(g, spans) for spans in by_run.values()]
-    assert len(set(ids)) == 2
-    assert_no_event_on_non_tool_spans(g)
-    assert_interleaved_under_outer(g)
-    assert g.unguarded() == {}
+    check_two_concurrent_runs_under_one_outer_span_have_separate_chains(connect(transport), g)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
-    with FakeOpenAI(SHORT_SCRIPT) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, prompts=2, outer=True))
-    assert [run_lengths(spans) for spans in tool_spans_by_run(g, outer=OUTER).values()] == [[1, 2], [1, 2]]
+    check_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(connect(transport), g)
 
 
 # -- what the guard cannot compare is reported -----------------------------------------------------
@@ -264,41 +217,26 @@ def test_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(g: Guarded
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_calls_outside_any_span_are_reported_as_without_agent(g: Guarded, transport: str) -> None:
-    asyncio.run(calls_outside_any_span(connect(transport), 3))
-    spans = [s for s in g.exporter.get_finished_spans() if s.name == "tools/call lookup"]
-    assert len(spans) == 3
+    spans = check_calls_outside_any_span_are_reported_as_without_agent(
+        connect(transport), g, tool_span=TOOL_SPAN, scope=MCP_SCOPE
+    )
     if transport == "direct":
         assert [s.parent for s in spans] == [None] * 3
     else:  # under a root CLIENT span "MCP send tools/call lookup" of its own
         by_id = {s.context.span_id: s for s in g.exporter.get_finished_spans()}  # type: ignore[union-attr]
         parents = [by_id[s.parent.span_id] for s in spans]  # type: ignore[union-attr]
         assert [(p.name, p.parent) for p in parents] == [("MCP send tools/call lookup", None)] * 3
-    assert guard_events(g) == [] and g.reminders == []
-    assert g.unguarded() == {("no_agent", "lookup"): 3}
-    report = diagnosed(g)
-    assert blind_spots(report) == [(MCP_SCOPE, "lookup", "no_agent", 3)]
-    assert "gen_ai.agent.id" in report.blind_spots[0].fix  # "wrap your agent loop in a span or set gen_ai.agent.id"
-    assert report.exit_code == 1
 
 
 @pytest.mark.parametrize("capture", ["", "true"], ids=["capture-unset", "capture-true-is-not-a-mode"])
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_without_content_capture_the_calls_are_reported_as_without_arguments(g: Guarded, transport: str) -> None:
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g))
+    report = check_the_calls_are_reported_as_without_arguments(connect(transport), g, scope=MCP_SCOPE)
     chats = [s for s in g.exporter.get_finished_spans() if s.name.startswith("chat ")]
     assert len(chats) == len(SCRIPT) + 1
     assert not any("gen_ai.output.messages" in (s.attributes or {}) for s in chats)
-    assert guard_events(g) == [] and g.reminders == []
-    assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
-    report = diagnosed(g)
-    assert blind_spots(report) == [
-        (MCP_SCOPE, "broken_lookup", "no_arguments", 2),
-        (MCP_SCOPE, "lookup", "no_arguments", 6),
-    ]
     # the fix must name a mode that records content on spans: with util-genai 1.x "true" records nothing
     assert all(f"{CAPTURE}=span_only" in b.fix for b in report.blind_spots), report.blind_spots[0].fix
-    assert report.exit_code == 1
 
 
 # -- a server in a subprocess: the calls are known from the model's requests only ---------------------

@@ -17,7 +17,6 @@ wrapped), so it is instrumented once, with the global provider behind a switchbo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -31,37 +30,25 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from .fake_openai import FakeOpenAI
 from .mcp_cases import (
-    AGENT_LOOP,
-    OUTER,
-    assert_interleaved_under_outer,
-    blind_spots,
-    calls_outside_any_span,
-    diagnosed,
+    check_a_second_prompt_gets_a_fresh_chain,
+    check_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain,
+    check_calls_outside_any_span_are_reported_as_without_agent,
+    check_one_run_and_the_reminders_reach_the_model,
+    check_the_calls_are_reported_as_without_arguments,
+    check_the_whole_chain_agrees,
+    check_two_concurrent_runs_have_separate_chains,
+    check_two_concurrent_runs_under_one_outer_span_have_separate_chains,
     make_server,
-    run_prompts,
-    seen,
 )
 from .scenario import (
     LOOP,
     PARIS,
     SCRIPT,
-    SHORT_SCRIPT,
     Guarded,
     Switchboard,
-    assert_interleaved,
-    assert_no_event_on_non_tool_spans,
-    assert_reminders_reached_model,
-    assert_scenario_run,
-    assert_separate_runs,
-    assert_whole_chain,
-    expected_whole_chain,
-    guard_events,
     make_guarded,
     require,
-    run_lengths,
-    tool_spans_by_run,
     tool_spans_by_trace,
     with_store,
 )
@@ -77,6 +64,7 @@ from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor  # noqa: 
 CAPTURE = "TRACELOOP_TRACE_CONTENT"
 MODEL_CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 MCP_SCOPE = "opentelemetry.instrumentation.mcp.instrumentation"
+TOOL_SPAN = "{}.tool"  # OpenLLMetry's client-side span of a call, by tool
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = Switchboard()
 TRANSPORTS = ["memory"]
@@ -153,20 +141,10 @@ def connect(transport: str) -> partial[AbstractAsyncContextManager[Any]]:
 
 @pytest.mark.parametrize("transport", ["memory", "stdio"])
 def test_one_run_and_the_reminders_reach_the_model(g: Guarded, transport: str) -> None:
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g))
-    (spans,) = tool_spans_by_trace(g).values()
-    assert [s.name for s in spans] == [f"{tool}.tool" for tool, _ in SCRIPT]
-    assert {s.instrumentation_scope.name for s in spans} == {MCP_SCOPE}  # type: ignore[union-attr]
+    spans = check_one_run_and_the_reminders_reach_the_model(connect(transport), g, tool_span=TOOL_SPAN, scope=MCP_SCOPE)
     assert [json.loads(str((s.attributes or {})["traceloop.entity.input"])) for s in spans] == [
         {"tool_name": tool, "arguments": arguments} for tool, arguments in SCRIPT
     ]
-    assert_separate_runs(g, 1)
-    assert {r.agent_name for r in g.reminders} == {AGENT_LOOP}
-    assert_reminders_reached_model([seen(body) for body in fake.requests])
-    assert g.unguarded() == {}
-    report = diagnosed(g)
-    assert (report.blind_spots, report.exit_code) == ([], 0)
 
 
 @pytest.mark.parametrize("transport", ["memory", "stdio"])
@@ -174,33 +152,20 @@ def test_the_whole_chain_agrees(gs: Guarded, transport: str) -> None:
     """Issue 21, item 5: an agent loop calling an MCP tool nine times with the same arguments. OpenLLMetry's
     client-side tool spans and the loop's model calls are one run; each repeat wastes the usage of the
     model call that asked for it."""
-    with FakeOpenAI(LOOP) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, gs))
+    check_the_whole_chain_agrees(connect(transport), gs)
     (spans,) = tool_spans_by_trace(gs).values()
     assert [(s.name, s.instrumentation_scope.name) for s in spans] == [("lookup.tool", MCP_SCOPE)] * len(LOOP)  # type: ignore[union-attr]
-    assert_reminders_reached_model([seen(body) for body in fake.requests], loop=True)
-    assert [(r.tool_name, r.run_length, r.tier) for r in gs.reminders] == [
-        ("lookup", 3, "gentle"),
-        ("lookup", 5, "detailed"),
-        ("lookup", 8, "detailed"),
-    ]
-    assert_whole_chain(gs, expected_whole_chain())
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_second_prompt_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
-    with FakeOpenAI(SHORT_SCRIPT) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, prompts=2))
-    assert [run_lengths(spans) for spans in tool_spans_by_trace(g).values()] == [[1, 2], [1, 2]]
+    check_a_second_prompt_gets_a_fresh_chain(connect(transport), g)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_two_concurrent_runs_have_separate_chains(g: Guarded, transport: str) -> None:
     """Two agent loops at once over one MCP session: each loop span is a trace of its own."""
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, runs=2))
-    assert_separate_runs(g, 2)
-    assert_interleaved(g)
+    check_two_concurrent_runs_have_separate_chains(connect(transport), g)
 
 
 # -- the scenario, all runs under one outer span -------------------------------------------------
@@ -208,23 +173,12 @@ def test_two_concurrent_runs_have_separate_chains(g: Guarded, transport: str) ->
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_two_concurrent_runs_under_one_outer_span_have_separate_chains(g: Guarded, transport: str) -> None:
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, runs=2, outer=True))
-    assert len(tool_spans_by_trace(g)) == 1  # one trace: the local root would merge the runs
-    by_run = tool_spans_by_run(g, outer=OUTER)
-    assert len(by_run) == 2
-    ids = [assert_scenario_run(g, spans) for spans in by_run.values()]
-    assert len(set(ids)) == 2
-    assert_no_event_on_non_tool_spans(g)
-    assert_interleaved_under_outer(g)
-    assert g.unguarded() == {}
+    check_two_concurrent_runs_under_one_outer_span_have_separate_chains(connect(transport), g)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(g: Guarded, transport: str) -> None:
-    with FakeOpenAI(SHORT_SCRIPT) as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g, prompts=2, outer=True))
-    assert [run_lengths(spans) for spans in tool_spans_by_run(g, outer=OUTER).values()] == [[1, 2], [1, 2]]
+    check_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(connect(transport), g)
 
 
 # -- what the guard cannot compare is reported -----------------------------------------------------
@@ -232,33 +186,19 @@ def test_a_second_prompt_under_the_same_outer_span_gets_a_fresh_chain(g: Guarded
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_calls_outside_any_span_are_reported_as_without_agent(g: Guarded, transport: str) -> None:
-    asyncio.run(calls_outside_any_span(connect(transport), 3))
-    spans = [s for s in g.exporter.get_finished_spans() if s.name == "lookup.tool"]
+    spans = check_calls_outside_any_span_are_reported_as_without_agent(
+        connect(transport), g, tool_span=TOOL_SPAN, scope=MCP_SCOPE
+    )
     assert [(s.parent, json.loads(str((s.attributes or {})["traceloop.entity.input"]))) for s in spans] == [
         (None, {"tool_name": "lookup", "arguments": PARIS})
     ] * 3
-    assert guard_events(g) == [] and g.reminders == []
-    assert g.unguarded() == {("no_agent", "lookup"): 3}
-    report = diagnosed(g)
-    assert blind_spots(report) == [(MCP_SCOPE, "lookup", "no_agent", 3)]
-    assert "gen_ai.agent.id" in report.blind_spots[0].fix  # "wrap your agent loop in a span or set gen_ai.agent.id"
-    assert report.exit_code == 1
 
 
 @pytest.mark.parametrize("content", ["false"])
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_without_content_tracing_the_calls_are_reported_as_without_arguments(g: Guarded, transport: str) -> None:
-    with FakeOpenAI() as fake:
-        asyncio.run(run_prompts(connect(transport), fake, g))
+    report = check_the_calls_are_reported_as_without_arguments(connect(transport), g, scope=MCP_SCOPE)
     (spans,) = tool_spans_by_trace(g).values()
     assert [s.name for s in spans] == [f"{tool}.tool" for tool, _ in SCRIPT]
     assert not any("traceloop.entity.input" in (s.attributes or {}) for s in spans)
-    assert guard_events(g) == [] and g.reminders == []
-    assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
-    report = diagnosed(g)
-    assert blind_spots(report) == [
-        (MCP_SCOPE, "broken_lookup", "no_arguments", 2),
-        (MCP_SCOPE, "lookup", "no_arguments", 6),
-    ]
     assert all(CAPTURE in b.fix for b in report.blind_spots)
-    assert report.exit_code == 1
