@@ -15,6 +15,8 @@ NO_ARGUMENTS: Final = "no_arguments"
 NO_AGENT: Final = "no_agent"
 REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
 NO_USAGE: Final = "no_usage"
+"""Not a reason a call goes uncompared: a model call that issued a wasted call recorded no token usage (warned of
+once per scope, :meth:`WarnOnce.no_usage`)."""
 NO_USAGE_WARNING: Final = (
     "repeat guard cannot count the tokens wasted by model calls from %s: they record no token usage "
     "(gen_ai.usage.input_tokens / output_tokens), so their wasted tokens are unknown, not 0. To fix it: "
@@ -22,8 +24,6 @@ NO_USAGE_WARNING: Final = (
     "(stream_options={'include_usage': True})."
 )
 """The warning (a ``logging`` format, the scope its one argument) that a scope's model calls record no usage."""
-"""Not a reason a call goes uncompared: a model call that issued a wasted call recorded no token usage (warned of
-once per scope, :meth:`WarnOnce.no_usage`)."""
 NO_GUARD: Final = "no_guard"
 """A reader's reason, not the guard's: a tool span in a trace store with none of the guard's facts or events
 (the guard was not in the process that made it)."""
