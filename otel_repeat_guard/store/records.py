@@ -7,8 +7,9 @@ went over the wire, not a second opinion. Every detection a call carries (a repe
 no progress, a parallel duplicate) becomes a :class:`DetectionRow`, with the reminder of its
 kind when the call fired one; an odd event attribute is stored as unknown (None), never raised.
 
-Agent identity. An exporter sees one span at a time, not its ancestors, so the agent of a
-tool call is taken, in order, from:
+Agent identity. A span carrying the guard's facts (:data:`otel_repeat_guard.facts.RUN`) is stored under the run
+the guard decided, and nothing below applies. Without them, an exporter sees one span at a time, not its
+ancestors, so the agent of a tool call is taken, in order, from:
 
 1. the tool span's own agent id (``gen_ai.agent.id`` or the convention's equivalent);
 2. the guard's ``repeat_tool_guard.repeat`` event (present from the second call of a run);
