@@ -400,9 +400,10 @@ def model_call_row(
     """The row for ``span`` if the conventions' router marks it as a model call, else None (also for a span
     the guard marked as only wrapping the model call of record, :data:`otel_repeat_guard.facts.WRAPPER`).
 
-    Its agent: the span's own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key
-    of its parent, exactly as for a first tool call, so the exporter gives it its run's key when the
-    agent-run span arrives and a run's model calls and tool calls share one key.
+    Its agent: the run the guard decided (:data:`otel_repeat_guard.facts.RUN`) when its facts are on the span;
+    else its own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key of its parent, exactly
+    as for a first tool call, so the exporter gives it its run's key when the agent-run span arrives and a
+    run's model calls and tool calls share one key.
     """
     context = span.context
     if context is None:

@@ -88,8 +88,9 @@ _TABLES = (
         PRIMARY KEY (trace_id, span_id)
     ) WITHOUT ROWID""",
     *(
-        # One row per model-call span. The agent columns work as in tool_calls (a provisional key
-        # until the agent-run span arrives), so a run's model calls and tool calls share its key.
+        # One row per model-call span. The agent columns work as in tool_calls (the guard's run; without
+        # its facts, a provisional key until the agent-run span arrives), so a run's model calls and tool
+        # calls share its key.
         """CREATE TABLE IF NOT EXISTS model_calls (
         id INTEGER PRIMARY KEY,
         start_ns INTEGER NOT NULL,
