@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.store.schema import StoreError, check_integrity, default_db_path, open_for_reading
+from otel_repeat_guard.store.schema import (
+    StoreError,
+    check_creatable,
+    check_integrity,
+    default_db_path,
+    open_for_reading,
+)
 
 
 class CliError(Exception):
@@ -194,9 +200,10 @@ def check_store(db: Path, *, must_exist: bool) -> None:
     it stops the command with exit code 2 instead of failing writes or dashboard queries later.
     An older schema passes: every command upgrades it in place (a writer opening it does).
     """
-    if not must_exist and not db.exists():
-        return  # a writer creates it
     try:
+        if not must_exist and not db.exists():
+            check_creatable(db)  # a writer creates it, when it has something to write
+            return
         conn, _ = open_for_reading(db, upgradable=True)
         try:
             check_integrity(conn, db)

@@ -46,6 +46,7 @@ __all__ = [
     "SchemaError",
     "StoreAccessError",
     "StoreError",
+    "check_creatable",
     "check_integrity",
     "check_schema",
     "default_db_path",
@@ -174,6 +175,16 @@ def _stored_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT version FROM repeat_guard_schema").fetchone()[0])
 
 
+def check_creatable(path: Path | str) -> None:
+    """Raise :class:`StoreError` unless a store can be opened or created at ``path``: it is no directory, and
+    its directory exists (SQLite's own "unable to open database file" says neither)."""
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path} is a directory: give the store's file, such as {path / DEFAULT_DB}")
+    if not path.parent.exists():
+        raise MissingDatabaseError(f"the directory for the store {path} does not exist")
+
+
 def open_for_writing(path: Path | str) -> sqlite3.Connection:
     """Open (creating if needed) a store for the exporter: WAL mode, schema checked or created.
 
@@ -182,8 +193,7 @@ def open_for_writing(path: Path | str) -> sqlite3.Connection:
     retry, for as long as the busy timeout.
     """
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise MissingDatabaseError(f"the directory for the store {path} does not exist")
+    check_creatable(path)
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while True:
         try:
@@ -249,6 +259,8 @@ def open_for_reading(path: Path | str, *, upgradable: bool = False) -> tuple[sql
     that is about to open it). Never creates or changes the file.
     """
     path = Path(path)
+    if path.is_dir():
+        check_creatable(path)  # names it as a directory, not as a store to create with the demo
     if not path.is_file():
         raise MissingDatabaseError(
             f"no store at {path}: run `otel-repeat-guard demo --db {path}` to create one, or point "

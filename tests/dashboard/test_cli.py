@@ -80,6 +80,33 @@ def test_dashboard_on_a_missing_store_exits_2(tmp_path: Path, capsys: pytest.Cap
     assert not (tmp_path / "nope.db").exists()
 
 
+@pytest.mark.parametrize("command", ["dashboard", "demo", "ingest"])
+def test_a_directory_given_as_the_store_is_named_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Not "no store at <dir>: run the demo with --db <dir>", which the demo itself would then refuse."""
+    argv = [command, "--db", str(tmp_path)] + (["--seconds", "0"] if command == "demo" else [])
+    if command == "ingest":
+        (tmp_path / "empty.json").write_text("", encoding="utf-8")
+        argv.insert(1, str(tmp_path / "empty.json"))
+    err = error_of(capsys, argv)
+    assert (
+        err
+        == f"otel-repeat-guard: error: {tmp_path} is a directory: give the store's file, such as {tmp_path / 'repeat-guard.db'}\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == (["empty.json"] if command == "ingest" else [])
+
+
+def test_ingest_into_a_missing_directory_is_refused_even_with_nothing_to_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It used to say it ingested 0 records into a store that no command could then open."""
+    (tmp_path / "empty.json").write_text("", encoding="utf-8")
+    db = tmp_path / "nowhere" / "store.db"
+    err = error_of(capsys, ["ingest", str(tmp_path / "empty.json"), "--db", str(db)])
+    assert err == f"otel-repeat-guard: error: the directory for the store {db} does not exist\n"
+
+
 def test_dashboard_on_a_foreign_store_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "app.db"
     with sqlite3.connect(db) as conn:
