@@ -175,12 +175,20 @@ def _stored_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT version FROM repeat_guard_schema").fetchone()[0])
 
 
-def check_creatable(path: Path | str) -> None:
-    """Raise :class:`StoreError` unless a store can be opened or created at ``path``: it is no directory, and
-    its directory exists (SQLite's own "unable to open database file" says neither)."""
-    path = Path(path)
+def _refuse_other_than_a_file(path: Path) -> None:
+    """A directory, a device or a pipe where the store's file should be: named as what it is, not as a store to
+    create (which the demo would then refuse the same way) nor as SQLite's "unable to open database file"."""
     if path.is_dir():
         raise StoreError(f"{path} is a directory: give the store's file, such as {path / DEFAULT_DB}")
+    if path.exists() and not path.is_file():
+        raise StoreError(f"{path} is not a regular file: give the store's file, such as ./{DEFAULT_DB}")
+
+
+def check_creatable(path: Path | str) -> None:
+    """Raise :class:`StoreError` unless a store can be opened or created at ``path``: it is a regular file or
+    nothing yet, and its directory exists."""
+    path = Path(path)
+    _refuse_other_than_a_file(path)
     if not path.parent.exists():
         raise MissingDatabaseError(f"the directory for the store {path} does not exist")
 
@@ -259,8 +267,7 @@ def open_for_reading(path: Path | str, *, upgradable: bool = False) -> tuple[sql
     that is about to open it). Never creates or changes the file.
     """
     path = Path(path)
-    if path.is_dir():
-        check_creatable(path)  # names it as a directory, not as a store to create with the demo
+    _refuse_other_than_a_file(path)
     if not path.is_file():
         raise MissingDatabaseError(
             f"no store at {path}: run `otel-repeat-guard demo --db {path}` to create one, or point "

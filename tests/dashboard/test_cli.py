@@ -97,6 +97,16 @@ def test_a_directory_given_as_the_store_is_named_as_one(
     assert sorted(path.name for path in tmp_path.iterdir()) == (["empty.json"] if command == "ingest" else [])
 
 
+@pytest.mark.parametrize("command", ["dashboard", "demo"])
+def test_a_device_given_as_the_store_is_named_as_one(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    argv = [command, "--db", "/dev/null"] + (["--seconds", "0"] if command == "demo" else [])
+    err = error_of(capsys, argv)
+    assert (
+        err
+        == "otel-repeat-guard: error: /dev/null is not a regular file: give the store's file, such as ./repeat-guard.db\n"
+    )
+
+
 def test_ingest_into_a_missing_directory_is_refused_even_with_nothing_to_ingest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
