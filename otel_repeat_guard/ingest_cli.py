@@ -194,7 +194,8 @@ def check_input(path: Path, *, may_be_missing: bool) -> None:
 
 
 def check_store(db: Path, *, must_exist: bool) -> None:
-    """Refuse a store that is missing (if it must exist), damaged or not ours, before it is used.
+    """Refuse a store that is missing (if it must exist), cannot be made (a directory or a device at its path, a
+    missing directory), damaged or not ours, before it is used.
 
     The whole file is checked (``PRAGMA quick_check``), not only its schema, so damage deep in
     it stops the command with exit code 2 instead of failing writes or dashboard queries later.

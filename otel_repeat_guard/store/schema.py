@@ -84,7 +84,8 @@ class CorruptStoreError(SchemaError):
 
 
 class StoreAccessError(StoreError):
-    """The file or its directory cannot be written (or, for a WAL store, read) by this process."""
+    """The file or its directory cannot be written (or, for a WAL store, read) by this process, or the path names
+    a directory, a device or a pipe instead of a file."""
 
 
 def _writable(path: Path) -> bool:
@@ -179,14 +180,14 @@ def _refuse_other_than_a_file(path: Path) -> None:
     """A directory, a device or a pipe where the store's file should be: named as what it is, not as a store to
     create (which the demo would then refuse the same way) nor as SQLite's "unable to open database file"."""
     if path.is_dir():
-        raise StoreError(f"{path} is a directory: give the store's file, such as {path / DEFAULT_DB}")
+        raise StoreAccessError(f"{path} is a directory: give the store's file, such as {path / DEFAULT_DB}")
     if path.exists() and not path.is_file():
-        raise StoreError(f"{path} is not a regular file: give the store's file, such as ./{DEFAULT_DB}")
+        raise StoreAccessError(f"{path} is not a regular file: give the store's file, such as ./{DEFAULT_DB}")
 
 
 def check_creatable(path: Path | str) -> None:
-    """Raise :class:`StoreError` unless a store can be opened or created at ``path``: it is a regular file or
-    nothing yet, and its directory exists."""
+    """Raise :class:`StoreAccessError` (:class:`MissingDatabaseError` for a missing directory) unless a store can be
+    opened or created at ``path``: it is a regular file or nothing yet, and its directory exists."""
     path = Path(path)
     _refuse_other_than_a_file(path)
     if not path.parent.exists():

@@ -14,7 +14,13 @@ import pytest
 from otel_repeat_guard.cli import dashboard_command, main
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.dashboard.queries import Filters
-from otel_repeat_guard.store import SCHEMA_VERSION, open_for_reading, open_for_writing
+from otel_repeat_guard.store import (
+    SCHEMA_VERSION,
+    SQLiteSpanExporter,
+    StoreAccessError,
+    open_for_reading,
+    open_for_writing,
+)
 
 CLI = shutil.which("otel-repeat-guard") or str(Path(sys.executable).with_name("otel-repeat-guard"))
 
@@ -95,6 +101,8 @@ def test_a_directory_given_as_the_store_is_named_as_one(
         == f"otel-repeat-guard: error: {tmp_path} is a directory: give the store's file, such as {tmp_path / 'repeat-guard.db'}\n"
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == (["empty.json"] if command == "ingest" else [])
+    with pytest.raises(StoreAccessError, match="is a directory"):  # the class SQLite's "unable to open" had
+        SQLiteSpanExporter(tmp_path)
 
 
 @pytest.mark.parametrize("command", ["dashboard", "demo"])
