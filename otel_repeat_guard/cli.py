@@ -92,7 +92,10 @@ def _version_text() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="otel-repeat-guard", description="Loop hotspots of LLM agents: a scripted demo and a dashboard."
+        prog="otel-repeat-guard",
+        description="Loop hotspots of LLM agents: a scripted demo and a dashboard.",
+        epilog="Claude Code runs `otel-repeat-guard claude-code-hook` as a command hook: the event's JSON on stdin, "
+        "its answer (a reminder, when one is due) on stdout. See docs/claude-code.md.",
     )
     parser.add_argument("--version", action="version", version=_version_text())
     commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup}")

@@ -242,6 +242,7 @@ def test_every_command_has_a_description(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         main(["--help"])
     listing = capsys.readouterr().out
+    assert "otel-repeat-guard claude-code-hook" in listing  # built without the parser, so named in its epilog
     for command in ("demo", "dashboard", "ingest", "doctor"):
         with pytest.raises(SystemExit):
             main([command, "--help"])
