@@ -83,7 +83,9 @@ class HarnessQuestions(SpanProcessor):
     def _record_open(self, span: Any, span_id: int | None, decision: Decision) -> None:
         """A decision about a span still open: its events on it (the public API works; wrapping this provider's
         spans, on the copy handed on at its end), its reminders to the harness."""
-        if decision.events and self._wrapping and span_id is not None:
+        if not decision.events:  # nothing to put on the span, which may be a recorded one (playback.py)
+            pass
+        elif self._wrapping and span_id is not None:
             self._wrapped_events[span_id] = decision.events
         elif span.is_recording():
             for event, attributes in decision.events:

@@ -78,3 +78,15 @@ def test_a_missing_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
     assert main(["doctor", str(tmp_path / "nope.json")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no file at" in err
+
+
+def test_doctor_reads_a_langchain_capture_without_a_failure_logged(
+    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replayed spans are read-only: a decision at a model span's start (the calls its step asked for) is
+    recorded without asking the span whether it records, which a ReadableSpan cannot answer."""
+    capture = Path(__file__).parent.parent / "fixtures" / "langchain_openinference" / "spans.jsonl"
+    with caplog.at_level("WARNING", logger="otel_repeat_guard"):
+        assert main(["doctor", str(capture)]) == 0
+    assert [record.getMessage() for record in caplog.records] == []
+    assert "every recognised tool call can be compared" in capsys.readouterr().out
