@@ -14,7 +14,9 @@ from otel_repeat_guard.conventions.base import (
     str_or_none,
 )
 
-SpanPredicate: TypeAlias = Callable[[str, Mapping[str, Any]], bool]
+SpanPredicate: TypeAlias = Callable[[str, Mapping[str, Any]], object]
+"""A predicate answers anything with a truth: ``attributes.get("my.is_tool")`` will do (None is false). Typed
+``object``, not ``bool``: the compiled build checks a declared ``bool`` and would reject every other answer."""
 SpanMatcher: TypeAlias = str | Mapping[str, Any] | SpanPredicate
 """Which spans qualify: a span-name prefix, attribute values that must all match, or a predicate."""
 

@@ -386,6 +386,29 @@ def test_attribute_convention_with_attribute_matchers_and_agent_spans() -> None:
     assert AttributeConvention(tool_span="t:").tool_call("t:", {}, ()) is None  # a prefix and no name: not a call
 
 
+@pytest.mark.parametrize("answer", [None, 0, "", 1, "yes", [1]], ids=repr)
+def test_a_predicate_is_read_for_its_truth_whatever_it_returns(answer: object) -> None:
+    """A predicate answering None or a count (``attributes.get(...)``) is asked for its truth, as Python asks an
+    ``if``: the compiled build, too, never rejects the answer (it rejected any non-bool, span after span)."""
+    mine = AttributeConvention(
+        tool_span=lambda name, attributes: answer if attributes.get("my.kind") == "tool" else None,
+        arguments=("my.args",),
+        agent_span=lambda name, attributes: answer if name == "agent:planner" else None,
+    )
+    h = make_harness(GuardConfig(thresholds=(3,)), conventions=[mine, *DEFAULT_CONVENTIONS])
+    with h.tracer.start_as_current_span("agent:planner"):
+        for _ in range(3):
+            with h.tracer.start_as_current_span("mine", attributes={"my.kind": "tool", "my.args": "{}"}):
+                pass
+    with h.tracer.start_as_current_span("invoke_agent coder", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for _ in range(3):  # a GenAI tool span, which the predicate answers None for: the next convention's
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep"}
+            with h.tracer.start_as_current_span("execute_tool grep", attributes=attributes) as span:
+                span.set_attribute("gen_ai.tool.call.arguments", "{}")
+    expected = [("mine", "agent:planner")] if answer else []
+    assert [(r.tool_name, r.agent_name) for r in h.reminders] == [*expected, ("grep", "coder")]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
