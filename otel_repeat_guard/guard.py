@@ -157,6 +157,17 @@ class Guard:
         """The consecutive count of a chain key, or the longest of a ``gen_ai.agent.id``'s runs (see agents.py)."""
         return max(self.chains.run_length(key) for key in self._keys_of(agent_id))
 
+    def _audited(self, audit: CallAudit) -> None:
+        """Tell ``audit=`` how a call was seen; a callable that fails costs only its own record, not the count."""
+        tell = self._audit
+        try:
+            if tell is not None:
+                tell(audit)
+        except Exception:
+            logger.exception(
+                "repeat guard's audit= callable failed for %r; the call is counted all the same", audit.tool
+            )
+
     def _keys_of(self, agent_id: str) -> tuple[str, ...]:
         return (*self.agents.keys(agent_id), *self.runs.runs_of_agent(agent_id))
 
@@ -270,7 +281,7 @@ class Guard:
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
         if self._audit is not None:
-            self._audit(CallAudit(scope_of(span), tool, source, run.how, None))
+            self._audited(CallAudit(scope_of(span), tool, source, run.how, None))
         counted = self._count(
             CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
         )
@@ -424,7 +435,7 @@ class Guard:
             if call.arguments is MISSING:
                 merge(decision, self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope))
             elif self._audit is not None:
-                self._audit(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
+                self._audited(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
             facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
             requested = CountedCall(
                 run, call.tool_name, call.arguments, call_id=call.call_id, context=step.span_context, facts=facts
@@ -482,7 +493,7 @@ class Guard:
         self.metrics.unguarded(reason, tool)
         scope = scope_of(span) if scope is None else scope
         if self._audit is not None:
-            self._audit(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
+            self._audited(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
         self._warn(reason, scope, tool)
         event: EventSpec = (UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})
         return Decision([event], [], facts)

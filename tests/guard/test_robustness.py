@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from otel_repeat_guard import GuardConfig, Reminder, ToolCall
+from otel_repeat_guard.blind_spots import CallAudit
 from otel_repeat_guard.canonical import canonical_or_none
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, AgentRun, EventLike
 
@@ -89,6 +90,22 @@ def test_a_raising_callback_never_reaches_the_caller(caplog: pytest.LogCaptureFi
     assert h.exporter.get_finished_spans()[-1].name == "invoke_agent a"
     assert "on_reminder callback raised" in caplog.text
     assert "harness bug" in caplog.text
+
+
+def test_an_audit_callable_that_raises_costs_only_its_record(caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[str] = []
+
+    def audit(call: CallAudit) -> None:
+        seen.append(call.tool)
+        raise RuntimeError("audit sink down")
+
+    h = make_harness(audit=audit)
+    with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"), h.agent_run("a"):
+        for _ in range(5):
+            h.call("grep", {"q": "X"})
+    assert seen == ["grep"] * 5
+    assert [r.run_length for r in h.reminders] == [3, 5]  # every call counted all the same
+    assert caplog.text.count("audit= callable failed for 'grep'; the call is counted all the same") == 5
 
 
 class _ExplodingConvention:
