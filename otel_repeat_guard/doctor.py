@@ -163,7 +163,7 @@ class CollectorFiles:
 
 def read_files(paths: Sequence[Path]) -> CollectorFiles:
     """The spans in collector OTLP JSON files (plain, or zstd as the file exporter writes them)."""
-    from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_line  # noqa: PLC0415
+    from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_record  # noqa: PLC0415
     from otel_repeat_guard.ingest.source import FileSource  # noqa: PLC0415
 
     spans: list[ReadableSpan] = []
@@ -176,10 +176,12 @@ def read_files(paths: Sequence[Path]) -> CollectorFiles:
                     problems.append(f"{path}:{record.number}: {record.error or 'unreadable record'}")
                     continue
                 try:
-                    spans.extend(decode_line(record.data))
+                    decoded, skipped = decode_record(record.data)
                 except MalformedRecord as exc:
                     problems.append(f"{path}:{record.number}: {exc}")
                     continue
+                spans.extend(decoded)
+                problems.extend(f"{path}:{record.number}: skipped {reason}" for reason in skipped)
                 requests += 1
     return CollectorFiles(spans, problems, requests)
 

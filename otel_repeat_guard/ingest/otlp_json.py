@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from google.protobuf import json_format
@@ -62,11 +62,20 @@ def _fix_ids(item: dict[str, Any]) -> None:
             item[field] = _id_to_base64(item[field], field, 16 if field == "traceId" else 8)
 
 
-def _normalize(document: object) -> dict[str, Any]:
+def _document(data: bytes | str) -> dict[str, Any]:
+    """The record as JSON, if it is one trace request's object at its top level."""
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedRecord(f"not JSON: {exc}") from None
     if not isinstance(document, dict):
         raise MalformedRecord(f"expected a JSON object (an ExportTraceServiceRequest), got {type(document).__name__}")
     if "resourceSpans" not in document and "resource_spans" not in document:
         raise MalformedRecord("no resourceSpans: not an OTLP trace request (metrics or logs?)")
+    return document
+
+
+def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     for resource_spans in _list(document.get("resourceSpans", document.get("resource_spans"))):
         for scope_spans in _list(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
             for span in _list(scope_spans.get("spans")):
@@ -119,10 +128,10 @@ def _list(value: object) -> Iterator[dict[str, Any]]:
 
 def parse_request(data: bytes | str) -> ExportTraceServiceRequest:
     """Parse one OTLP JSON line; raises :class:`MalformedRecord` with the reason."""
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise MalformedRecord(f"not JSON: {exc}") from None
+    return _request(_document(data))
+
+
+def _request(document: dict[str, Any]) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     try:
         document = _normalize(document)
@@ -206,6 +215,61 @@ def request_spans(request: ExportTraceServiceRequest) -> list[ReadableSpan]:
     return spans
 
 
+class DecodedRecord(NamedTuple):
+    """The spans of one record, and why each span of it that could not be read was skipped."""
+
+    spans: list[ReadableSpan]
+    skipped: list[str]
+
+
+def decode_record(data: bytes | str) -> DecodedRecord:
+    """The spans of one OTLP JSON line. A Collector writes a whole batch as one line, often of many traces: a span
+    that cannot be read (an id that is not hex, a value of the wrong type) costs only itself, and is named in
+    ``skipped``. Raises :class:`MalformedRecord` when the line is not a trace request, or no span of it can be read."""
+    document = _document(data)
+    try:
+        return DecodedRecord(request_spans(_request(document)), [])
+    except MalformedRecord as whole:
+        failure = whole  # read span by span: each becomes a request of its own
+    spans: list[ReadableSpan] = []
+    skipped: list[str] = []
+    for name, piece in _one_span_requests(document):
+        try:
+            spans.extend(request_spans(_request(piece)))
+        except MalformedRecord as exc:
+            skipped.append(f"span {name!r}: {exc}")
+    if not spans:
+        raise failure
+    return DecodedRecord(spans, skipped)
+
+
+def _one_span_requests(document: dict[str, Any]) -> Iterator[tuple[object, dict[str, Any]]]:
+    """Each span of ``document`` as a request holding it alone, under its own resource and scope. A resource or
+    scope entry that is not an object is a request of its own, which fails: it is named, never dropped unsaid."""
+    for resource_spans in _entries(document.get("resourceSpans", document.get("resource_spans"))):
+        if not isinstance(resource_spans, dict):
+            yield None, {"resourceSpans": [resource_spans]}
+            continue
+        resource = _without(resource_spans, ("scopeSpans", "scope_spans"))
+        for scope_spans in _entries(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
+            if not isinstance(scope_spans, dict):
+                yield None, {"resourceSpans": [{**resource, "scopeSpans": [scope_spans]}]}
+                continue
+            scope = _without(scope_spans, ("spans",))
+            for span in _entries(scope_spans.get("spans")):
+                name = span.get("name") if isinstance(span, dict) else None
+                yield name, {"resourceSpans": [{**resource, "scopeSpans": [{**scope, "spans": [span]}]}]}
+
+
+def _entries(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _without(item: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: value for key, value in item.items() if key not in keys}
+
+
 def decode_line(data: bytes | str) -> list[ReadableSpan]:
-    """The spans of one OTLP JSON line; raises :class:`MalformedRecord` if it is not one."""
-    return request_spans(parse_request(data))
+    """The spans of one OTLP JSON line that can be read (:func:`decode_record` also says which were skipped);
+    raises :class:`MalformedRecord` if it is not one."""
+    return decode_record(data).spans

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.ingest.framing import Record
-from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_line
+from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_record
 from otel_repeat_guard.ingest.progress import Progress
 from otel_repeat_guard.ingest.replay import Replayer
 from otel_repeat_guard.ingest.source import FileSource
@@ -38,6 +38,7 @@ class IngestStats:
     records: int = 0
     requests: int = 0  # records that were OTLP trace requests
     malformed: int = 0
+    malformed_spans: int = 0  # spans of a request that could not be read, the rest of it kept
     spans: int = 0
     new_spans: int = 0
     duplicate_spans: int = 0
@@ -56,6 +57,8 @@ class IngestStats:
         if self.unstored_spans:
             text += f", {self.unstored_spans:,} with no tool call, model call or agent run to store"
         text += f"; {self.malformed:,} malformed records skipped"
+        if self.malformed_spans:
+            text += f"; {self.malformed_spans:,} malformed spans skipped"
         if self.dropped_spans:
             text += f"; {self.dropped_spans:,} spans the store cannot hold skipped"
         if self.losses:
@@ -181,10 +184,13 @@ class Ingest:
                 self._malformed(path, record.number, record.error or "unreadable record")
                 continue
             try:
-                decoded = decode_line(record.data)
+                decoded, skipped = decode_record(record.data)
             except MalformedRecord as exc:
                 self._malformed(path, record.number, str(exc))
                 continue
+            for reason in skipped:  # a span of a good record: it costs only itself
+                self.stats.malformed_spans += 1
+                self._report(f"{path}:{record.number}: skipped malformed {_shorten(reason)}")
             self.stats.requests += 1
             if self._held is not None:  # the input is collector output after all: show what was held
                 held, self._held = self._held, None

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -92,6 +93,37 @@ def test_malformed_lines_are_reported_skipped_and_counted(tmp_path: Path, guarde
     assert job.stats.malformed == 3
     assert job.stats.records == len(lines) - 1  # the blank line is no record
     assert len(store_rows(tmp_path / "store.db")) == 12  # every good line made it
+
+
+_ODD_SPANS = {
+    "an id as a number": {"spanId": 12345},
+    "an id that is not hex": {"parentSpanId": "xyz"},
+    "a time in words": {"startTimeUnixNano": "yesterday"},
+    "an integer past 64 bits": {"attributes": [{"key": "n", "value": {"intValue": "1" * 30}}]},
+    "a status as a word": {"status": "error"},
+    "attributes as an object": {"attributes": {"n": 1}},
+    "a name as a number": {"name": 5},
+    "no object at all": None,
+}
+
+
+@pytest.mark.parametrize("odd", list(_ODD_SPANS.values()), ids=list(_ODD_SPANS))
+def test_one_odd_span_costs_only_itself_not_its_batch(
+    tmp_path: Path, guarded: list[ReadableSpan], odd: dict[str, object] | None
+) -> None:
+    """A Collector writes a whole batch, often of many traces, as one line: a span of it that cannot be read is
+    skipped, named and counted, and every other span of the line is stored as if it were not there."""
+    expected = exported_rows(guarded, tmp_path / "exported.db")
+    document = orjson.loads(otlp_json_line(guarded))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.insert(2, None if odd is None else {**spans[0], "spanId": "00000000000000ff", "name": "odd", **odd})
+    path = write_lines(tmp_path / "traces.jsonl", [orjson.dumps(document)])
+    job, errors = ingest(path, tmp_path / "store.db")
+    assert store_rows(tmp_path / "store.db") == expected
+    assert (job.stats.malformed, job.stats.malformed_spans, job.stats.spans) == (0, 1, len(guarded))
+    [line] = errors.splitlines()
+    assert line.startswith(f"{path}:1: skipped malformed span ")
+    assert "1 malformed spans skipped" in job.stats.summary()
 
 
 @pytest.mark.parametrize("layout", [zstd_messages, zstd_stream], ids=["length-prefixed-frames", "native-stream"])
