@@ -15,7 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> None:
     """Start and end ``spans`` on ``processor`` in the order the SDK would have seen them live:
     each span starts at its start time and ends at its end time (at equal times, parents start
-    before children and children end before parents)."""
+    before children and children end before parents). A span given twice (a batch the Collector
+    wrote again on a retry) plays once: played twice, its call would extend its run twice."""
+    spans = distinct(spans)[0]
     depth = _depths(spans)
     steps: list[tuple[int, int, int, int, ReadableSpan]] = []
     for index, span in enumerate(spans):
@@ -29,6 +31,23 @@ def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> None:
             processor.on_start(cast(Span, span))
         else:
             processor.on_end(span)
+
+
+def distinct(spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+    """``spans`` split into the first copy of each span (by trace and span id) and the copies after it."""
+    seen: set[tuple[int, int]] = set()
+    first: list[ReadableSpan] = []
+    again: list[ReadableSpan] = []
+    for span in spans:
+        context = span.context
+        if context is not None:
+            key = (context.trace_id, context.span_id)
+            if key in seen:
+                again.append(span)
+                continue
+            seen.add(key)
+        first.append(span)
+    return first, again
 
 
 def _depths(spans: Sequence[ReadableSpan]) -> list[int]:

@@ -16,7 +16,8 @@ import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_repeat_guard.ingest import Ingest, IngestOptions
+from otel_repeat_guard.doctor import diagnose
+from otel_repeat_guard.ingest import Ingest, IngestOptions, decode_line
 from otel_repeat_guard.ingest.progress import Progress
 from otel_repeat_guard.store import SQLiteSpanExporter
 from tests.ingest.otlp import (
@@ -248,6 +249,21 @@ def test_replay_finds_the_loops_of_a_run_recorded_without_the_guard(tmp_path: Pa
     assert all(r[16] is None for r in replayed)  # no reminder was delivered to these agents
     agents = {r[7] for r in replayed}
     assert {str(a).split("#")[0] for a in agents} == {"coder-1", "researcher"}  # keyed by run, each agent's
+
+
+def test_replay_plays_a_batch_the_collector_wrote_twice_once(tmp_path: Path) -> None:
+    """A retried batch holds the same spans again: replayed twice, each call would extend its run twice."""
+    unguarded, _ = record_workload(guard=False)
+    lines = [otlp_json_line(b) for b in batches(unguarded, 3)]
+    once = write_lines(tmp_path / "once.jsonl", lines)
+    twice = write_lines(tmp_path / "twice.jsonl", [line for line in lines for _ in range(2)])
+    ingest(once, tmp_path / "once.db", replay=True)
+    job, _ = ingest(twice, tmp_path / "twice.db", replay=True)
+    assert store_rows(tmp_path / "twice.db") == store_rows(tmp_path / "once.db")
+    assert [r[15] for r in store_rows(tmp_path / "twice.db") if r[11] == "grep"] == [1, 2, 3, 4, 5]
+    assert job.stats.duplicate_spans == len(unguarded)
+    doubled = diagnose(span for line in [lines[0], *lines] for span in decode_line(line))
+    assert doubled.calls == diagnose(span for line in lines for span in decode_line(line)).calls  # doctor, too
 
 
 def test_replay_passes_guarded_traces_through(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
