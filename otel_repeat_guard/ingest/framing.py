@@ -120,6 +120,7 @@ class _ZstdStream:
         self._dctx = zstandard.ZstdDecompressor()
         self._obj = self._dctx.decompressobj()
         self._failed: str | None = None
+        self._in_frame = False  # a frame begun and not ended: at the input's end, it was cut short
 
     def feed(self, chunk: bytes) -> list[Record]:
         if self._failed is not None:
@@ -128,7 +129,8 @@ class _ZstdStream:
         try:
             while chunk:
                 out.append(self._obj.decompress(chunk))
-                if not self._obj.eof:
+                self._in_frame = not self._obj.eof
+                if self._in_frame:
                     break
                 chunk = self._obj.unused_data  # the next frame starts here
                 self._obj = self._dctx.decompressobj()
@@ -139,7 +141,10 @@ class _ZstdStream:
         return self._lines.feed(b"".join(out))
 
     def finish(self) -> list[Record]:
-        return self._lines.finish()
+        records = self._lines.finish()
+        if self._in_frame and self._failed is None:  # what the cut frame held past its last whole line is lost
+            records.append(Record(self._lines.count + 1, None, "truncated zstd stream: its last frame is cut short"))
+        return records
 
     @property
     def pending(self) -> int:

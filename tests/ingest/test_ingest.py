@@ -150,6 +150,21 @@ def test_corrupt_zstd_frame_is_skipped(tmp_path: Path, guarded: list[ReadableSpa
     assert job.stats.malformed == 1 and job.stats.records == len(lines)
 
 
+def test_a_zstd_stream_cut_inside_its_last_frame_is_reported(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
+    """The file exporter's native stream, its writer stopped mid-frame: the frames before are read, and the cut
+    one is a malformed record, never an input that simply ended."""
+    lines = [otlp_json_line(b) for b in batches(guarded, 3)]
+    whole = [zstd_stream([line]) for line in lines]  # one frame a line, back to back
+    path = tmp_path / "traces.jsonl.zst"
+    path.write_bytes(b"".join(whole[:-1]) + whole[-1][: len(whole[-1]) // 2])
+    job, errors = ingest(path, tmp_path / "store.db")
+    assert (
+        errors.splitlines()[-1]
+        == f"{path}:{len(lines)}: skipped malformed record: truncated zstd stream: its last frame is cut short"
+    )
+    assert job.stats.requests == len(lines) - 1 and job.stats.malformed >= 1
+
+
 @pytest.fixture
 def following(tmp_path: Path) -> Iterator[Callable[..., Ingest]]:
     jobs: list[tuple[Ingest, threading.Thread]] = []
