@@ -27,8 +27,8 @@ The Vercel AI SDK sets ``gen_ai.usage.input_tokens`` / ``output_tokens`` beside 
 its steps (4.3 and 6 read; they agree); its own keys come last, for the spans that carry nothing else.
 
 Cache reads and writes are part of the input tokens, as the GenAI conventions count them; they only
-change its price (see ``dashboard/costs.py``). Counts that are not non-negative integers (a string, a bool, a negative number) are unknown
-(None), never zero.
+change its price (see ``dashboard/costs.py``). Counts that are not non-negative integers (a string, a bool, a
+negative number), or are past ``MAX_TOKENS``, are unknown (None), never zero.
 """
 
 from __future__ import annotations
@@ -65,11 +65,17 @@ CACHE_WRITE_KEYS = (
 )
 
 
+MAX_TOKENS = 2**32 - 1
+"""The most tokens one model call's count may say (4,294,967,295): a thousand times any context window. A
+count past it is no count a model makes, and summed it would overflow the store's 64-bit integers (two
+of 2**63 - 1 already do), so one odd value would cost every figure of the good ones."""
+
+
 def count_of(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
-    """The first of ``keys`` whose value is a non-negative integer, else None."""
+    """The first of ``keys`` whose value is an integer from 0 to ``MAX_TOKENS``, else None."""
     for key in keys:
         value = attributes.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS:
             return value
     return None
 

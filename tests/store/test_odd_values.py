@@ -24,6 +24,9 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.blind_spots import NO_USAGE_WARNING
 from otel_repeat_guard.canonical import arguments_key
+from otel_repeat_guard.conventions.usage import MAX_TOKENS
+from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard.queries.hotspots import model_tokens
 from otel_repeat_guard.store import SQLiteSpanExporter
 
 HUGE = "9" * 5_000
@@ -226,3 +229,19 @@ def test_every_span_keeps_its_row_whatever_its_values(
         extends = i > 0 and picks[i - 1] == pick and COMPARABLE[pick]
         assert row[3] == (rows[i - 1][3] + 1 if extends else 1)
     assert len({d for d in digests.values() if d is not None}) == sum(COMPARABLE[p] for p in set(picks))
+
+
+def test_a_count_no_model_call_could_make_is_unknown_and_every_sum_holds(tmp_path: Path) -> None:
+    """2**63 - 1 tokens is a value SQLite holds, but two of them overflow every SUM the dashboard takes: a count
+    past MAX_TOKENS is no count a model call makes, so it is unknown (NULL), like a negative one."""
+    db = tmp_path / "store.db"
+    provider, _ = _provider(db)
+    with _agent(provider):
+        for tokens in (2**63 - 1, 2**63 - 1, MAX_TOKENS + 1, MAX_TOKENS, 7):
+            _model(provider, "[]", {"gen_ai.usage.input_tokens": tokens, "gen_ai.usage.output_tokens": 1})
+    provider.shutdown()
+    with sqlite3.connect(db) as conn:
+        stored = [row[0] for row in conn.execute("SELECT input_tokens FROM model_calls ORDER BY start_ns")]
+        figures = model_tokens(conn, Filters())
+    assert stored == [None, None, None, MAX_TOKENS, 7]
+    assert int(figures["input_tokens"].sum()) == MAX_TOKENS + 7
