@@ -80,12 +80,12 @@ def _enum(text: object, prefix: str) -> str:
     return value[len(prefix) :] if value.startswith(prefix) else value
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
 def _hex_id(text: object, size: int, what: str) -> int:
-    value = str(text or "")
-    try:
-        number = int(value, 16) if len(value) == size * 2 and value.isascii() and value.isalnum() else 0
-    except ValueError:
-        number = 0
+    value = str(text or "")  # hex digits only: int(_, 16) also takes "0x", "_" and spaces
+    number = int(value, 16) if len(value) == size * 2 and _HEX_DIGITS.issuperset(value) else 0
     if number == 0:
         raise MalformedRow(f"{what} {value!r} is not a {size}-byte id in hex")
     return number

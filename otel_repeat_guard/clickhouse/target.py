@@ -27,7 +27,7 @@ USER_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_USER"
 DEFAULT_DATABASE = "otel"
 DEFAULT_TABLE = "otel_traces"
 SCHEMES = ("clickhouse", "chdb")
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: "$" would let a final "\n" through
 
 
 class TargetError(StoreError, ValueError):
@@ -68,7 +68,7 @@ def is_clickhouse(store: str) -> bool:
 
 
 def _identifier(value: str, what: str) -> str:
-    if not _IDENTIFIER.match(value):
+    if not _IDENTIFIER.fullmatch(value):
         raise TargetError(f"the {what} name {value!r} is not a plain ClickHouse identifier (letters, digits, _)")
     return value
 

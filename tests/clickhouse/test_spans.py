@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_repeat_guard.clickhouse.client import ChdbClient
@@ -57,3 +58,11 @@ def test_a_row_whose_ids_are_not_hex_is_refused_alone() -> None:
         assert "TraceId 'not-hex'" in str(exc)
     else:
         raise AssertionError("a row with a bad TraceId became a span")
+
+
+@pytest.mark.parametrize("span_id", ["0x00000000000a04", "0000_0000_00a04", " 00000000000a04 "[:16]])
+def test_an_id_of_other_than_hex_digits_is_refused_not_read_as_another(span_id: str) -> None:
+    """int(_, 16) takes a 0x prefix, underscores and spaces: each of these would have become span 0xa04."""
+    row = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": span_id, "parent_id": ""}
+    with pytest.raises(ValueError, match=f"SpanId {span_id!r} is not a 8-byte id in hex"):
+        row_span(row)
