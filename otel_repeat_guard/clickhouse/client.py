@@ -125,6 +125,10 @@ class ChdbClient:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="chdb")) from None
         self.target = target
         key = str(target.path)
+        if target.path is None or not target.path.is_dir():  # chdb would make it: a typo would read as empty
+            raise ClickHouseStoreError(
+                f"no chdb data directory at {target.path}: give the directory chdb or ClickHouse keeps the table in"
+            )
         with self._lock:
             session = self._sessions.get(key)
             if session is None:

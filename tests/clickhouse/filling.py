@@ -30,6 +30,7 @@ def demo_spans(db: Path, agents: int = 8) -> list[ReadableSpan]:
 def fill(directory: Path, spans: Sequence[ReadableSpan], database: str = "otel", table: str = "otel_traces") -> Target:
     """A chdb directory whose ``database.table`` is the exporter's table holding ``spans``."""
     target = Target(database=database, table=table, path=directory)
+    directory.mkdir(parents=True, exist_ok=True)  # a store is made here: the client reads existing ones only
     client = ChdbClient(target)
     client.execute(f"CREATE DATABASE IF NOT EXISTS {database}")
     client.execute(TRACES_DDL.format(database=database, table=table))

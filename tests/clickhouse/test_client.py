@@ -45,6 +45,8 @@ def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
     [
         ("clickhouse://u:pw@h/otel", "a password in the store URL is refused"),
         ("clickhouse://h/otel?table=x;drop", "not a plain ClickHouse identifier"),
+        ("clickhouse://h/otel?table=otel_traces%0A", "not a plain ClickHouse identifier"),  # $ matches before \n
+        ("chdb:///tmp/ch?table=t&rollup=g%0A", "not a plain ClickHouse identifier"),
         ("clickhouse://h/otel?colour=red", "unknown store URL option"),
         ("clickhouse:///otel", "needs a host"),
         ("chdb://", "needs a data directory"),
@@ -130,6 +132,18 @@ def test_a_missing_chdb_table_refuses_the_commands_with_exit_2(
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "has no table otel.otel_traces" in err
+
+
+def test_a_chdb_directory_that_does_not_exist_is_refused_and_never_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped directory: reading commands say so in one line, and leave no directory behind."""
+    typo = tmp_path / "typo" / "deeper"
+    for argv in (["doctor", "--store", f"chdb://{typo}"], ["ingest", "--from", f"chdb://{typo}"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"no chdb data directory at {typo}" in err
+    assert not (tmp_path / "typo").exists()
 
 
 @pytest.mark.parametrize(
