@@ -341,12 +341,25 @@ def _command(argv: Sequence[str] | None) -> int:
             "doctor": run_doctor,
             "rollup": run_rollup,
         }
-        return commands.get(args.command, _dashboard)(args)
+        code = commands.get(args.command, _dashboard)(args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
+        return code
     except (CliError, StoreError) as exc:
         print(f"otel-repeat-guard: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted; end as a tool SIGPIPE ends, unsaid
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush finds no closed pipe to fail on."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by something with no descriptor
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,15 @@ def test_doctor_reads_a_langchain_capture_without_a_failure_logged(
         assert main(["doctor", str(capture)]) == 0
     assert [record.getMessage() for record in caplog.records] == []
     assert "every recognised tool call can be compared" in capsys.readouterr().out
+
+
+def test_a_reader_that_stops_reading_ends_doctor_without_a_traceback() -> None:
+    """``otel-repeat-guard doctor FILE | head -1``: the pipe closes before doctor writes. It ends as a tool that
+    SIGPIPE ends (141), saying nothing: no BrokenPipeError traceback under the reader's output."""
+    capture = Path(__file__).parent.parent / "fixtures" / "langchain_openinference" / "spans.jsonl"
+    command = [sys.executable, "-m", "otel_repeat_guard.cli", "doctor", str(capture)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # before the interpreter has even started: every write finds no reader
+    errors = process.stderr.read().decode()
+    assert (process.wait(timeout=60), errors) == (141, "")
