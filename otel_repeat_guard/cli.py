@@ -8,6 +8,7 @@ extra), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import signal
@@ -356,10 +357,8 @@ def _command(argv: Sequence[str] | None) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so the interpreter's last flush finds no closed pipe to fail on."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stdout replaced by one with no descriptor
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # stdout replaced by something with no descriptor
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
