@@ -22,6 +22,7 @@ import zstandard
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _SNIFF_BYTES = 8
+_BOM = b"\xef\xbb\xbf"
 _MAX_RECORD = 512 * 1024 * 1024  # a length prefix beyond this is corruption, not a request
 
 
@@ -100,6 +101,8 @@ class _Lines:
 
     def _record(self, line: bytes) -> Record | None:
         self._number += 1
+        if self._number == 1 and line.startswith(_BOM):  # a file saved by an editor that marks UTF-8
+            line = line[len(_BOM) :]
         return Record(self._number, line) if line.strip() else None
 
     @property

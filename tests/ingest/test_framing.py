@@ -43,3 +43,11 @@ def test_a_line_longer_than_the_record_bound_is_one_malformed_record_and_its_nei
     assert [(r.number, r.data) for r in records] == [(1, b"first"), (2, None), (3, b"third"), (4, None)]
     assert records[1].error == "a line of 50,000 bytes, over the 1,000 a record may be"
     assert records[3].error == records[1].error
+
+
+def test_a_byte_order_mark_opening_the_file_is_not_part_of_its_first_record() -> None:
+    """Editors on Windows save UTF-8 with a mark: the first request is read, not refused as 'not JSON'."""
+    marked = b"\xef\xbb\xbf" + DATA
+    assert _frame([marked]) == _frame([DATA])
+    assert _frame([marked[i : i + 1] for i in range(len(marked))]) == _frame([DATA])  # byte by byte
+    assert _frame([b"\xef\xbb\xbf\n" + DATA])[0] == Record(2, LINES[0])  # a mark on a line of its own: a blank line
