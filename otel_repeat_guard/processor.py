@@ -95,12 +95,12 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
         for processor in self._downstream:
-            processor.on_start(span, parent_context=context_or_none(parent_context))
+            _pass_on(processor, "on_start", span, context_or_none(parent_context))
 
     def _on_ending(self, span: Span) -> None:
         if self._wrapping:  # the guard decides in on_end and hands on copies; the hook itself is passed on
             for processor in self._downstream:
-                processor._on_ending(span)  # noqa: SLF001 - the SDK's end-of-span hook, as the provider calls it
+                _pass_on(processor, "_on_ending", span)  # the SDK's end-of-span hook, as the provider calls it
             return
         try:
             decision = self._guard.ended(span)
@@ -135,11 +135,26 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         except Exception:
             logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", shown_name(span))
         for processor in self._downstream:
-            processor.on_end(forwarded)
+            _pass_on(processor, "on_end", forwarded)
 
     def shutdown(self) -> None:
         for processor in self._downstream:
-            processor.shutdown()
+            _pass_on(processor, "shutdown")
 
     def force_flush(self, timeout_millis: object = 30000) -> bool:  # a float too, as the SDK's processors take
-        return all([processor.force_flush(flush_timeout(timeout_millis)) for processor in self._downstream])
+        timeout = flush_timeout(timeout_millis)
+        return all([_pass_on(processor, "force_flush", timeout) for processor in self._downstream])
+
+
+def _pass_on(processor: SpanProcessor, hook: str, *arguments: object) -> object:
+    """A wrapped processor's hook, as the provider would call it; one that raises (the SDK catches nothing a
+    processor raises) is logged, and the application, the guard and the other processors carry on."""
+    try:
+        return getattr(processor, hook)(*arguments)
+    except Exception:
+        logger.exception(
+            "span processor %s failed in %s; the guard and the other processors carry on",
+            type(processor).__name__,
+            hook,
+        )
+        return None

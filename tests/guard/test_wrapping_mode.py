@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+import logging
+
+import pytest
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -61,8 +65,6 @@ def test_copies_respect_event_limits(monkeypatch: object) -> None:
 
 def test_the_end_of_span_hook_is_passed_on_to_wrapped_processors() -> None:
     """A wrapped processor that relies on ``_on_ending`` (as the guard itself does) still gets it."""
-    from opentelemetry.sdk.trace import Span, SpanProcessor
-
     seen: list[str] = []
 
     class Ending(SpanProcessor):
@@ -74,3 +76,46 @@ def test_the_end_of_span_hook_is_passed_on_to_wrapped_processors() -> None:
     with provider.get_tracer("t").start_as_current_span("work"):
         pass
     assert seen == ["work"]
+
+
+def test_a_wrapped_processor_that_raises_costs_only_itself(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK catches nothing a processor raises: wrapped by the guard, one that fails in any hook is logged,
+    and the application and the processors after it carry on."""
+
+    class Broken(SpanProcessor):
+        def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+            raise RuntimeError("on_start")
+
+        def _on_ending(self, span: Span) -> None:
+            raise RuntimeError("_on_ending")
+
+        def on_end(self, span: ReadableSpan) -> None:
+            raise RuntimeError("on_end")
+
+        def shutdown(self) -> None:
+            raise RuntimeError("shutdown")
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            raise RuntimeError("force_flush")
+
+    exporter = InMemorySpanExporter()
+    reminders: list[Reminder] = []
+    guard = RepeatGuardSpanProcessor(
+        GuardConfig(thresholds=(2,)), reminders.append, downstream=[Broken(), SimpleSpanProcessor(exporter)]
+    )
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    tracer = provider.get_tracer("t")
+    with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"):
+        for _ in range(2):
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "g", "gen_ai.agent.id": "a"}
+            with tracer.start_as_current_span("execute_tool g", attributes=attributes) as span:
+                span.set_attribute("gen_ai.tool.call.arguments", "{}")
+        assert provider.force_flush() is False  # the broken one did not flush
+        provider.shutdown()
+    assert [r.run_length for r in reminders] == [2]
+    assert [len(s.events) for s in exporter.get_finished_spans()] == [0, 2]
+    assert exporter._stopped
+    failed = [r.getMessage() for r in caplog.records]
+    for hook in ("on_start", "_on_ending", "on_end", "shutdown", "force_flush"):
+        assert f"span processor Broken failed in {hook}; the guard and the other processors carry on" in failed
