@@ -3,8 +3,9 @@
 Good lines are real SDK spans (a TracerProvider with the guard), encoded by the official
 OTLP encoder and ``json_format`` exactly as the Collector's file exporter writes them.
 Bad lines are made from good ones: cut off anywhere, a field given a value of the wrong
-type, or a trace/span/parent id of the wrong length. Every bad line must be reported as
-``PATH:LINE`` and skipped; every span of every good line must be stored.
+type, or a trace/span/parent id of the wrong length. A line that is no request is reported as
+``PATH:LINE`` and skipped; one span of a request that cannot be read costs only itself (the line
+is a Collector's batch), so the other spans of that line are stored like those of every good line.
 """
 
 from __future__ import annotations
@@ -74,45 +75,65 @@ def _spans(document: dict[str, Any]) -> list[dict[str, Any]]:
     return [span for rs in document["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
 
 
+@dataclass(frozen=True)
+class BadLine:
+    data: bytes
+    kept: GoodLine | None  # one span could not be read: the rest of the line, which is stored; else nothing is
+
+
+def _without(good: GoodLine, span: dict[str, Any]) -> GoodLine | None:
+    """``good`` but ``span`` (read before it is spoiled); None when it was the line's only span."""
+    gone = (span["traceId"], span["spanId"])
+    kept = GoodLine(good.data, good.tool_spans - {gone}, good.agent_spans - {gone})
+    return kept if kept.tool_spans or kept.agent_spans else None
+
+
 @st.composite
-def truncated(draw: st.DrawFn) -> bytes:
+def truncated(draw: st.DrawFn) -> BadLine:
     line = draw(st.sampled_from(GOOD)).data
-    return line[: draw(st.integers(1, len(line) - 1))]
+    return BadLine(line[: draw(st.integers(1, len(line) - 1))], None)
 
 
 @st.composite
-def wrong_type(draw: st.DrawFn) -> bytes:
-    document = orjson.loads(draw(st.sampled_from(GOOD)).data)
+def wrong_type(draw: st.DrawFn) -> BadLine:
+    good = draw(st.sampled_from(GOOD))
+    document = orjson.loads(good.data)
     target = draw(st.sampled_from(["span", "spans", "scopeSpans", "resourceSpans", "document"]))
     if target == "document":
-        return orjson.dumps(draw(st.sampled_from([[document], "resourceSpans", 42, None, True])))
+        return BadLine(orjson.dumps(draw(st.sampled_from([[document], "resourceSpans", 42, None, True]))), None)
+    kept = None
     if target == "span":
         field = draw(st.sampled_from(sorted(WRONG_TYPES)))
-        draw(st.sampled_from(_spans(document)))[field] = draw(st.sampled_from(WRONG_TYPES[field]))
+        span = draw(st.sampled_from(_spans(document)))
+        kept = _without(good, span)
+        span[field] = draw(st.sampled_from(WRONG_TYPES[field]))
     elif target == "spans":
         document["resourceSpans"][0]["scopeSpans"][0]["spans"] = draw(st.sampled_from(["x", 7, {"name": "x"}]))
     elif target == "scopeSpans":
         document["resourceSpans"][0]["scopeSpans"] = draw(st.sampled_from(["x", 7, [7], {"spans": []}]))
     else:
         document["resourceSpans"] = draw(st.sampled_from(["x", 7, [7], {"scopeSpans": []}]))
-    return orjson.dumps(document)
+    return BadLine(orjson.dumps(document), kept)
 
 
 @st.composite
-def wrong_id(draw: st.DrawFn) -> bytes:
-    document = orjson.loads(draw(st.sampled_from(GOOD)).data)
+def wrong_id(draw: st.DrawFn) -> BadLine:
+    good = draw(st.sampled_from(GOOD))
+    document = orjson.loads(good.data)
     field = draw(st.sampled_from(sorted(BAD_LENGTHS)))
     size = draw(st.sampled_from(BAD_LENGTHS[field]))
     span = draw(st.sampled_from(_spans(document)))
+    kept = _without(good, span)
     span[field] = draw(st.text(alphabet=HEX, min_size=size, max_size=size))
-    return orjson.dumps(document)
+    return BadLine(orjson.dumps(document), kept)
 
 
 @dataclass(frozen=True)
 class Case:
     lines: list[bytes]  # without newlines; b"" is a blank line
-    good: list[GoodLine]
-    bad_numbers: list[int]
+    good: list[GoodLine]  # what is stored: the good lines, and the rest of each line that lost one span
+    bad_numbers: list[int]  # lines that are no request
+    spoiled_numbers: list[int]  # lines that lost one span
 
 
 @st.composite
@@ -120,9 +141,9 @@ def cases(draw: st.DrawFn) -> Case:
     good = draw(st.lists(st.sampled_from(GOOD), unique=True, max_size=6))
     bad = draw(st.lists(st.one_of(truncated(), wrong_type(), wrong_id()), min_size=1, max_size=6))
     blank = draw(st.integers(0, 2))
-    items: list[GoodLine | bytes | None] = [*good, *bad, *([None] * blank)]
+    items: list[GoodLine | BadLine | None] = [*good, *bad, *([None] * blank)]
     order = draw(st.permutations(range(len(items))))
-    lines, bad_numbers = [], []
+    lines, stored_lines, bad_numbers, spoiled_numbers = [], list(good), [], []
     for number, index in enumerate(order, start=1):
         item = items[index]
         if isinstance(item, GoodLine):
@@ -130,9 +151,13 @@ def cases(draw: st.DrawFn) -> Case:
         elif item is None:
             lines.append(b"")
         else:
-            lines.append(item)
-            bad_numbers.append(number)
-    return Case(lines, good, bad_numbers)
+            lines.append(item.data)
+            if item.kept is None:
+                bad_numbers.append(number)
+            else:
+                spoiled_numbers.append(number)
+                stored_lines.append(item.kept)
+    return Case(lines, stored_lines, bad_numbers, spoiled_numbers)
 
 
 def stored(db: Path, table: str) -> set[tuple[str, str]]:
@@ -157,12 +182,23 @@ def test_every_bad_line_is_reported_and_every_good_line_stored(case: Case, final
         stats = job.run()
 
         reported = errors.getvalue().splitlines()
-        assert [line.split(": skipped malformed record: ", 1)[0] for line in reported] == [
+        records = [line for line in reported if ": skipped malformed record: " in line]
+        spans = [line for line in reported if ": skipped malformed span " in line]
+        assert len(records) + len(spans) == len(reported)
+        assert [line.split(": skipped malformed record: ", 1)[0] for line in records] == [
             f"{path}:{n}" for n in case.bad_numbers
         ]
-        assert all(line.split(": skipped malformed record: ", 1)[1] for line in reported)  # each says why
-        assert stats.malformed == len(case.bad_numbers)
+        assert all(line.split(": skipped malformed record: ", 1)[1] for line in records)  # each says why
+        assert [line.split(": skipped malformed span ", 1)[0] for line in spans] == [
+            f"{path}:{n}" for n in case.spoiled_numbers
+        ]
+        assert (stats.malformed, stats.malformed_spans) == (len(case.bad_numbers), len(case.spoiled_numbers))
         assert stats.records == sum(1 for line in case.lines if line)
-        assert stats.spans == stats.new_spans == sum(len(g.tool_spans) + len(g.agent_spans) for g in case.good)
-        assert stored(db, "tool_calls") == set().union(*(g.tool_spans for g in case.good))
-        assert stored(db, "agent_runs") == set().union(*(g.agent_spans for g in case.good))
+        tools, agents = (
+            set().union(*(g.tool_spans for g in case.good)),
+            set().union(*(g.agent_spans for g in case.good)),
+        )
+        assert stats.spans == sum(len(g.tool_spans) + len(g.agent_spans) for g in case.good)
+        assert stats.new_spans == len(tools) + len(agents)  # a spoiled copy of a good line: its spans stored once
+        assert stored(db, "tool_calls") == tools
+        assert stored(db, "agent_runs") == agents
