@@ -20,6 +20,7 @@ from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.facts import WRAPPER
+from otel_repeat_guard.inputs import checked_callable
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import CountedCall, Decision
 from otel_repeat_guard.redis_store import RedisChainStore
@@ -39,9 +40,8 @@ def checked_options(
     """The guard's options checked (ValueError naming the one that is wrong): its two bounds, as integers."""
     if not isinstance(config, GuardConfig):
         raise ValueError(f"config must be a GuardConfig, got {config!r}")
-    for option, value in (("redact", redact), ("audit", audit)):
-        if value is not None and not callable(value):
-            raise ValueError(f"{option} must be callable or None, got {value!r}")
+    checked_callable("redact", redact)
+    checked_callable("audit", audit)
     return positive_int("max_agents", max_agents), positive_int("max_live_spans", max_live_spans)
 
 

@@ -10,6 +10,7 @@ naming it.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -54,7 +55,7 @@ def _has_methods(value: object, methods: tuple[str, ...]) -> bool:
     return all(callable(getattr(value, method, None)) for method in methods)
 
 
-def _sequence(option: str, value: object, methods: tuple[str, ...], what: str) -> tuple[Any, ...]:
+def checked_sequence(option: str, value: object, methods: tuple[str, ...], what: str) -> tuple[Any, ...]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(f"{option} must be a sequence of {what}, got {value!r}")
     items = tuple(value)
@@ -64,14 +65,27 @@ def _sequence(option: str, value: object, methods: tuple[str, ...], what: str) -
     return items
 
 
+def checked_callable(option: str, value: object) -> None:
+    """A callback option: None, or a plain callable. The guard calls it on the thread that ends the span and
+    awaits nothing, so an ``async def`` would only make a coroutine that never runs: refused, by name."""
+    if value is None:
+        return
+    if not callable(value):
+        raise ValueError(f"{option} must be callable or None, got {value!r}")
+    if inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(getattr(value, "__call__", None)):  # noqa: B004
+        raise ValueError(
+            f"{option} must be a plain callable, not a coroutine function (the guard awaits nothing), got {value!r}:"
+            " hand it on with loop.call_soon_threadsafe, or use a ReminderInbox"
+        )
+
+
 def checked_processor_options(
     on_reminder: object, conventions: object, downstream: object, meter_provider: object
 ) -> tuple[tuple[Any, ...], tuple[SpanProcessor, ...]]:
     """The processor's options the guard does not check itself (ValueError naming the one that is wrong):
     its conventions and downstream processors, as tuples."""
-    if on_reminder is not None and not callable(on_reminder):
-        raise ValueError(f"on_reminder must be callable or None, got {on_reminder!r}")
+    checked_callable("on_reminder", on_reminder)
     if meter_provider is not None and not callable(getattr(meter_provider, "get_meter", None)):
         raise ValueError(f"meter_provider must be an OpenTelemetry MeterProvider or None, got {meter_provider!r}")
-    checked = _sequence("conventions", conventions, _CONVENTION_METHODS, "conventions")
-    return checked, _sequence("downstream", downstream, _PROCESSOR_METHODS, "span processors")
+    checked = checked_sequence("conventions", conventions, _CONVENTION_METHODS, "conventions")
+    return checked, checked_sequence("downstream", downstream, _PROCESSOR_METHODS, "span processors")

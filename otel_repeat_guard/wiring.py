@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +39,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.inputs import flush_timeout
+from otel_repeat_guard.inputs import checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
 
@@ -273,15 +273,22 @@ def configure(
     )
 
 
-def _check_options(resource_attributes: object, span_exporters: object, metric_readers: object, store: object) -> None:
-    """configure()'s options that would otherwise fail deep in the SDK: a ValueError naming the one that is wrong."""
+def _check_options(
+    resource_attributes: object, span_exporters: object, metric_readers: object, store: object
+) -> tuple[tuple[SpanExporter, ...] | None, tuple[MetricReader, ...] | None]:
+    """configure()'s options that would otherwise fail deep in the SDK (an exporter is shut down at exit, far
+    from its cause): a ValueError naming the one that is wrong. The exporters and readers, as tuples."""
     if resource_attributes is not None and not isinstance(resource_attributes, Mapping):
         raise ValueError(f"resource_attributes must be a mapping or None, got {resource_attributes!r}")
-    for option, value in (("span_exporters", span_exporters), ("metric_readers", metric_readers)):
-        if value is not None and (isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable)):
-            raise ValueError(f"{option} must be a sequence or None, got {value!r}")
+    exporters = None
+    if span_exporters is not None:
+        exporters = checked_sequence("span_exporters", span_exporters, ("export", "shutdown"), "span exporters")
+    readers = None
+    if metric_readers is not None:
+        readers = checked_sequence("metric_readers", metric_readers, ("collect", "shutdown"), "metric readers")
     if not isinstance(store, (bool, str, Path)) or store == "":
         raise ValueError(f"store must be True, False or a path, got {store!r}")
+    return exporters, readers
 
 
 def _build(
@@ -295,7 +302,7 @@ def _build(
     store_arguments: bool,
 ) -> GuardTelemetry:
     environ = os.environ
-    _check_options(resource_attributes, span_exporters, metric_readers, store)
+    span_exporters, metric_readers = _check_options(resource_attributes, span_exporters, metric_readers, store)
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
     exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)

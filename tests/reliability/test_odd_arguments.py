@@ -197,6 +197,15 @@ def test_force_flush_with_a_timeout_that_is_no_number_flushes_with_the_default(t
     telemetry.shutdown()
 
 
+async def _async_callback(value: object) -> None:
+    return None
+
+
+class _AsyncCallable:
+    async def __call__(self, value: object) -> None:
+        return None
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
@@ -214,8 +223,11 @@ def test_force_flush_with_a_timeout_that_is_no_number_flushes_with_the_default(t
         ("downstream", [object()]),
         ("meter_provider", "x"),
         ("on_reminder", 5),
+        ("on_reminder", _async_callback),  # a coroutine that never runs: every reminder lost unsaid
+        ("on_reminder", _AsyncCallable()),
         ("redact", "x"),
         ("audit", 1),
+        ("audit", _async_callback),
         ("config", {"thresholds": [3]}),
     ],
 )
@@ -226,7 +238,15 @@ def test_an_option_of_the_wrong_type_is_a_value_error_naming_it(option: str, val
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("span_exporters", 5), ("metric_readers", "otlp"), ("resource_attributes", [1]), ("store", 5), ("config", 3)],
+    [
+        ("span_exporters", 5),
+        ("span_exporters", [5]),  # else accepted, and failing only at exit, in shutdown
+        ("metric_readers", "otlp"),
+        ("metric_readers", [5]),
+        ("resource_attributes", [1]),
+        ("store", 5),
+        ("config", 3),
+    ],
 )
 def test_configure_refuses_an_option_of_the_wrong_type_with_a_value_error_naming_it(option: str, value: Any) -> None:
     options: dict[str, Any] = {"span_exporters": [], "metric_readers": [], option: value}
