@@ -242,6 +242,8 @@ def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> i
     if _DIGITS.fullmatch(raw) is None:
         where = "" if whole is None else f" in {whole!r}"
         raise ValueError(f"{variable} ({field}) must be an integer, got {raw!r}{where} (plain ASCII digits only)")
+    if len(raw) > 100:  # past every field's limit; past 4,300 digits int() itself refuses, naming no field
+        raise ValueError(f"{variable} ({field}) is past every limit: a number of {len(raw):,} digits")
     return int(raw)
 
 

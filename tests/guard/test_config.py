@@ -137,6 +137,10 @@ def test_from_env_invalid_values_raise(env: dict[str, str], message: str) -> Non
         ({"OTEL_REPEAT_GUARD_EXCLUDE": ""}, "OTEL_REPEAT_GUARD_EXCLUDE is set but empty: exclude must not be empty"),
         ({"OTEL_REPEAT_GUARD_INCLUDE": "grep,,ls"}, "OTEL_REPEAT_GUARD_INCLUDE \\(include\\) has an empty item"),
         ({"OTEL_REPEAT_GUARD_ARGUMENTS_PREVIEW_CHARS": "9" * 30}, "arguments_preview_chars must be at most 1,000,000"),
+        (  # past int()'s own 4,300-digit limit, whose error names no variable
+            {"OTEL_REPEAT_GUARD_THRESHOLDS": "9" * 5000},
+            r"^OTEL_REPEAT_GUARD_THRESHOLDS \(thresholds\) is past every limit: a number of 5,000 digits$",
+        ),
     ],
 )
 def test_from_env_refuses_what_it_used_to_bend(env: dict[str, str], message: str) -> None:
