@@ -9,6 +9,7 @@ key: the session, and for a subagent's call its ``agent_id`` too, so a subagent 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -59,8 +60,19 @@ class Exclusions:
         return not self._filter(tool)
 
 
-def _text(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+def _text(value: Any, limit: int) -> str | None:
+    """``value`` as JSON text, at most ``limit`` characters; None when no encoder can write it (nested past the
+    stdlib's recursion limit): the attribute is then left out, and arguments left out are unknown, not equal."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = orjson.dumps(value, default=str).decode()
+        except TypeError:  # a lone surrogate (output cut inside a character), nesting past 255, a huge integer
+            try:
+                text = json.dumps(value, default=str)  # surrogates escaped, as Node's JSON.stringify writes them
+            except (ValueError, TypeError, RecursionError):
+                return None
     return text if len(text) <= limit else text[:limit]
 
 
@@ -70,17 +82,20 @@ def tool_attributes(hook_input: Mapping[str, Any], key: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
-        "gen_ai.tool.call.arguments": _text(hook_input.get("tool_input") or {}, 1 << 20),
         "gen_ai.agent.id": key,
         "gen_ai.agent.name": str(hook_input.get("agent_type") or "claude"),
         "gen_ai.provider.name": "anthropic",
         "gen_ai.conversation.id": str(hook_input.get("session_id") or ""),
     }
+    arguments = _text(hook_input.get("tool_input") or {}, 1 << 20)
+    if arguments is not None:
+        attributes["gen_ai.tool.call.arguments"] = arguments
     call_id = hook_input.get("tool_use_id")
     if call_id:
         attributes["gen_ai.tool.call.id"] = str(call_id)
-    if "tool_response" in hook_input:
-        attributes["gen_ai.tool.call.result"] = _text(hook_input["tool_response"], RESULT_CHARS)
+    result = _text(hook_input["tool_response"], RESULT_CHARS) if "tool_response" in hook_input else None
+    if result is not None:
+        attributes["gen_ai.tool.call.result"] = result
     return attributes
 
 

@@ -29,6 +29,8 @@ line on stderr and the prompt and the tool go on.
 from __future__ import annotations
 
 import dataclasses
+import json
+import json.scanner
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -120,15 +122,49 @@ def export(
             exporter.shutdown()
 
 
+MAX_DEPTH = 100_000
+"""The deepest nesting of an event read at all: past it, the event is skipped (and said so)."""
+
+
+def read_event(data: bytes) -> Any:
+    """A hook event, as Node's ``JSON.stringify`` wrote it: output cut inside a character is a lone surrogate
+    escape, which orjson refuses (the stdlib reads it), and a deep value past orjson's and the stdlib's
+    nesting limits is read by the stdlib's Python scanner, whose recursion is Python's own frames. An event
+    left unread would let the next call extend the run this one broke."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(data)
+    except RecursionError:
+        pass
+    depth = data.count(b"[") + data.count(b"{")  # at least as deep as it is
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the event nests past {MAX_DEPTH:,} levels") from None
+    decoder = json.JSONDecoder()
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + 4 * depth)  # each level is two calls of the scanner: kept with room
+    try:
+        return decoder.decode(data.decode("utf-8", "surrogatepass"))
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Read one hook event from stdin, print the answer; always 0 (errors go to stderr, one line)."""
     try:
-        hook_input = orjson.loads(sys.stdin.buffer.read() or b"{}")
+        hook_input = read_event(sys.stdin.buffer.read() or b"{}")
         if not isinstance(hook_input, dict):
             raise ValueError(f"the hook input must be a JSON object, got {type(hook_input).__name__}")
         output = handle(hook_input, os.environ)
         if output:
-            sys.stdout.write(orjson.dumps(output).decode() + "\n")
+            try:
+                text = orjson.dumps(output).decode()
+            except TypeError:  # a lone surrogate quoted from the call: escaped, as Node's JSON.stringify does
+                text = json.dumps(output)
+            sys.stdout.write(text + "\n")
             sys.stdout.flush()
     except BaseException as error:  # a hook must never block Claude Code, whatever happened
         message = str(error).splitlines()[0] if str(error) else ""

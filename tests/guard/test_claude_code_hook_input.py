@@ -1,0 +1,62 @@
+"""The Claude Code hook reads every event Claude Code writes: its JSON is Node's ``JSON.stringify``, which writes
+output cut inside a character as a lone surrogate escape. An event it could not read was skipped, and the
+next call then looked like one more of the run it broke (a false reminder)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_repeat_guard.integrations.claude_code_hook import main
+
+SESSION = "0b7c4c9e-3b1a-4f43-9d4e-1d2b7e0f5a61"
+
+
+def _event(command: str, stdout: str = "a b") -> bytes:
+    event = {
+        "session_id": SESSION,
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+        "tool_response": {"stdout": stdout, "stderr": ""},
+        "tool_use_id": f"t-{command}-{len(stdout)}",
+    }
+    return json.dumps(event).encode()
+
+
+def _answer(data: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main([]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    return out
+
+
+@pytest.mark.parametrize(
+    "cut", [b'"truncated \\ud83d"', b'"\\udc00 alone"', b"[" * 2_000 + b"1" + b"]" * 2_000], ids=repr
+)
+def test_an_event_with_a_lone_surrogate_or_deep_output_is_read_and_breaks_the_run(
+    cut: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_DB", str(tmp_path / "store.db"))
+    answers = [_answer(_event("ls"), monkeypatch, capsys) for _ in range(2)]
+    odd = _event("cat f", "x").replace(b'"x"', cut)  # the output of `cat f`, as Node wrote it
+    answers.append(_answer(odd, monkeypatch, capsys))
+    answers.append(_answer(_event("ls"), monkeypatch, capsys))  # a new run of one: `cat f` broke the last
+    assert answers == ["", "", "", ""]
+
+
+def test_a_reminder_quoting_a_lone_surrogate_is_written_as_json_escapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_DB", str(tmp_path / "store.db"))
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_THRESHOLDS", "2,3")  # the second tier, detailed, quotes the call
+    event = _event("echo X").replace(b'"command": "echo X"', b'"command": "echo \\ud83d"')
+    answers = [_answer(event, monkeypatch, capsys) for _ in range(3)]
+    assert answers[0] == "" and "\\ud83d" in answers[2]  # ASCII escapes: the line encodes as UTF-8
+    context = json.loads(answers[2])["hookSpecificOutput"]["additionalContext"]
+    assert "3 times in a row" in context and "echo \ud83d" in context
