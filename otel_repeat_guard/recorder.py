@@ -239,7 +239,12 @@ class Recorder:
     def _preview(self, text: str) -> str:
         if self._redact is not None:
             text = redacted(self._redact, text)
-        return arguments_preview(text, self._config.arguments_preview_chars)
+        preview = arguments_preview(text, self._config.arguments_preview_chars)
+        try:
+            preview.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ('\\ud83d' in ASCII arguments): no exporter writes it as is
+            return preview.encode("utf-8", "backslashreplace").decode("utf-8")
+        return preview
 
 
 def redacted(redact: Callable[[str], str], text: str) -> str:

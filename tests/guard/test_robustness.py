@@ -193,3 +193,15 @@ def test_numbers_beyond_limits_compare_exactly() -> None:
         h.call("calc", "Infinity")  # a different value
         h.call("calc", "1e400")
     assert h.run_lengths() == [1, 2, 1, 1, 1]
+
+
+def test_a_reminder_quoting_a_lone_surrogate_is_text_every_exporter_can_write() -> None:
+    """'{"text": "\\ud83d"}' is plain ASCII, but its canonical form holds a lone surrogate: quoted as it is, the
+    reminder and its event could not be encoded as UTF-8 (OTLP dropped the attribute, with a traceback)."""
+    h = make_harness()
+    with h.agent_run("a"):
+        for _ in range(5):
+            h.call("echo", '{"text": "\\ud83d"}')
+    detailed = h.reminders[-1]
+    assert detailed.tier == "detailed"
+    assert detailed.text.encode("utf-8") and detailed.arguments_preview == '{"text":"\\ud83d"}'
