@@ -53,13 +53,22 @@ class HarnessQuestions(SpanProcessor):
         """The agent's current consecutive count, 0 if none."""
         return 0 if (key := chain_key(agent_id)) is None else self._guard.run_length(key)
 
-    def chain_state(self, agent_id: str) -> list[Any] | None:
-        """The chain key's repeat chain as plain values, for a harness that keeps it between processes; None without."""
-        return self._chains.chain_state(agent_id)
+    def chain_state(self, agent_id: object) -> list[Any] | None:
+        """The chain key's repeat chain as plain values, for a harness that keeps it between processes; None without
+        (and for a key that is not a string, as ``run_length`` answers 0)."""
+        return None if (key := chain_key(agent_id)) is None else self._chains.chain_state(key)
 
-    def restore_chain(self, agent_id: str, state: list[Any]) -> None:
-        """Give the chain key what :meth:`chain_state` returned (a shared chain store keeps its own: nothing then)."""
-        self._chains.restore_chain(agent_id, state)
+    def restore_chain(self, agent_id: object, state: object) -> None:
+        """Give the chain key what :meth:`chain_state` returned (a shared chain store keeps its own: nothing then).
+        A key that is not a string is ignored; a state that is no such value is a TypeError on both builds."""
+        if (key := chain_key(agent_id)) is None:
+            return
+        if not isinstance(state, (list, tuple)) or len(state) != 4 or not isinstance(state[3], (list, tuple)):
+            raise TypeError(f"not a chain state (what chain_state returned): {state!r}")
+        try:
+            self._chains.restore_chain(key, list(state))
+        except (TypeError, ValueError) as error:  # a field of the wrong type: the compiled build's words, or Python's
+            raise TypeError(f"not a chain state (what chain_state returned): {state!r}") from error
 
     def current_agent_id(self, context: object = None) -> str | None:
         """The chain key of the current span's agent run (of ``context``), resolved as for a tool span started

@@ -58,3 +58,21 @@ def test_a_forked_child_tracker_holds_no_run_of_the_parent() -> None:
     tracker.after_fork()
     assert (len(tracker), tracker.pending, tracker.chain_state("run")) == (0, 0, None)
     assert tracker.observe("run", "grep", b"k") == 1
+
+
+@pytest.mark.parametrize("key", [None, 5, ["run"], b"run"], ids=repr)
+def test_the_processors_handover_ignores_a_key_that_is_not_a_string_alike_on_both_builds(key: object) -> None:
+    guard = RepeatGuardSpanProcessor()
+    assert guard.chain_state(key) is None  # the compiled build raised TypeError, Python an unhashable one
+    guard.restore_chain(key, ["Bash", b"k", 2, []])
+    assert len(guard._chains) == 0
+
+
+@pytest.mark.parametrize(
+    "state", ["", None, ["Bash", b"k", 2], ["Bash", "k", 2, []], ["Bash", b"k", "2", []], [1, b"k", 2, 5]]
+)
+def test_the_processor_refuses_what_is_no_chain_state_with_a_type_error_on_both_builds(state: object) -> None:
+    guard = RepeatGuardSpanProcessor()
+    with pytest.raises(TypeError, match=r"^not a chain state"):  # Python said ValueError for some, as unpacking does
+        guard.restore_chain("run", state)
+    assert guard.chain_state("run") is None
