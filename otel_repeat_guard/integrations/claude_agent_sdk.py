@@ -52,7 +52,7 @@ from otel_repeat_guard.integrations._claude import (
     record_call,
     session_prefix,
 )
-from otel_repeat_guard.integrations._common import check_sources, logger
+from otel_repeat_guard.integrations._common import check_sources, logger, unguarded
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 
@@ -90,7 +90,9 @@ class RepeatGuardHooks:
     ) -> None:
         self._guard, self._inbox = check_sources(guard, inbox)
         provider = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
-        if not isinstance(provider, TracerProvider):
+        if not isinstance(provider, TracerProvider) and self._guard is unguarded():
+            provider = trace.NoOpTracerProvider()  # no guard to record for: every call passes through, as warned
+        elif not isinstance(provider, TracerProvider):
             raise ValueError(
                 "tracer_provider must be the SDK TracerProvider the guard is on; none is set globally "
                 f"(got {provider!r}): call configure() first or pass tracer_provider=..."
