@@ -17,10 +17,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.dashboard.settings import STORE_ENV, TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
@@ -29,6 +31,7 @@ from otel_repeat_guard.ingest_cli import (
     STORE_HELP,
     CliError,
     add_ingest_commands,
+    ascii_int,
     check_store,
     run_doctor,
     run_ingest,
@@ -54,7 +57,7 @@ DEFAULT_HOST = "127.0.0.1"
 
 def _positive_int(text: str) -> int:
     try:
-        value = int(text)
+        value = ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}") from None
     if value < 1:
@@ -64,7 +67,7 @@ def _positive_int(text: str) -> int:
 
 def _port(text: str) -> int:
     try:
-        value = int(text)
+        value = ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a TCP port (1-65535), got {text!r}") from None
     if not 1 <= value <= 65535:
@@ -91,8 +94,15 @@ def _version_text() -> str:
     return f"%(prog)s {__version__} ({build_mode()})"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal is one line (argparse prints its usage block first): exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="otel-repeat-guard",
         description="Loop hotspots of LLM agents: a scripted demo and a dashboard.",
         epilog="Claude Code runs `otel-repeat-guard claude-code-hook` as a command hook: the event's JSON on stdin, "
@@ -237,6 +247,11 @@ def _checked_trace_url(trace_url: str) -> str:
 def dashboard_command(db: Path | None, host: str, port: int, trace_url: str | None) -> list[str]:
     """The Streamlit command line for the dashboard (on the SQLite store ``db``, checked first, if given)."""
     check_dashboard_extra()
+    if trace_url is None and (from_env := os.environ.get(TRACE_URL_ENV)):  # what the dashboard will read
+        try:
+            check_trace_url(from_env)
+        except ValueError as exc:
+            raise CliError(f"{TRACE_URL_ENV}: {exc}") from None
     if db is not None:
         check_store(db, must_exist=True)
     if trace_url is not None:
@@ -336,6 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        try:  # the guard's settings, read where every command reads them: one wrong is a refusal, not a traceback
+            GuardConfig.from_env()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         commands: dict[str, Callable[[argparse.Namespace], int]] = {
             "demo": run_demo,
             "ingest": run_ingest,

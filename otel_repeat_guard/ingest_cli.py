@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,14 +25,42 @@ class CliError(Exception):
     """Bad input: printed as ``otel-repeat-guard: error: ...`` with exit code 2."""
 
 
+def _plain(text: str) -> str:
+    """``text`` if it is a number written in ASCII: int() and float() also read other scripts' digits ('٣')
+    and underscores ('1_000'), which the environment's settings refuse too."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(text)
+    return text
+
+
+def ascii_int(text: str) -> int:
+    """A whole number written in plain ASCII digits; ValueError otherwise."""
+    return int(_plain(text))
+
+
 def seconds(text: str) -> float:
     try:
-        value = float(text)
+        value = float(_plain(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}") from None
     if not value >= 0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
+
+
+def seconds_between(low: float, high: float) -> Callable[[str], float]:
+    """``seconds``, from ``low`` to ``high``: a poll of no time spins a core, an endless one overflows the clock."""
+
+    def parse(text: str) -> float:
+        value = seconds(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds from {low:g} to {high:,g}, got {text}")
+        return value
+
+    return parse
+
+
+_LAST_NS = 2**63 - 1  # 2262-04-11T23:47:16.854775807Z: the last time a 64-bit nanosecond count holds
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
@@ -52,7 +81,12 @@ def time_point(text: str) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
-    return max(0, int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000)
+    ns = int(moment.timestamp()) * 1_000_000_000 + moment.microsecond * 1_000
+    if ns > _LAST_NS:
+        raise argparse.ArgumentTypeError(
+            f"must be a time before 2262-04-11 (the last a nanosecond timestamp holds), got {text!r}"
+        )
+    return max(0, ns)
 
 
 def add_range(parser: Any, what: str) -> None:
@@ -109,7 +143,9 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
         help="run the guard's chain logic over spans recorded without the guard, so their loops show too",
     )
     ingest.add_argument("--no-arguments", action="store_true", help="store argument digests only, no argument text")
-    ingest.add_argument("--poll", type=seconds, default=0.5, help="seconds between checks while following")
+    ingest.add_argument(
+        "--poll", type=seconds_between(0.01, 3600), default=0.5, help="seconds between checks while following"
+    )
     ingest.add_argument("--quiet", action="store_true", help="no progress line")
 
     doctor = commands.add_parser(
@@ -141,7 +177,7 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
     )
     rollup.add_argument(
         "--settle",
-        type=seconds,
+        type=seconds_between(0, 366 * 86_400),
         default=300.0,
         help="leave the hours that ended less than this many seconds ago to the table (default 300)",
     )

@@ -85,12 +85,19 @@ def _password(environ: Mapping[str, str]) -> str:
         raise TargetError(
             f"cannot read the ClickHouse password file ${PASSWORD_FILE_ENV} ({file}): {exc.strerror}"
         ) from None
+    except UnicodeDecodeError:
+        raise TargetError(
+            f"cannot read the ClickHouse password file ${PASSWORD_FILE_ENV} ({file}): it is not UTF-8 text"
+        ) from None
 
 
 def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     """The target ``store`` names; a TargetError (one line) when it cannot be used."""
     env = os.environ if environ is None else environ
-    parts = urlsplit(store)
+    try:
+        parts = urlsplit(store)
+    except ValueError as exc:  # an unclosed [ of an IPv6 address
+        raise TargetError(f"{store!r} is no valid store URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         if not parts.scheme:  # a file name, most likely: the embedded store is --db
