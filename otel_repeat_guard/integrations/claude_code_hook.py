@@ -152,8 +152,20 @@ def read_event(data: bytes) -> Any:
         sys.setrecursionlimit(limit)
 
 
+USAGE = (
+    f"usage: {PROGRAM} < EVENT.json\n"
+    "Claude Code runs this as a command hook, with one hook event's JSON on stdin; it prints the reminder due,\n"
+    "if any, as the hook's JSON answer, and always exits 0. It takes no options. See docs/claude-code.md."
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Read one hook event from stdin, print the answer; always 0 (errors go to stderr, one line)."""
+    """Read one hook event from stdin, print the answer; always 0 (errors go to stderr, one line). Claude Code
+    passes no arguments: any (``--help``), or a terminal on stdin, is a person, who gets the usage, not a wait."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words or sys.stdin is None or sys.stdin.isatty():
+        print(USAGE, file=sys.stdout if words[:1] in (["-h"], ["--help"]) else sys.stderr)
+        return 0
     try:
         hook_input = read_event(sys.stdin.buffer.read() or b"{}")
         if not isinstance(hook_input, dict):

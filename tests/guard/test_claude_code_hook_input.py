@@ -60,3 +60,20 @@ def test_a_reminder_quoting_a_lone_surrogate_quotes_its_escape(
     assert answers[0] == ""
     context = json.loads(answers[2])["hookSpecificOutput"]["additionalContext"]
     assert "3 times in a row" in context and '{"command":"echo \\ud83d"}' in context  # quoted as its escape
+
+
+@pytest.mark.parametrize(("argv", "shown_on"), [(["--help"], "out"), (["-h"], "out"), (["--bogus"], "err")])
+def test_a_person_asking_for_help_gets_the_usage_not_a_wait_on_stdin(
+    argv: list[str], shown_on: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Claude Code passes no arguments; a person typing ``--help`` waited on a terminal for JSON, silently."""
+
+    class Unread(io.BytesIO):
+        def read(self, *size: int | None) -> bytes:
+            raise AssertionError("stdin was read")
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(Unread()))
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    shown = out if shown_on == "out" else err
+    assert shown.startswith("usage: otel-repeat-guard claude-code-hook < EVENT.json") and "always exits 0" in shown
