@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -161,14 +162,15 @@ def run_demo(args: argparse.Namespace) -> int:
             _checked_trace_url(args.trace_url)
         check_port(args.host, args.port)  # a port taken now is refused before the demo prints a line
     check_store(db, must_exist=False)
-    start_demo_store(db, append=args.append)
-    scripts = scenario(args.agents)
-    counts = Counts()
-    verb = "adding to" if args.append else "writing to a fresh"
-    print(f"otel-repeat-guard demo: {len(scripts)} agents (plus subagents) {verb} store {db}", flush=True)
-    started = time.monotonic()
+    # the exporters' settings before the store is emptied: a refusal must leave the last demo's calls in place
     extra_exporters, meter_provider = _otlp_for_demo() if args.otlp else (None, None)
     try:
+        start_demo_store(db, append=args.append)
+        scripts = scenario(args.agents)
+        counts = Counts()
+        verb = "adding to" if args.append else "writing to a fresh"
+        print(f"otel-repeat-guard demo: {len(scripts)} agents (plus subagents) {verb} store {db}", flush=True)
+        started = time.monotonic()
         with Console(counts) as console:
             run_scenario(
                 scripts,
@@ -190,7 +192,7 @@ def run_demo(args: argparse.Namespace) -> int:
     )
     if args.dashboard:
         return run_dashboard(db, host=args.host, port=args.port, trace_url=args.trace_url)
-    print(f"see the hotspots with: otel-repeat-guard dashboard --db {db}", flush=True)
+    print(f"see the hotspots with: otel-repeat-guard dashboard --db {shlex.quote(str(db))}", flush=True)
     return 0
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 
 import streamlit as st
@@ -70,7 +71,7 @@ def main() -> None:
         bounds = reads.time_bounds(db) if reads.has_data(db) else None
         if bounds is None or int(bounds.iloc[0]["rows"]) == 0:
             st.title("Loop hotspots")
-            st.info(CLICKHOUSE_FEED_HELP if settings.clickhouse else FEED_HELP.format(db=db))
+            st.info(CLICKHOUSE_FEED_HELP if settings.clickhouse else FEED_HELP.format(db=shlex.quote(str(db))))
             return
         filters, auto, kinds = sidebar.draw(db, reads.filter_options(db), bounds)
     except (StoreError, sqlite3.Error) as exc:

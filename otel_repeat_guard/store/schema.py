@@ -10,6 +10,7 @@ their indexes and roll-ups, the version history and the upgrades from each older
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 import time
 from pathlib import Path
@@ -160,7 +161,7 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
         )
     if version < SCHEMA_VERSION and not (upgradable and version in _UPGRADES):
         hint = (
-            f"it is upgraded in place the next time a writer opens it: `otel-repeat-guard dashboard --db {path}`, "
+            f"it is upgraded in place the next time a writer opens it: `otel-repeat-guard dashboard --db {shlex.quote(str(path))}`, "
             f"an `otel-repeat-guard ingest` or a SQLiteSpanExporter"
             if version in _UPGRADES
             else "it was not written by a released otel-repeat-guard"
@@ -271,7 +272,7 @@ def open_for_reading(path: Path | str, *, upgradable: bool = False) -> tuple[sql
     _refuse_other_than_a_file(path)
     if not path.is_file():
         raise MissingDatabaseError(
-            f"no store at {path}: run `otel-repeat-guard demo --db {path}` to create one, or point "
+            f"no store at {path}: run `otel-repeat-guard demo --db {shlex.quote(str(path))}` to create one, or point "
             f"--db / ${DB_ENV} at the file your SQLiteSpanExporter writes"
         )
     try:

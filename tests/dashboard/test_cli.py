@@ -278,3 +278,28 @@ def test_ingest_replay_of_a_stored_file_says_nothing_changed(
     assert main(["ingest", str(source), "--db", str(db), "--replay", "--quiet"]) == 0
     again = capsys.readouterr().out
     assert "0 new" in again and "nothing changed: every span was in the store already" in again
+
+
+def test_a_refused_exporter_setting_leaves_the_last_demos_store_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "demo.db"
+    assert main(["demo", "--db", str(db), "--seconds", "0", "--agents", "1"]) == 0
+    before = _tool_calls(db)
+    capsys.readouterr()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "nonesuch")
+    err = error_of(capsys, ["demo", "--db", str(db), "--seconds", "0", "--otlp"])
+    assert "nonesuch" in err
+    assert before > 0 and _tool_calls(db) == before  # it used to print "writing to a fresh store", then refuse
+
+
+def test_the_commands_it_suggests_can_be_pasted_into_a_shell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "my store.db"
+    assert main(["demo", "--db", str(db), "--seconds", "0", "--agents", "1"]) == 0
+    assert f"see the hotspots with: otel-repeat-guard dashboard --db '{db}'" in capsys.readouterr().out
+    missing = tmp_path / "no store.db"
+    assert f"run `otel-repeat-guard demo --db '{missing}'` to create one" in error_of(
+        capsys, ["dashboard", "--db", str(missing)]
+    )
