@@ -99,7 +99,11 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
         elif not excluded:
             counted = state.count(hook_input, key, record_call)
     if counted.spans:
-        export(counted.spans, hook_input, environ, config)
+        try:
+            export(counted.spans, hook_input, environ, config)
+        except Exception as error:  # the chain has counted the call: its reminder is due all the same
+            said = str(error).splitlines()[0] if str(error) else ""
+            print(f"{PROGRAM}: the call is counted, but not stored: {type(error).__name__}: {said}", file=sys.stderr)
     return answer(event, counted.reminders) if event in ANSWERED else {}
 
 

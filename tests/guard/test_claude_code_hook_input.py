@@ -77,3 +77,20 @@ def test_a_person_asking_for_help_gets_the_usage_not_a_wait_on_stdin(
     out, err = capsys.readouterr()
     shown = out if shown_on == "out" else err
     assert shown.startswith("usage: otel-repeat-guard claude-code-hook < EVENT.json") and "always exits 0" in shown
+
+
+def test_a_store_that_cannot_be_written_costs_the_row_not_the_reminder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "notes.txt"
+    store.write_text("not a store\n")
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_DB", str(store))
+    said = []
+    for _ in range(3):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(_event("ls"))))
+        assert main([]) == 0
+        said.append(capsys.readouterr())
+    assert "3 times in a row" in json.loads(said[2].out)["hookSpecificOutput"]["additionalContext"]
+    assert [err.count("\n") for _, err in said] == [1, 1, 1]
+    assert said[2].err.startswith("otel-repeat-guard claude-code-hook: the call is counted, but not stored: ")
+    assert store.read_text() == "not a store\n"
