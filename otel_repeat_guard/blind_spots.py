@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Final, Literal, NamedTuple
 
 Reason = Literal["no_arguments", "no_agent"]
@@ -41,6 +42,17 @@ class CallAudit(NamedTuple):
     """``agent_id``, ``agent_id_run``, ``agent_span``, ``enclosing_span``, ``local_root``, or ``none``."""
     reason: str | None
     """Why it could not be compared (``no_arguments``, ``no_agent``), or None."""
+
+
+def tell(audit: Callable[[CallAudit], None] | None, record: CallAudit) -> None:
+    """Tell ``audit=`` how a call was seen; a callable that fails costs only its own record, not the count."""
+    try:
+        if audit is not None:
+            audit(record)
+    except Exception:
+        logging.getLogger("otel_repeat_guard").exception(
+            "repeat guard's audit= callable failed for %r; the call is counted all the same", record.tool
+        )
 
 
 _CLIENT_CAPTURE: Final = (

@@ -26,6 +26,9 @@ NESTED: Final = "repeat_tool_guard.nested_in"
 """On a tool call: the span id (16 hex digits) of the tool span of the same call that encloses it (an MCP
 server's span under its client's, :mod:`otel_repeat_guard.nesting`): that span is the call of record, counted
 once, and the store keeps no row for this one."""
+UNGUARDED: Final = "repeat_tool_guard.unguarded_reason"
+"""On a tracked tool call the guard could not key by a run: why (``no_agent``). A fact, not an event: its
+parent may be in another process, or a replay's trace may lack its root, so the store cannot see it alone."""
 CALL_EVENT: Final = "repeat_tool_guard.call"
 """The event of a call counted from a model's request, with no tool span of its own: the store's row for it."""
 

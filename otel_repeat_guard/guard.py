@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext, StatusCode, format_span_id
 
 from otel_repeat_guard.agents import AgentChains
 from otel_repeat_guard.awaited import AwaitedOutcomes
-from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
+from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce, tell
 from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
 from otel_repeat_guard.chains import ChainStore
 from otel_repeat_guard.config import GuardConfig
@@ -35,7 +35,7 @@ from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToo
 from otel_repeat_guard.conventions.openinference import langgraph_node
 from otel_repeat_guard.conventions.usage import token_usage
 from otel_repeat_guard.detectors import Call
-from otel_repeat_guard.facts import ISSUER
+from otel_repeat_guard.facts import ISSUER, UNGUARDED
 from otel_repeat_guard.fastpath import GENERAL, PlainToolSpans
 from otel_repeat_guard.guard_parts import (
     chain_store,
@@ -157,17 +157,6 @@ class Guard:
         """The consecutive count of a chain key, or the longest of a ``gen_ai.agent.id``'s runs (see agents.py)."""
         return max(self.chains.run_length(key) for key in self._keys_of(agent_id))
 
-    def _audited(self, audit: CallAudit) -> None:
-        """Tell ``audit=`` how a call was seen; a callable that fails costs only its own record, not the count."""
-        tell = self._audit
-        try:
-            if tell is not None:
-                tell(audit)
-        except Exception:
-            logger.exception(
-                "repeat guard's audit= callable failed for %r; the call is counted all the same", audit.tool
-            )
-
     def _keys_of(self, agent_id: str) -> tuple[str, ...]:
         return (*self.agents.keys(agent_id), *self.runs.runs_of_agent(agent_id))
 
@@ -249,9 +238,7 @@ class Guard:
         run = self.agents.run_of(span.parent, agent_id, agent_name)
         tracked = self.tracked[tool]
         if run is None:
-            if tracked:  # the span stays as it is: the store sees a parentless call without an agent for itself
-                self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
-            return None
+            return self._no_run(tool, span, arguments) if tracked else None
         outer = self.runs.same_call_above(span.parent, run, tool, arguments, call_id)
         if outer is not None or (call_id is not None and self.steps.was_counted(run.key, call_id)):
             # the enclosing tool span of the same call counts it, or it was counted from its request already
@@ -281,7 +268,7 @@ class Guard:
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
         if self._audit is not None:
-            self._audited(CallAudit(scope_of(span), tool, source, run.how, None))
+            tell(self._audit, CallAudit(scope_of(span), tool, source, run.how, None))
         counted = self._count(
             CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
         )
@@ -290,6 +277,13 @@ class Guard:
         if step is not None:
             self._wasted(step, tool, counted, facts)
         return counted
+
+    def _no_run(self, tool: str, span: ReadableSpan, arguments: Any) -> Decision | None:
+        """A tracked call with no run to count it in (its parent in another process, a replay's trace without its
+        root, or none): counted as not compared, and said on its span as a fact, never an event (the chain
+        semantics keep such a span's events as they were)."""
+        self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
+        return Decision([], [], {UNGUARDED: NO_AGENT}) if self.facts else None
 
     def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
         """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned). A tool
@@ -435,7 +429,7 @@ class Guard:
             if call.arguments is MISSING:
                 merge(decision, self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope))
             elif self._audit is not None:
-                self._audited(CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
+                tell(self._audit, CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
             facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
             requested = CountedCall(
                 run, call.tool_name, call.arguments, call_id=call.call_id, context=step.span_context, facts=facts
@@ -493,7 +487,7 @@ class Guard:
         self.metrics.unguarded(reason, tool)
         scope = scope_of(span) if scope is None else scope
         if self._audit is not None:
-            self._audited(CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
+            tell(self._audit, CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
         self._warn(reason, scope, tool)
         event: EventSpec = (UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})
         return Decision([event], [], facts)

@@ -43,7 +43,7 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
-from otel_repeat_guard.facts import ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
+from otel_repeat_guard.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -371,6 +371,7 @@ def tool_call_row(
             reminder_tier=tier,
             reminder_threshold=threshold,
             unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
+            or _str_or_none(attributes.get(UNGUARDED))  # the guard's decision, where its run was not to be found
             or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
             detections=guard.rows(storable_int(run_length) if run_length is not None else None),
             issuer_span_id=_str_or_none(attributes.get(ISSUER)),

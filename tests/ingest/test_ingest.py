@@ -307,3 +307,19 @@ def test_cli_ingest(tmp_path: Path, guarded: list[ReadableSpan]) -> None:
         assert conn.execute("SELECT count(*) FROM tool_calls").fetchone() == (12,)
     missing = cli("ingest", str(tmp_path / "nope.jsonl"), "--db", str(db))
     assert missing.returncode == 2 and "no file at" in missing.stderr
+
+
+def test_replay_of_calls_whose_run_never_came_says_they_could_not_be_compared(tmp_path: Path) -> None:
+    """A file holding the tool spans of a trace whose agent span is in a later file: the guard cannot key the
+    calls by their run, so they are stored as calls it could not compare (no_agent), as doctor reports them,
+    not as calls that each started a run of one."""
+    unguarded, _ = record_workload(guard=False)
+    tools = [  # the researcher's: the coder's carry their own gen_ai.agent.id, which keys them without a run
+        span for span in unguarded if span.name.startswith("execute_tool") and "gen_ai.agent.id" not in span.attributes
+    ]
+    path = write_lines(tmp_path / "part1.jsonl", [otlp_json_line(tools)])
+    ingest(path, tmp_path / "store.db", replay=True)
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        rows = conn.execute("SELECT tracked, unguarded_reason FROM tool_calls").fetchall()
+    assert len(rows) == len(tools) and set(rows) == {(1, "no_agent"), (0, None)}
+    assert diagnose(tools).exit_code == 1  # doctor says the same of the same spans
