@@ -20,7 +20,6 @@ from otel_repeat_guard.guard import Guard
 from otel_repeat_guard.harness import HarnessQuestions, ReminderCallback
 from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
-from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import EventSpec, copy_with_events, ended_id, record_on_ending_span, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -88,7 +87,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
             live = runs.live
             live[span_id] = kept  # what resolving a run needs of it, not the span (span_events.LiveSpan)
             if len(live) > runs.max_live_spans:
-                evict_oldest(live)
+                runs.live_overflowed()  # the oldest goes, and the first time a warning says why it matters
             decision = self._guard.started(span, name, attributes) if attributes else None  # most have none yet
             if decision is not None:
                 self._record_open(span, span_id, decision)

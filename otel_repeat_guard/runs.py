@@ -34,6 +34,7 @@ it is open.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -52,6 +53,13 @@ from otel_repeat_guard.facts import run_facts
 from otel_repeat_guard.nesting import same_call
 from otel_repeat_guard.rules import evict_oldest
 from otel_repeat_guard.span_events import IS_VALID, SPAN_ID, Attributes, LiveSpan, name_of
+
+logger = logging.getLogger("otel_repeat_guard")
+OVERFLOW_WARNING: Final = (
+    "repeat guard tracks at most max_live_spans=%d open spans and dropped the oldest: spans that start and never "
+    "end, or more open at once. A tool call whose agent-run span was dropped has no run, and is counted as "
+    "no_agent. To fix it: end the spans that leak, or raise max_live_spans."
+)
 
 _MAX_ANCESTRY = 64
 AGENT_ID_RUN: Final = "agent_id_run"
@@ -127,6 +135,7 @@ class RunResolver:
         "_is_model_call",
         "_lock",
         "_on_run_ended",
+        "_overflowed",
         "_read_tool",
         "_remote_open",
         "_remote_parent",
@@ -162,8 +171,17 @@ class RunResolver:
         self._remote_parent: dict[int, int] = {}  # open span with a remote parent -> that parent's span id
         self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
         self._lock = threading.Lock()
+        self._overflowed = False  # the live-span map has passed its bound (warned of once)
 
     # -- bookkeeping -------------------------------------------------------------------
+
+    def live_overflowed(self) -> None:
+        """The live-span map (the processor inserts inline) passed ``max_live_spans``: its oldest open span goes.
+        The first time, a warning says so, since an agent run's span dropped leaves its calls with no run."""
+        evict_oldest(self.live)
+        if not self._overflowed:
+            self._overflowed = True
+            logger.warning(OVERFLOW_WARNING, self.max_live_spans)
 
     def agent_id_at_start(self, name: str, attributes: Attributes) -> str | None:
         """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for the chain

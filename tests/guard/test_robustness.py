@@ -205,3 +205,20 @@ def test_a_reminder_quoting_a_lone_surrogate_is_text_every_exporter_can_write() 
     detailed = h.reminders[-1]
     assert detailed.tier == "detailed"
     assert detailed.text.encode("utf-8") and detailed.arguments_preview == '{"text":"\\ud83d"}'
+
+
+def test_a_live_span_map_past_its_bound_says_why_calls_then_have_no_run(caplog: pytest.LogCaptureFixture) -> None:
+    """Spans that leak push the run's own span out of the bounded map: its calls then have no run. The warning
+    used to blame a missing agent span ('wrap your agent loop in a span') for a loop that was wrapped."""
+    h = make_harness(max_live_spans=3)
+    with caplog.at_level(logging.WARNING, logger="otel_repeat_guard"), h.agent_run("a"):
+        for i in range(5):
+            h.tracer.start_span(f"leaked {i}")  # never ended
+        for _ in range(3):
+            h.call("grep", {"q": "X"})
+    said = [r.getMessage() for r in caplog.records if "max_live_spans" in r.getMessage()]
+    assert said == [
+        "repeat guard tracks at most max_live_spans=3 open spans and dropped the oldest: spans that start and never "
+        "end, or more open at once. A tool call whose agent-run span was dropped has no run, and is counted as "
+        "no_agent. To fix it: end the spans that leak, or raise max_live_spans."
+    ]
