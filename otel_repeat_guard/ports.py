@@ -27,6 +27,9 @@ def busy_port(host: str, port: int) -> str | None:
                     probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 probe.bind(address)
         except OSError as exc:
-            reason = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound: {exc.strerror or exc}"
-            return f"port {port} on {host} {reason}: stop what listens there or choose another with --port"
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is in use: stop what listens there or choose another with --port"
+            if exc.errno == errno.EADDRNOTAVAIL:  # the address, not the port: no interface of this host has it
+                return f"{host} is no address of this machine: give one of its own with --host (127.0.0.1 by default)"
+            return f"port {port} on {host} cannot be bound: {exc.strerror or exc}"
     return None

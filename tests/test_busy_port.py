@@ -60,3 +60,8 @@ def test_the_demo_with_a_dashboard_on_a_busy_port_refuses_before_the_demo_runs(t
     assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1)
     assert result.stderr.startswith(f"otel-repeat-guard: error: port {listener} on 127.0.0.1 is in use")
     assert not db.exists()
+
+
+def test_an_address_of_another_machine_is_named_as_the_problem_not_the_port() -> None:
+    said = busy_port("192.0.2.1", 8501)  # TEST-NET-1: never an address of this machine
+    assert said == "192.0.2.1 is no address of this machine: give one of its own with --host (127.0.0.1 by default)"
