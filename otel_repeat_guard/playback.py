@@ -12,12 +12,13 @@ from typing import cast
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 
-def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> None:
+def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
     """Start and end ``spans`` on ``processor`` in the order the SDK would have seen them live:
     each span starts at its start time and ends at its end time (at equal times, parents start
     before children and children end before parents). A span given twice (a batch the Collector
-    wrote again on a retry) plays once: played twice, its call would extend its run twice."""
-    spans = distinct(spans)[0]
+    wrote again on a retry) plays once: played twice, its call would extend its run twice. Returns
+    the copies left unplayed."""
+    spans, again = _distinct(spans)
     depth = _depths(spans)
     steps: list[tuple[int, int, int, int, ReadableSpan]] = []
     for index, span in enumerate(spans):
@@ -31,9 +32,10 @@ def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> None:
             processor.on_start(cast(Span, span))
         else:
             processor.on_end(span)
+    return again
 
 
-def distinct(spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+def _distinct(spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
     """``spans`` split into the first copy of each span (by trace and span id) and the copies after it."""
     seen: set[tuple[int, int]] = set()
     first: list[ReadableSpan] = []

@@ -126,12 +126,8 @@ def _list(value: object) -> Iterator[dict[str, Any]]:
         yield from (item for item in value if isinstance(item, dict))
 
 
-def parse_request(data: bytes | str) -> ExportTraceServiceRequest:
-    """Parse one OTLP JSON line; raises :class:`MalformedRecord` with the reason."""
-    return _request(_document(data))
-
-
 def _request(document: dict[str, Any]) -> ExportTraceServiceRequest:
+    """``document`` as the official request message; raises :class:`MalformedRecord` with the reason."""
     request = ExportTraceServiceRequest()
     try:
         document = _normalize(document)

@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
-from otel_repeat_guard.playback import distinct, play
+from otel_repeat_guard.playback import play
 from otel_repeat_guard.processor import REMINDER_EVENT, RepeatGuardSpanProcessor
 from otel_repeat_guard.span_events import replace_events
 
@@ -139,7 +139,6 @@ class Replayer:
         it as already stored), never played again."""
         if not spans:
             return []
-        spans, again = distinct(spans)
-        play(self._guard, spans)
+        again = play(self._guard, spans)
         ended, self._collect.ended = self._collect.ended, []
         return [_without_reminders(span) for span in ended] + again
