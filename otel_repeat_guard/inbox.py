@@ -58,14 +58,19 @@ class ReminderInbox:
         if not isinstance(reminder, Reminder):
             raise ValueError(f"reminder must be a Reminder, got {reminder!r}")
         with self._lock:
-            box = self._boxes.get(reminder.agent_id)
-            if box is None:
-                box = self._boxes[reminder.agent_id] = deque(maxlen=self._per_agent)
-                if len(self._boxes) > self._max_agents:
-                    self._boxes.popitem(last=False)
-            else:
-                self._boxes.move_to_end(reminder.agent_id)
-            box.append(reminder)
+            self._box(reminder.agent_id).append(reminder)
+
+    def _box(self, agent_id: str) -> deque[Reminder]:
+        """The agent's box, made (past ``max_agents``, the least recently written agent's dropped) or moved to the
+        end as the most recently written. Called under the lock."""
+        box = self._boxes.get(agent_id)
+        if box is None:
+            box = self._boxes[agent_id] = deque(maxlen=self._per_agent)
+            if len(self._boxes) > self._max_agents:
+                self._boxes.popitem(last=False)
+        else:
+            self._boxes.move_to_end(agent_id)
+        return box
 
     def drain(self, agent_id: object) -> list[Reminder]:
         """Take and return the agent's pending reminders, oldest first; none for an id that is not a string
@@ -75,6 +80,16 @@ class ReminderInbox:
         with self._lock:
             box = self._boxes.pop(agent_id, None)
         return list(box) if box else []
+
+    def give_back(self, reminders: list[Reminder]) -> None:
+        """Reminders drained for a model request that could not carry them, back before any that came since,
+        for the run's next request (an adapter's edit failed). Kept in this process, as ``put`` keeps one
+        while a shared store is down; the bound still holds, the oldest dropped first."""
+        with self._lock:
+            for reminder in reversed(reminders):
+                box = self._box(reminder.agent_id)
+                if len(box) < self._per_agent:  # a full box keeps the newer reminders, as put() does
+                    box.appendleft(reminder)
 
     def peek(self, agent_id: object) -> list[Reminder]:
         """The agent's pending reminders, oldest first, left in place (none for an id that is not a string)."""

@@ -34,9 +34,16 @@ Model-client adapters work under any framework that calls the model through thes
 - :mod:`otel_repeat_guard.integrations.litellm_client`: ``guard_litellm()``.
 
 The inbox drain is atomic, so a native adapter and a client adapter both active deliver a
-reminder once.
+reminder once. An adapter whose edit of the request fails sends it unchanged and gives the reminders
+back to the inbox for the run's next request (:func:`due_reminders`).
 """
 
-from otel_repeat_guard.integrations._common import REMINDER_CLOSE, REMINDER_OPEN, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import (
+    REMINDER_CLOSE,
+    REMINDER_OPEN,
+    due_reminders,
+    reminder_message,
+    take_reminders,
+)
 
-__all__ = ["REMINDER_CLOSE", "REMINDER_OPEN", "reminder_message", "take_reminders"]
+__all__ = ["REMINDER_CLOSE", "REMINDER_OPEN", "due_reminders", "reminder_message", "take_reminders"]

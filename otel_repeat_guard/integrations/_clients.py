@@ -29,7 +29,7 @@ from typing import Any
 
 from otel_repeat_guard.config import ENV_PREFIX
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import due_reminders, logger, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 CLIENT_ADAPTERS_ENV = ENV_PREFIX + "CLIENT_ADAPTERS"
@@ -62,17 +62,11 @@ def with_reminders(kwargs: dict[str, Any], conversation: Conversation, sources: 
     guard, inbox = sources.guard, sources.inbox
     if guard is None or inbox is None or (conversation.required and conversation.argument not in kwargs):
         return kwargs  # nothing could carry a reminder: leave it in the inbox
-    reminders = take_reminders(guard, inbox)
-    if not reminders:
-        return kwargs
-    try:
-        value = conversation.append(kwargs.get(conversation.argument), reminder_message(reminders))
-        return {**kwargs, conversation.argument: value}
-    except Exception:
-        logger.exception(
-            "repeat guard could not add %d reminder(s); the model request goes out unchanged", len(reminders)
-        )
-        return kwargs
+    with due_reminders(guard, inbox) as reminders:
+        if reminders:
+            value = conversation.append(kwargs.get(conversation.argument), reminder_message(reminders))
+            return {**kwargs, conversation.argument: value}
+    return kwargs
 
 
 def _is_async(function: Any) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from opentelemetry.context import Context
 from opentelemetry.metrics import NoOpMeterProvider
@@ -102,6 +103,41 @@ def take_reminders(
     except Exception:
         logger.exception("repeat guard could not collect reminders; the model request goes out unchanged")
         return []
+
+
+@contextmanager
+def due_reminders(
+    guard: RepeatGuardSpanProcessor,
+    inbox: ReminderInbox,
+    context: Context | None = None,
+    *,
+    framework: str | None = None,
+) -> Iterator[list[Reminder]]:
+    """The reminders due in the model request about to go out (:func:`take_reminders`), for the block that adds
+    them to it. The block never breaks the request: what it raises is logged and the request goes out as it
+    was, and the reminders go back to ``inbox`` for the run's next request. Only the stop tier's
+    :class:`RepeatGuardStop` passes, since it ends the run on purpose."""
+    reminders = take_reminders(guard, inbox, context, framework=framework)
+    try:
+        yield reminders
+    except RepeatGuardStop:
+        raise
+    except Exception:
+        logger.exception(
+            "repeat guard could not add reminders; the model request goes out unchanged%s", _waiting(reminders)
+        )
+        try:
+            inbox.give_back(reminders)
+        except Exception:
+            logger.exception("repeat guard could not keep the reminders for the run's next model request")
+
+
+def _waiting(reminders: Sequence[Reminder]) -> str:
+    if not reminders:
+        return ""
+    if len(reminders) == 1:
+        return ", and its reminder waits for the run's next one"
+    return f", and its {len(reminders)} reminders wait for the run's next one"
 
 
 def stop_if_due(reminders: Sequence[Reminder]) -> None:

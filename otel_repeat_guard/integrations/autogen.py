@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 if TYPE_CHECKING:
@@ -62,16 +62,12 @@ class RepeatGuardModelContext(_ChatCompletionContext):
 
     async def get_messages(self) -> list[Any]:
         messages: list[Any] = await self.inner.get_messages()
-        reminders = take_reminders(self._guard, self._inbox, framework="autogen")
-        if not reminders:
-            return messages
-        try:
-            from autogen_core.models import UserMessage
+        with due_reminders(self._guard, self._inbox, framework="autogen") as reminders:
+            if reminders:
+                from autogen_core.models import UserMessage
 
-            return [*messages, UserMessage(content=reminder_message(reminders), source=REMINDER_SOURCE)]
-        except Exception:
-            logger.exception("repeat guard could not add reminders; the model request goes out unchanged")
-            return messages
+                return [*messages, UserMessage(content=reminder_message(reminders), source=REMINDER_SOURCE)]
+        return messages
 
     async def clear(self) -> None:
         await self.inner.clear()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 LLMHook = Callable[[Any], None]
@@ -34,12 +34,9 @@ def repeat_guard_llm_hook(
     guard, inbox = check_sources(guard, inbox)
 
     def add_reminders(context: Any) -> None:
-        try:
-            reminders = take_reminders(guard, inbox, framework="crewai")
+        with due_reminders(guard, inbox, framework="crewai") as reminders:
             if reminders:
                 context.messages.append({"role": "user", "content": reminder_message(reminders)})
-        except Exception:
-            logger.exception("repeat guard could not add reminders; the model request goes out unchanged")
 
     return add_reminders
 

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, check_then, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, check_then, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 BeforeModelCallback = Callable[[Any, Any], Awaitable[Any]]
@@ -53,13 +53,10 @@ def repeat_guard_before_model_callback(
     by_keyword = then is not None and _binds_by_keyword(then)
 
     async def before_model_callback(callback_context: Any, llm_request: Any) -> Any:
-        try:
-            reminders = take_reminders(guard, inbox, framework="google-adk")
+        with due_reminders(guard, inbox, framework="google-adk") as reminders:
             if reminders:
                 message = types.Content(role="user", parts=[types.Part(text=reminder_message(reminders))])
                 llm_request.contents = [*(llm_request.contents or ()), message]
-        except Exception:
-            logger.exception("repeat guard could not add reminders; the model request goes out unchanged")
         if then is None:
             return None
         if by_keyword:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
@@ -34,15 +34,12 @@ class RepeatGuardHook:
 
     def run(self, state: Any) -> None:
         """Append one user message with the run's due reminders to ``state["messages"]``; never raises."""
-        try:
-            reminders = take_reminders(self._guard, self._inbox, framework="haystack")
+        with due_reminders(self._guard, self._inbox, framework="haystack") as reminders:
             if not reminders:
                 return
             from haystack.dataclasses import ChatMessage
 
             state.set("messages", [ChatMessage.from_user(reminder_message(reminders))])
-        except Exception:
-            logger.exception("repeat guard could not add reminders; the model request goes out unchanged")
 
     async def run_async(self, state: Any) -> None:
         """As :meth:`run` (it does not block), in the event loop's context."""

@@ -29,6 +29,7 @@ OpenLLMetry's ``spans[run_id].span``), else the current OTel span.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -37,10 +38,10 @@ from opentelemetry.context import Context
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import (
     check_sources,
+    due_reminders,
     logger,
     reminder_message,
     stop_if_due,
-    take_reminders,
 )
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
@@ -93,13 +94,11 @@ def _run_context() -> Context | None:
         return None
 
 
-def _due(guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> list[Reminder]:
-    return take_reminders(guard, inbox, _run_context(), framework="langchain")
+def _due(guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> AbstractContextManager[list[Reminder]]:
+    return due_reminders(guard, inbox, _run_context(), framework="langchain")
 
 
-def _with(messages: list[Any], reminders: list[Reminder]) -> list[Any] | None:
-    if not reminders:
-        return None
+def _with(messages: list[Any], reminders: list[Reminder]) -> list[Any]:
     from langchain_core.messages import HumanMessage
 
     return [*messages, HumanMessage(content=reminder_message(reminders))]
@@ -133,8 +132,10 @@ class RepeatGuardMiddleware(_AgentMiddleware):
         return update
 
     def _request(self, request: Any) -> Any:
-        messages = _with(list(request.messages), _due(self._guard, self._inbox))
-        return request if messages is None else request.override(messages=messages)
+        with _due(self._guard, self._inbox) as reminders:
+            if reminders:
+                return request.override(messages=_with(list(request.messages), reminders))
+        return request
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return handler(self._request(request))
@@ -151,8 +152,10 @@ def repeat_guard_pre_model_hook(
 
     def pre_model_hook(state: dict[str, Any]) -> dict[str, Any]:
         messages = list(state["messages"])
-        reminders = _due(guard, inbox)
-        stop_if_due(reminders)  # a pre-model hook cannot jump: the stop tier ends the run with RepeatGuardStop
-        return {"llm_input_messages": _with(messages, reminders) or messages}
+        with _due(guard, inbox) as reminders:
+            stop_if_due(reminders)  # a pre-model hook cannot jump: the stop tier ends the run with RepeatGuardStop
+            if reminders:
+                return {"llm_input_messages": _with(messages, reminders)}
+        return {"llm_input_messages": messages}
 
     return pre_model_hook

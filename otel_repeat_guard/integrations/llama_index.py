@@ -27,11 +27,13 @@ their own reminders. Tested with ``llama-index-core`` 0.14 (workflow agents, ``c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+from otel_repeat_guard.reminders import Reminder
 
 if TYPE_CHECKING:  # what the adapters use of their bases
 
@@ -52,8 +54,6 @@ else:
     from llama_index.core.agent.workflow import FunctionAgent as _FunctionAgent
     from llama_index.core.bridge.pydantic import PrivateAttr
 
-_FAILED = "repeat guard could not add reminders; the model request goes out unchanged"
-
 
 class _Sources:
     """The guard and inbox of an agent or formatter: shared, never copied (pydantic deep-copies private attributes)."""
@@ -70,18 +70,15 @@ class _Sources:
         return self
 
 
-def reminder_chat_message(sources: _Sources) -> Any:
-    """A user ``ChatMessage`` of the current run's due reminders, or None; never raises."""
-    try:
-        reminders = take_reminders(sources.guard, sources.inbox, framework="llama-index")
-        if not reminders:
-            return None
-        from llama_index.core.llms import ChatMessage, MessageRole
+def _due(sources: _Sources) -> AbstractContextManager[list[Reminder]]:
+    return due_reminders(sources.guard, sources.inbox, framework="llama-index")
 
-        return ChatMessage(role=MessageRole.USER, content=reminder_message(reminders))
-    except Exception:
-        logger.exception(_FAILED)
-        return None
+
+def _chat_message(reminders: list[Reminder]) -> Any:
+    """One user ``ChatMessage`` of ``reminders``."""
+    from llama_index.core.llms import ChatMessage, MessageRole
+
+    return ChatMessage(role=MessageRole.USER, content=reminder_message(reminders))
 
 
 class RepeatGuardFunctionAgent(_FunctionAgent):
@@ -101,13 +98,10 @@ class RepeatGuardFunctionAgent(_FunctionAgent):
         self._repeat_guard = sources
 
     async def take_step(self, ctx: Any, llm_input: list[Any], tools: Sequence[Any], memory: Any) -> Any:
-        message = reminder_chat_message(self._repeat_guard)
-        if message is not None:
-            try:
+        with _due(self._repeat_guard) as reminders:
+            if reminders:
                 scratchpad = await ctx.store.get(self.scratchpad_key, default=[])
-                await ctx.store.set(self.scratchpad_key, [*scratchpad, message])
-            except Exception:
-                logger.exception(_FAILED)
+                await ctx.store.set(self.scratchpad_key, [*scratchpad, _chat_message(reminders)])
         return await super().take_step(ctx, llm_input, tools, memory)
 
 
@@ -130,5 +124,7 @@ class RepeatGuardReActChatFormatter(_ReActChatFormatter):
 
     def format(self, tools: Sequence[Any], chat_history: list[Any], current_reasoning: Any = None) -> list[Any]:
         messages: list[Any] = super().format(tools, chat_history, current_reasoning)
-        message = reminder_chat_message(self._repeat_guard)
-        return messages if message is None else [*messages, message]
+        with _due(self._repeat_guard) as reminders:
+            if reminders:
+                return [*messages, _chat_message(reminders)]
+        return messages

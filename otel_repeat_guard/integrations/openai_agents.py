@@ -22,9 +22,9 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import (
     check_sources,
     check_then,
+    due_reminders,
     reminder_message,
     stop_if_due,
-    take_reminders,
 )
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
@@ -41,12 +41,12 @@ def repeat_guard_input_filter(
     from agents.run_config import ModelInputData
 
     async def add_reminders(data: Any) -> Any:
-        reminders = take_reminders(guard, inbox, framework="openai-agents")
-        stop_if_due(reminders)  # the stop tier ends the run: Runner.run raises RepeatGuardStop
-        if reminders:
-            model_data = data.model_data
-            item = {"role": "user", "content": reminder_message(reminders)}
-            data.model_data = ModelInputData(input=[*model_data.input, item], instructions=model_data.instructions)
+        with due_reminders(guard, inbox, framework="openai-agents") as reminders:
+            stop_if_due(reminders)  # the stop tier ends the run: Runner.run raises RepeatGuardStop
+            if reminders:
+                model_data = data.model_data
+                item = {"role": "user", "content": reminder_message(reminders)}
+                data.model_data = ModelInputData(input=[*model_data.input, item], instructions=model_data.instructions)
         if then is None:
             return data.model_data
         result = then(data)

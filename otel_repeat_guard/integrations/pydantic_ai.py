@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, reminder_message, stop_if_due, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message, stop_if_due
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 HistoryProcessor = Callable[[list[Any]], Awaitable[list[Any]]]
@@ -36,15 +36,15 @@ def repeat_guard_history_processor(
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
     async def add_reminders(messages: list[Any]) -> list[Any]:
-        reminders = take_reminders(guard, inbox, framework="pydantic-ai")
-        if not reminders:
-            return messages
-        stop_if_due(reminders)  # the stop tier ends the run: agent.run raises RepeatGuardStop
-        part = UserPromptPart(content=reminder_message(reminders))
-        last = messages[-1] if messages else None
-        if isinstance(last, ModelRequest):
-            return [*messages[:-1], dataclasses.replace(last, parts=[*last.parts, part])]
-        return [*messages, ModelRequest(parts=[part])]
+        with due_reminders(guard, inbox, framework="pydantic-ai") as reminders:
+            if reminders:
+                stop_if_due(reminders)  # the stop tier ends the run: agent.run raises RepeatGuardStop
+                part = UserPromptPart(content=reminder_message(reminders))
+                last = messages[-1] if messages else None
+                if isinstance(last, ModelRequest):
+                    return [*messages[:-1], dataclasses.replace(last, parts=[*last.parts, part])]
+                return [*messages, ModelRequest(parts=[part])]
+        return messages
 
     return add_reminders
 

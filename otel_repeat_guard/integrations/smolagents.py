@@ -26,23 +26,19 @@ from collections.abc import Callable
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
 def with_reminders(messages: Any, guard: RepeatGuardSpanProcessor, inbox: ReminderInbox) -> Any:
     """``messages`` with the current run's due reminders as one more user message, or ``messages`` itself."""
-    try:
-        reminders = take_reminders(guard, inbox, framework="smolagents")
-        if not reminders:
-            return messages
-        from smolagents.models import ChatMessage, MessageRole
+    with due_reminders(guard, inbox, framework="smolagents") as reminders:
+        if reminders:
+            from smolagents.models import ChatMessage, MessageRole
 
-        reminder = ChatMessage(role=MessageRole.USER, content=[{"type": "text", "text": reminder_message(reminders)}])
-        return [*messages, reminder]
-    except Exception:
-        logger.exception("repeat guard could not add reminders; the model request goes out unchanged")
-        return messages
+            text = reminder_message(reminders)
+            return [*messages, ChatMessage(role=MessageRole.USER, content=[{"type": "text", "text": text}])]
+    return messages
 
 
 class RepeatGuardModel:

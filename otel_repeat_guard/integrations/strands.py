@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._common import check_sources, logger, reminder_message, take_reminders
+from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 
@@ -50,9 +50,6 @@ class RepeatGuardHooks:
 
     def before_model_call(self, event: Any) -> None:
         """Drain the current run's reminders into ``event.agent.messages``; never raises."""
-        try:
-            reminders = take_reminders(self._guard, self._inbox, framework="strands")
+        with due_reminders(self._guard, self._inbox, framework="strands") as reminders:
             if reminders:
                 add_reminder(event.agent.messages, reminder_message(reminders))
-        except Exception:
-            logger.exception("repeat guard could not add reminders; the model request goes out unchanged")

@@ -35,6 +35,26 @@ def test_inbox_is_bounded() -> None:
     assert [r.run_length for r in inbox.drain("c")] == [3, 4]
 
 
+def test_reminders_given_back_come_before_later_ones_and_the_bound_keeps_the_newest() -> None:
+    inbox = ReminderInbox(per_agent=3)
+    h = make_harness(GuardConfig(thresholds=(2, 3, 4, 5, 6)))
+    h.guard._on_reminder = inbox.put
+    for _ in range(3):
+        h.call("grep", {"q": "X"}, agent_id="alice")
+    drained = inbox.drain("alice")
+    assert [r.run_length for r in drained] == [2, 3]
+    h.call("grep", {"q": "X"}, agent_id="alice")  # raised while the request that drained was being edited
+    inbox.give_back(drained)
+    assert [r.run_length for r in inbox.peek("alice")] == [2, 3, 4]
+    drained = inbox.drain("alice")
+    for _ in range(2):
+        h.call("grep", {"q": "X"}, agent_id="alice")
+    inbox.give_back(drained)  # five for a box of three: the oldest given back go first
+    assert [r.run_length for r in inbox.drain("alice")] == [4, 5, 6]
+    inbox.give_back([])
+    assert inbox.pending() == []
+
+
 def test_inbox_under_concurrent_puts() -> None:
     inbox = ReminderInbox(per_agent=1000)
     guard_reminders = make_harness(GuardConfig(thresholds=(2,)))

@@ -18,10 +18,12 @@ from .scenario import (
     SHORT_SCRIPT,
     Guarded,
     Switchboard,
+    assert_gentle_reminder_came_one_request_late,
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
     assert_whole_chain,
+    break_once,
     expected_whole_chain,
     lookup_result,
     make_guarded,
@@ -180,6 +182,20 @@ def test_one_run_and_the_reminders_reach_the_model(kind: str, g: Guarded) -> Non
         (lookup_result("Paris", "metric"), False)
     ] * 6
     assert not any("<system-reminder>" in str(m.content) for m in out["messages"])  # per call, not in the state
+
+
+@KINDS
+def test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_carries_the_reminder(
+    kind: str, g: Guarded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import otel_repeat_guard.integrations.langchain as adapter
+
+    failed = break_once(monkeypatch, adapter)
+    requests: list[Any] = []
+    out = build(kind, g, NAMES[kind][0], requests=requests).invoke(PROMPT)
+    assert out["messages"][-1].content == FINAL_ANSWER
+    assert failed == [1]
+    assert_gentle_reminder_came_one_request_late(requests)
 
 
 @KINDS

@@ -302,6 +302,32 @@ def assert_reminders_reached_model(requests: Sequence[Sequence[tuple[str, str]]]
         assert third and "8 times in a row" in third[-1] and "made no progress" in third[-1]
 
 
+def break_once(monkeypatch: Any, module: Any) -> list[int]:
+    """The adapter ``module``'s first edit of a request that carries reminders fails: its ``reminder_message``
+    raises once, then works. Returns how many reminders that failed edit held (a list, filled then)."""
+    real, failed = module.reminder_message, []
+
+    def once(reminders: Sequence[Any]) -> str:
+        if not failed:
+            failed.append(len(reminders))
+            raise RuntimeError("the framework's request is not what the adapter expects")
+        text: str = real(reminders)
+        return text
+
+    monkeypatch.setattr(module, "reminder_message", once)
+    return failed
+
+
+def assert_gentle_reminder_came_one_request_late(requests: Sequence[Sequence[tuple[str, str]]]) -> None:
+    """The request due to carry the gentle reminder (the 4th, of SCRIPT or LOOP) went out without it, and the next
+    one carried it, in a user message, once."""
+    carried = [
+        [text for role, text in request if role == "user" and "<system-reminder>" in text] for request in requests
+    ]
+    assert not any(carried[:4]), carried
+    assert len(carried[4]) == 1 and carried[4][0].count(GENTLE) == 1, carried[4]
+
+
 # -- delivering reminders (adapters) ------------------------------------------------------------
 
 REPEAT3 = (("lookup", PARIS),) * 3

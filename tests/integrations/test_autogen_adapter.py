@@ -179,10 +179,11 @@ def test_a_failure_in_the_adapter_leaves_the_request_unchanged(
     assert_nothing_delivered(requests)
     assert requests[3][:-2] == requests[2], "the 4th request is the 3rd plus the call and its result, nothing else"
     assert [r.message for r in caplog.records if r.name == "otel_repeat_guard"] == [
-        "repeat guard could not add reminders; the model request goes out unchanged"
+        "repeat guard could not add reminders; the model request goes out unchanged, and its reminder waits for the "
+        "run's next one"
     ]
     (reminder,) = g.reminders
-    assert g.inbox.drain(reminder.agent_id) == [], "drained once, even though it could not be delivered"
+    assert g.inbox.drain(reminder.agent_id) == [reminder], "given back for the run's next request"
 
 
 def test_inner_must_be_a_model_context(g: Guarded) -> None:

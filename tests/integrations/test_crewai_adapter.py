@@ -44,8 +44,8 @@ from crewai.tools import tool  # noqa: E402
 from openinference.instrumentation.crewai import CrewAIInstrumentor  # noqa: E402
 from openinference.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 
-import otel_repeat_guard.integrations.crewai as crewai_adapter  # noqa: E402
 from otel_repeat_guard import Reminder  # noqa: E402
+from otel_repeat_guard.integrations import _common  # noqa: E402
 from otel_repeat_guard.integrations.crewai import register_repeat_guard_hook, repeat_guard_llm_hook  # noqa: E402
 
 MEET: dict[str, threading.Barrier] = {}
@@ -169,7 +169,8 @@ def test_the_hook_never_raises_into_the_agent(
             raise RuntimeError("boom")
 
     due = Reminder("run-1", "a", "lookup", 3, 3, "gentle", "t", "{}", "0" * 32, "0" * 16)
-    monkeypatch.setattr(crewai_adapter, "take_reminders", lambda guard, inbox: [due])
+    monkeypatch.setattr(_common, "take_reminders", lambda guard, inbox, context, framework: [due])
     with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"):
         assert hook(Broken()) is None
     assert "could not add reminders" in caplog.text
+    assert g.inbox.drain("run-1") == [due], "given back for the run's next request"

@@ -240,7 +240,8 @@ def test_a_failure_in_the_adapter_leaves_the_request_unchanged(
     assert len(llm.requests["Paris"]) == 4
     assert_nothing_delivered(llm.requests["Paris"])
     assert [r.message for r in caplog.records if r.name == "otel_repeat_guard"] == [
-        "repeat guard could not add reminders; the model request goes out unchanged"
+        "repeat guard could not add reminders; the model request goes out unchanged, and its reminder waits for the "
+        "run's next one"
     ]
 
 

@@ -51,9 +51,9 @@ from haystack.utils import Secret  # noqa: E402
 from openinference.instrumentation.haystack import HaystackInstrumentor  # noqa: E402
 from openinference.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 
-import otel_repeat_guard.integrations.haystack as haystack_adapter  # noqa: E402
 from otel_repeat_guard import Reminder  # noqa: E402
 from otel_repeat_guard.installed import default_inbox, set_installed_guard  # noqa: E402
+from otel_repeat_guard.integrations import _common  # noqa: E402
 from otel_repeat_guard.integrations.haystack import RepeatGuardHook  # noqa: E402
 
 PARIS_PROMPT = [ChatMessage.from_user("Weather in Paris?")]
@@ -203,8 +203,9 @@ def test_the_hook_never_raises_into_the_agent(
             raise RuntimeError("boom")
 
     due = Reminder("run-1", "a", "lookup", 3, 3, "gentle", "t", "{}", "0" * 32, "0" * 16)
-    monkeypatch.setattr(haystack_adapter, "take_reminders", lambda guard, inbox: [due])
+    monkeypatch.setattr(_common, "take_reminders", lambda guard, inbox, context, framework: [due])
     with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"):
         hook.run(Broken())
         asyncio.run(hook.run_async(Broken()))
     assert caplog.text.count("could not add reminders") == 2
+    assert g.inbox.drain("run-1") == [due, due], "each failed request gave its reminder back"

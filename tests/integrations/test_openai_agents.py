@@ -19,10 +19,12 @@ from .scenario import (
     SCRIPT,
     SHORT_SCRIPT,
     Guarded,
+    assert_gentle_reminder_came_one_request_late,
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
     assert_whole_chain,
+    break_once,
     expected_whole_chain,
     lookup_result,
     make_guarded,
@@ -148,6 +150,19 @@ def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
     assert_separate_runs(g, 1)
     assert {r.agent_name for r in g.reminders} == {"weather_agent"}
     assert_reminders_reached_model(requests)
+
+
+def test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_carries_the_reminder(
+    g: Guarded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import otel_repeat_guard.integrations.openai_agents as adapter
+
+    failed = break_once(monkeypatch, adapter)
+    requests: list[list[tuple[str, str]]] = []
+    result = asyncio.run(run(g, Agent(name="weather_agent", model=ScriptedModel(SCRIPT, requests), tools=TOOLS)))
+    assert result.final_output == FINAL_ANSWER
+    assert failed == [1]
+    assert_gentle_reminder_came_one_request_late(requests)
 
 
 def test_the_whole_chain_agrees(gs: Guarded) -> None:

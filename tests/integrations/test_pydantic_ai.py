@@ -19,10 +19,12 @@ from .scenario import (
     LOOP,
     SHORT_SCRIPT,
     Guarded,
+    assert_gentle_reminder_came_one_request_late,
     assert_interleaved,
     assert_reminders_reached_model,
     assert_separate_runs,
     assert_whole_chain,
+    break_once,
     expected_whole_chain,
     lookup_result,
     make_guarded,
@@ -150,6 +152,18 @@ def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
     assert_reminders_reached_model(requests)
     reminders_in_history = [p for m in result.all_messages() for p in m.parts if _is_reminder(p)]
     assert len(reminders_in_history) == 2  # delivered once each, never duplicated
+
+
+def test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_carries_the_reminder(
+    g: Guarded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import otel_repeat_guard.integrations.pydantic_ai as adapter
+
+    failed = break_once(monkeypatch, adapter)
+    requests: list[list[tuple[str, str]]] = []
+    assert make_agent(g, "weather_agent", requests).run_sync("Weather in Paris?").output == FINAL_ANSWER
+    assert failed == [1]
+    assert_gentle_reminder_came_one_request_late(requests)
 
 
 def test_the_whole_chain_agrees(gs: Guarded) -> None:

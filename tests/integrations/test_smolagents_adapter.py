@@ -256,7 +256,8 @@ def test_a_failure_in_the_adapter_leaves_the_request_unchanged(
     assert len(requests) == 4
     assert_nothing_delivered(requests)
     assert [r.message for r in caplog.records] == [
-        "repeat guard could not add reminders; the model request goes out unchanged"
+        "repeat guard could not add reminders; the model request goes out unchanged, and its reminder waits for the "
+        "run's next one"
     ]
 
 
