@@ -38,6 +38,7 @@ from otel_repeat_guard.ingest_cli import (
     run_ingest,
     run_rollup,
     seconds,
+    store_file,
 )
 from otel_repeat_guard.ports import busy_port
 from otel_repeat_guard.store.schema import (
@@ -121,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         "The store starts fresh: a store the demo made is emptied first, and a store with other calls is "
         "refused unless --append. With --dashboard, the dashboard then serves it.",
     )
-    demo.add_argument("--db", type=Path, default=None, help=db_help)
+    demo.add_argument("--db", type=store_file, default=None, help=db_help)
     demo.add_argument(
         "--append", action="store_true", help="add to the store's calls instead of starting from an empty store"
     )
@@ -146,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "whether reminders worked, and each run's timeline. It binds to 127.0.0.1 unless --host says otherwise. "
         "A store of an older schema is upgraded in place first.",
     )
-    dashboard.add_argument("--db", type=Path, default=None, help=db_help)
+    dashboard.add_argument("--db", type=store_file, default=None, help=db_help)
     dashboard.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     _add_dashboard_options(dashboard)
 

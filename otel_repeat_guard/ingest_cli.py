@@ -38,6 +38,13 @@ def ascii_int(text: str) -> int:
     return int(_plain(text))
 
 
+def store_file(text: str) -> Path:
+    """``--db``: a store's file; an empty path (which would read as the current directory) is refused."""
+    if not text:
+        raise argparse.ArgumentTypeError("give the store's file, such as ./repeat-guard.db, not an empty path")
+    return Path(text)
+
+
 def seconds(text: str) -> float:
     try:
         value = float(_plain(text))
@@ -132,7 +139,7 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
         "logic over spans recorded where no guard ran): clickhouse://USER@HOST:8123/DB?table=otel_traces or "
         "chdb://DIR, the password as for the dashboard's --store",
     )
-    ingest.add_argument("--db", type=Path, default=None, help=db_help)
+    ingest.add_argument("--db", type=store_file, default=None, help=db_help)
     add_range(ingest, "with --from: the spans that started")
     ingest.add_argument(
         "--follow", action="store_true", help="keep reading as the file grows and rotates, until interrupted"

@@ -38,6 +38,11 @@ CASES = {
     "a missing required option": (["rollup"], {}, "the following arguments are required: --store"),
     "an unknown option": (["doctor", "--bogus"], {}, "unrecognized arguments: --bogus"),
     "digits of another script": (["demo", "--agents", "\u0663"], {}, "argument --agents: must be a whole number"),
+    "an empty store path, which would read as the current directory": (
+        ["dashboard", "--db", ""],
+        {},
+        "argument --db: give the store's file, such as ./repeat-guard.db, not an empty path",
+    ),
     "an endless poll": (["ingest", str(CAPTURE), "--follow", "--poll", "inf"], {}, "argument --poll: must be"),
     "a poll of no time at all": (["ingest", str(CAPTURE), "--follow", "--poll", "0"], {}, "argument --poll: must be"),
     "an endless settle": (["rollup", "--store", "chdb:///tmp/x?rollup=g", "--settle", "inf"], {}, "--settle: must be"),
