@@ -44,6 +44,7 @@ from autogen_core.model_context import BufferedChatCompletionContext  # noqa: E4
 from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
 
 import otel_repeat_guard.integrations.autogen as adapter  # noqa: E402
+from otel_repeat_guard.integrations import _common  # noqa: E402
 from otel_repeat_guard.integrations.autogen import RepeatGuardModelContext  # noqa: E402
 
 from .test_autogen import CLIENTS, MODEL, final_text, lookup, run  # noqa: E402
@@ -88,7 +89,7 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
 def hook_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, int]]:
     """Each time the model context collects reminders: ``guard.current_agent_id()`` right then, and how many it got."""
     calls: list[tuple[str | None, int]] = []
-    take = adapter.take_reminders
+    take = _common.take_reminders
 
     def spying(guard: Any, inbox: Any, context: Any = None, **options: Any) -> Any:
         agent_id = guard.current_agent_id(context)
@@ -96,7 +97,7 @@ def hook_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, int]]:
         calls.append((agent_id, len(reminders)))
         return reminders
 
-    monkeypatch.setattr(adapter, "take_reminders", spying)
+    monkeypatch.setattr(_common, "take_reminders", spying)
     return calls
 
 

@@ -14,6 +14,7 @@ from openinference.instrumentation.langchain import LangChainInstrumentor  # noq
 from .langchain_cases import (  # noqa: E402, F401
     g,
     instrumented_board,
+    test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_carries_the_reminder,
     test_a_second_agent_running_concurrently_has_its_own_chain,
     test_a_second_prompt_gets_a_fresh_chain,
     test_a_stop_reminder_ends_the_run,
