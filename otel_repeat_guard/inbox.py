@@ -3,6 +3,7 @@ in Redis, for agent runs whose tool calls run in other processes (``docs/distrib
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import OrderedDict, deque
@@ -12,7 +13,8 @@ from opentelemetry.metrics import MeterProvider
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.forks import renew_after_fork
-from otel_repeat_guard.redis_store import (
+from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder
+from otel_repeat_guard.state.connection import (
     INBOX_DRAIN,
     INBOX_PREFIX,
     INBOX_PUT,
@@ -21,8 +23,8 @@ from otel_repeat_guard.redis_store import (
     reconnect,
     store_health,
     text_of,
+    wire,
 )
-from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder
 from otel_repeat_guard.state.deadline import Deadline
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -106,28 +108,34 @@ class ReminderInbox:
 
 
 def _encode(reminder: Reminder) -> bytes:
-    return orjson.dumps(
-        {
-            "agent_id": reminder.agent_id,
-            "agent_name": reminder.agent_name,
-            "tool_name": reminder.tool_name,
-            "run_length": reminder.run_length,
-            "threshold": reminder.threshold,
-            "tier": reminder.tier,
-            "text": reminder.text,
-            "arguments_preview": reminder.arguments_preview,
-            "trace_id": reminder.trace_id,
-            "span_id": reminder.span_id,
-            "source": dict(reminder.source),
-            "kind": reminder.kind,
-            "period": reminder.period,
-        }
-    )
+    """The reminder as JSON; a text holding a lone surrogate (which orjson refuses) as its ``\\udXXX`` escape."""
+    fields = {
+        "agent_id": reminder.agent_id,
+        "agent_name": reminder.agent_name,
+        "tool_name": reminder.tool_name,
+        "run_length": reminder.run_length,
+        "threshold": reminder.threshold,
+        "tier": reminder.tier,
+        "text": reminder.text,
+        "arguments_preview": reminder.arguments_preview,
+        "trace_id": reminder.trace_id,
+        "span_id": reminder.span_id,
+        "source": dict(reminder.source),
+        "kind": reminder.kind,
+        "period": reminder.period,
+    }
+    try:
+        return orjson.dumps(fields)
+    except TypeError:
+        return json.dumps(fields).encode()
 
 
 def _decode(blob: bytes) -> Reminder | None:
     try:
-        fields = orjson.loads(blob)
+        try:
+            fields = orjson.loads(blob)
+        except orjson.JSONDecodeError:  # a lone surrogate's escape, which orjson refuses to read
+            fields = json.loads(blob)
         source = fields.pop("source", None)
         reminder = Reminder(**fields)
     except Exception:
@@ -198,7 +206,7 @@ class RedisReminderInbox(ReminderInbox):
             try:
                 with Deadline(self._seconds):
                     self._put_script(
-                        keys=[INBOX_PREFIX + reminder.agent_id],
+                        keys=[wire(INBOX_PREFIX + reminder.agent_id)],
                         args=[_encode(reminder), self._per_agent, self._expiry_ms],
                     )
             except Exception as error:
@@ -214,7 +222,7 @@ class RedisReminderInbox(ReminderInbox):
             return local
         try:
             with Deadline(self._seconds):
-                items = self._drain_script(keys=[INBOX_PREFIX + agent_id], args=[])
+                items = self._drain_script(keys=[wire(INBOX_PREFIX + agent_id)], args=[])
         except Exception as error:
             self._health.failed("inbox_drain", error)
             return local
@@ -227,7 +235,7 @@ class RedisReminderInbox(ReminderInbox):
             return local
         try:
             with Deadline(self._seconds):
-                items = self._client.lrange(INBOX_PREFIX + agent_id, 0, -1)
+                items = self._client.lrange(wire(INBOX_PREFIX + agent_id), 0, -1)
         except Exception as error:
             self._health.failed("inbox_peek", error)
             return local

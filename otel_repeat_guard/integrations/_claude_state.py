@@ -205,10 +205,10 @@ class RedisChains:
             guard.forget(key)
 
     def drop_session(self, prefix: str) -> None:
-        from otel_repeat_guard.state.connection import RUN_PREFIX, connect, text_of
+        from otel_repeat_guard.state.connection import RUN_PREFIX, connect, text_of, wire
 
         client = connect(self._config.chain_store, self._config.store_timeout_ms)
-        found = client.scan_iter(match=f"{RUN_PREFIX}{_glob_escape(prefix)}/*", count=500)
+        found = client.scan_iter(match=wire(f"{RUN_PREFIX}{_glob_escape(prefix)}/*"), count=500)
         self.drop([prefix, *(text_of(name)[len(RUN_PREFIX) :] for name in found)])
 
     def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:

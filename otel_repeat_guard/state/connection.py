@@ -231,5 +231,19 @@ class Quiet:
         detach(self._token)
 
 
+def wire(text: str) -> bytes:
+    """A key or a name as Redis gets it: UTF-8, a lone surrogate (which a Python string may hold, from a model's cut
+    output or a Node JSON escape) passed as its three bytes, where redis-py's strict encoding raised, and the failed
+    call took the store down for every run of the process. :func:`text_of` reads it back the same."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def text_of(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    """What Redis returned, as text: :func:`wire`'s bytes read back exactly; other bytes that are not UTF-8, each
+    as U+FFFD."""
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "replace")

@@ -39,7 +39,7 @@ from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
 from otel_repeat_guard.detectors.repeat import key_if_same_raw
 from otel_repeat_guard.rules import put_bounded
-from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, reconnect, store_health, text_of
+from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, reconnect, store_health, text_of, wire
 from otel_repeat_guard.state.deadline import Deadline
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -252,7 +252,7 @@ class RedisChainStore(ChainStore):
     def _call(self, script: Any, run_key: str, *args: Any) -> Any:
         """Run a script on the run's key, by the deadline; raises on failure (the caller falls back)."""
         with Deadline(self._seconds):
-            return script(keys=[RUN_PREFIX + run_key], args=args)
+            return script(keys=[wire(RUN_PREFIX + run_key)], args=args)
 
     # -- the exact-repeat chain ---------------------------------------------------------------
 
@@ -261,7 +261,9 @@ class RedisChainStore(ChainStore):
         if not health.usable("observe"):
             return self._local.observe(agent_id, tool, key, raw)
         try:
-            run, ended_tool, ended_run, waiting = self._call(self._observe, agent_id, tool, key or b"", self._expiry_ms)
+            run, ended_tool, ended_run, waiting = self._call(
+                self._observe, agent_id, wire(tool), key or b"", self._expiry_ms
+            )
         except Exception as error:
             health.failed("observe", error)
             return self._local.observe(agent_id, tool, key, raw)
@@ -291,12 +293,16 @@ class RedisChainStore(ChainStore):
         if self._health.usable("run_length"):
             try:
                 with Deadline(self._seconds):
-                    found = self._client.hget(RUN_PREFIX + agent_id, "n")
+                    found = self._client.hget(wire(RUN_PREFIX + agent_id), "n")
             except Exception as error:
                 self._health.failed("run_length", error)
             else:
                 self._health.succeeded()
-                return 0 if found is None else int(found)
+                if found is None:
+                    return 0
+                if found.isdigit():
+                    return int(found)
+                logger.warning("repeat guard: the chain store holds run length %r for %r, not a count", found, agent_id)
         return self._local.run_length(agent_id)
 
     # -- reminders -------------------------------------------------------------------------------
@@ -380,7 +386,7 @@ class RedisChainStore(ChainStore):
         health = self._health
         if not health.usable(operation):
             return False
-        name = RUN_PREFIX + agent_id
+        name = wire(RUN_PREFIX + agent_id)
         outcomes: list[tuple[str, str, str]] = []
         try:
             with Deadline(self._seconds):  # one deadline for every round

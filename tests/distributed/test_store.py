@@ -7,15 +7,18 @@ import random
 from typing import Any
 
 import pytest
+import redis
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import set_span_in_context
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
 from otel_repeat_guard.inbox import RedisReminderInbox, ReminderInbox, reminder_inbox
 from otel_repeat_guard.redis_store import safe_url
+from otel_repeat_guard.state.connection import wire
 from tests.distributed.servers import RedisServer
 
 RANDOM = ("repeat_tool_guard.agent_id", "repeat_tool_guard.span_id", "repeat_tool_guard.trace_id")
@@ -181,3 +184,48 @@ def test_a_shared_store_keeps_its_chains_itself(redis_server: RedisServer) -> No
     guard.restore_chain("run", ["grep", b"k", 2, []])
     assert guard.chain_state("run") is None
     assert RepeatGuardSpanProcessor().chain_state("run") is None  # in memory: none for a run it never saw
+
+
+def test_a_lone_surrogate_in_one_runs_names_costs_no_other_run_its_shared_state(redis_server: RedisServer) -> None:
+    """A Python string may hold a lone surrogate (a model's cut output, a Node JSON escape). redis-py refused to
+    encode it, the failure took the store down, and every other run of the process counted only locally."""
+    inbox = RedisReminderInbox(redis_server.url, timeout_ms=2000)
+    config = GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000, thresholds=(3,))
+    reader = InMemoryMetricReader()
+    guard = RepeatGuardSpanProcessor(config, inbox.put, meter_provider=MeterProvider(metric_readers=[reader]))
+    provider = TracerProvider()
+    provider.add_span_processor(guard)
+    tracer = provider.get_tracer("tests.distributed")
+
+    def run(name: str) -> Any:
+        return tracer.start_span(
+            f"invoke_agent {name}", attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name}
+        )
+
+    good, odd = run("good"), run("odd\ud800name")
+    keys = {span: guard.current_agent_id(set_span_in_context(span)) for span in (good, odd)}
+    for _ in range(3):
+        for span, tool in ((odd, "grep\udc00"), (good, "grep")):
+            attributes = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.arguments": "{}",
+            }
+            tracer.start_span("execute_tool", context=set_span_in_context(span), attributes=attributes).end()
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.hget(f"repeat_tool_guard:run:{keys[good]}", "n") == b"3"
+    assert client.hget(wire(f"repeat_tool_guard:run:{keys[odd]}"), "n") == b"3"
+    assert guard.run_length(keys[odd]) == 3
+    assert [(r.tool_name, r.run_length) for r in inbox.drain(keys[odd])] == [("grep\udc00", 3)]
+    assert [(r.tool_name, r.run_length) for r in inbox.drain(keys[good])] == [("grep", 3)]
+    assert inbox.pending() == []
+    assert not guard._chains.health.down  # type: ignore[attr-defined]
+    provider.shutdown()
+
+
+def test_a_run_length_redis_holds_that_is_no_count_is_read_as_this_processs(redis_server: RedisServer) -> None:
+    guard = RepeatGuardSpanProcessor(GuardConfig(chain_store=redis_server.url, store_timeout_ms=2000))
+    redis.Redis.from_url(redis_server.url).hset(
+        "repeat_tool_guard:run:odd", mapping={"t": "grep", "k": "x", "n": "3.5"}
+    )
+    assert guard.run_length("odd") == 0
