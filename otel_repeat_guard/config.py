@@ -198,7 +198,8 @@ class GuardConfig:
             alias = _ENV_ALIASES.get(field)
             if alias is not None and env.get(alias) is not None:
                 if raw is not None and raw.strip() != env[alias].strip():
-                    raise ValueError(f"{variable} and {alias} ({field}) disagree: {raw!r} vs {env[alias]!r}")
+                    shown = (safe_url(raw), safe_url(env[alias])) if field == "chain_store" else (raw, env[alias])
+                    raise ValueError(f"{variable} and {alias} ({field}) disagree: {shown[0]!r} vs {shown[1]!r}")
                 variable, raw = alias, env[alias]
             if raw is None:
                 continue
@@ -247,14 +248,21 @@ def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> i
     return int(raw)
 
 
+_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def safe_url(url: str) -> str:
-    """``url`` without its password, for logs and errors."""
+    """``url`` without its password, for logs and errors: the one in its user part, and redis-py's ``?password=``.
+    The user part ends at the last ``@`` before the path, the query or the fragment (an ``@`` in the query is
+    no password's end)."""
     scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = credentials.partition(":")[0]
-    return f"{scheme}{sep}{user + ':' if user else ':'}***@{host}"
+    end = min((at for at in (rest.find(mark) for mark in "/?#") if at >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    credentials, at, host = authority.rpartition("@")
+    if at:
+        user = credentials.partition(":")[0]
+        authority = f"{user + ':' if user else ':'}***@{host}"
+    return scheme + sep + authority + _PASSWORD_PARAMETER.sub(r"\g<1>***", tail)
 
 
 def _redis_url_problem(url: str) -> str | None:
