@@ -5,6 +5,7 @@ threads; subagents on theirs, alongside their parent."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -89,6 +90,11 @@ class _CountingProcessor(SpanProcessor):
             self._counts.excluded += not self._tracked[call.tool_name]
             self._counts.repeats += REPEAT_EVENT in names
             self._counts.reminders += REMINDER_EVENT in names
+
+
+class _DemoExporter(SQLiteSpanExporter):
+    def _claim(self, conn: sqlite3.Connection) -> None:
+        """The demo's own calls: the store stays the demo's, and a new demo run may empty it."""
 
 
 def critical_path_ms(scripts: Sequence[AgentScript]) -> int:
@@ -284,7 +290,7 @@ def run_scenario(
         provider = TracerProvider(resource=Resource.create({"service.name": service}))
         provider.add_span_processor(guard)
         provider.add_span_processor(_CountingProcessor(counts, config))
-        exporter = SQLiteSpanExporter(db_path, config=config, store_arguments=store_arguments)
+        exporter = _DemoExporter(db_path, config=config, store_arguments=store_arguments)
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
         for extra in extra_exporters() if extra_exporters is not None else ():
             provider.add_span_processor(BatchSpanProcessor(extra, schedule_delay_millis=200))

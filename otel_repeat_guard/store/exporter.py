@@ -28,7 +28,7 @@ from otel_repeat_guard.store.records import (
 )
 from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
 from otel_repeat_guard.store.rollup import _label, _ModelRollup, _rolled_up, _Rollup
-from otel_repeat_guard.store.schema import default_db_path
+from otel_repeat_guard.store.schema import default_db_path, written_by_another
 from otel_repeat_guard.store.sql import (
     _DROP_UNUSED_AGENT,
     _INSERT_ARGUMENTS,
@@ -248,12 +248,17 @@ class SQLiteSpanExporter(SpanExporter):
                 time.sleep(0.1 * (attempt + 1))
         raise _Busy(f"store {self.path} stayed locked through {_LOCK_RETRIES} attempts")
 
+    def _claim(self, conn: sqlite3.Connection) -> None:
+        """In each write: these are not the demo's calls, so a later demo run refuses to empty the store."""
+        written_by_another(conn)
+
     def _transaction(self, batch: _Batch) -> tuple[int, int]:
         """Write in one transaction; returns the calls stored and those already in the store."""
         conn = self._store.current()  # never the unlinked or replaced file
         calls, runs = batch.calls, batch.runs
         conn.execute("BEGIN IMMEDIATE")
         try:
+            self._claim(conn)
             dimensions: set[tuple[str, str]] = set()
             rollup = _Rollup()
             runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}

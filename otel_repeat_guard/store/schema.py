@@ -59,6 +59,7 @@ __all__ = [
     "store_error",
     "store_origin",
     "upgrade",
+    "written_by_another",
 ]
 
 APPLICATION = "otel-repeat-guard"
@@ -327,6 +328,11 @@ def store_origin(conn: sqlite3.Connection) -> str | None:
     """Who made the store (``store_info`` origin): ``"demo"``, or None for any other writer."""
     row = conn.execute("SELECT value FROM store_info WHERE key = 'origin'").fetchone()
     return None if row is None else str(row[0])
+
+
+def written_by_another(conn: sqlite3.Connection) -> None:
+    """A writer other than the demo stores calls: the store is no longer the demo's to empty."""
+    conn.execute("DELETE FROM store_info WHERE key = 'origin' AND value = ?", (ORIGIN_DEMO,))
 
 
 def has_rows(conn: sqlite3.Connection) -> bool:

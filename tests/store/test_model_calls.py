@@ -312,16 +312,29 @@ def test_a_schema_3_store_is_upgraded_to_4(tmp_path: Path) -> None:
     assert query(db, "SELECT version FROM repeat_guard_schema") == [(SCHEMA_VERSION,)]
 
 
-def test_a_demo_store_is_emptied_and_another_store_is_never(tmp_path: Path) -> None:
+def test_a_demo_store_is_emptied_and_another_writers_calls_never_are(tmp_path: Path) -> None:
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    from otel_repeat_guard.demo.runner import run_scenario
+    from otel_repeat_guard.demo.scenario import scenario
     from otel_repeat_guard.store import StoreError
 
-    db = tmp_path / "store.db"
-    start_demo_store(db, append=False)
-    agent = Agent(db)
+    db = tmp_path / "repeat-guard.db"
+
+    def demo() -> int:
+        start_demo_store(db, append=False)
+        return run_scenario(scenario(2), db, meter_provider=NoOpMeterProvider()).model_calls
+
+    demo()
+    made = demo()  # a demo store: emptied, then filled again
+    assert made > 0 and query(db, "SELECT COUNT(*) FROM model_calls") == [(made,)]
+
+    agent = Agent(db)  # the user's own exporter, on the demo's default path (it happens: both default to it)
     agent.model(None, GENAI)
     agent.close()
-    start_demo_store(db, append=False)  # a demo store: emptied
-    assert query(db, "SELECT COUNT(*) FROM model_calls") == [(0,)]
+    with pytest.raises(StoreError, match="holds calls that the demo did not write; pass --append"):
+        start_demo_store(db, append=False)
+    assert query(db, "SELECT COUNT(*) FROM model_calls") == [(made + 1,)]
 
     other = tmp_path / "mine.db"
     agent = Agent(other)
