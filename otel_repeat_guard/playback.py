@@ -13,26 +13,33 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 
 def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
-    """Start and end ``spans`` on ``processor`` in the order the SDK would have seen them live:
-    each span starts at its start time and ends at its end time (at equal times, parents start
-    before children and children end before parents). A span given twice (a batch the Collector
-    wrote again on a retry) plays once: played twice, its call would extend its run twice. Returns
-    the copies left unplayed."""
+    """Start and end ``spans`` on ``processor`` in the order the SDK would have seen them live: each span starts at
+    its start time and ends at its end time. At equal times (a millisecond clock, a step stamped where the last
+    one ended), what ended goes before what started, as one thing after another happens: a tool call that starts
+    the moment its model call ends finds that model call ended. Parents start before children and children end
+    before parents; a span ends after its own start, and after the start of anything under it at that time. A
+    span given twice (a batch the Collector wrote again on a retry) plays once: played twice, its call would
+    extend its run twice. Returns the copies left unplayed."""
     spans, again = _distinct(spans)
-    depth = _depths(spans)
+    depth, late = _shape(spans)
     steps: list[tuple[int, int, int, int, ReadableSpan]] = []
     for index, span in enumerate(spans):
         d = depth[index]
         start = span.start_time or 0
-        steps.append((start, 0, d, index, span))  # starts: parents first
-        steps.append((max(start, span.end_time or start), 1, -d, index, span))  # ends: children first
+        end = max(start, span.end_time or start)
+        steps.append((start, _START, d, index, span))  # parents first
+        steps.append((end, _LATE_END if end == start or index in late else _END, -d, index, span))  # children first
     steps.sort(key=lambda step: step[:4])
     for _, phase, _, _, span in steps:
-        if phase == 0:
+        if phase == _START:
             processor.on_start(cast(Span, span))
         else:
             processor.on_end(span)
     return again
+
+
+_END, _START, _LATE_END = 0, 1, 2
+"""The order of what happens at one time: ends, then starts, then the ends that must follow a start then."""
 
 
 def _distinct(spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
@@ -52,17 +59,19 @@ def _distinct(spans: Sequence[ReadableSpan]) -> tuple[list[ReadableSpan], list[R
     return first, again
 
 
-def _depths(spans: Sequence[ReadableSpan]) -> list[int]:
-    """Each span's depth below its trace's top span among ``spans``."""
+def _shape(spans: Sequence[ReadableSpan]) -> tuple[list[int], set[int]]:
+    """Each span's depth below its trace's top span among ``spans``, and the spans (by index) that end when a span
+    under them starts: their ends must wait for that start."""
     parents: dict[tuple[int, int], tuple[int, int] | None] = {}
-    for span in spans:
+    index_of: dict[tuple[int, int], int] = {}
+    for index, span in enumerate(spans):
         context = span.context
         if context is None:  # pragma: no cover - filtered in add()
             continue
         parent = span.parent
-        parents[(context.trace_id, context.span_id)] = (
-            (context.trace_id, parent.span_id) if parent is not None else None
-        )
+        key = (context.trace_id, context.span_id)
+        parents[key] = (context.trace_id, parent.span_id) if parent is not None else None
+        index_of[key] = index
     cache: dict[tuple[int, int], int] = {}
 
     def depth(key: tuple[int, int]) -> int:
@@ -77,4 +86,16 @@ def _depths(spans: Sequence[ReadableSpan]) -> list[int]:
             cache[item] = base
         return cache[key]
 
-    return [depth((s.context.trace_id, s.context.span_id)) if s.context is not None else 0 for s in spans]
+    depths = [depth((s.context.trace_id, s.context.span_id)) if s.context is not None else 0 for s in spans]
+    late: set[int] = set()
+    for span in spans:
+        context, start = span.context, span.start_time or 0
+        above = parents.get((context.trace_id, context.span_id)) if context is not None else None
+        for _ in range(len(parents)):  # up its ancestors among ``spans`` (bounded: a cycle of bad ids ends)
+            if above is None or above not in index_of:
+                break
+            ancestor = spans[index_of[above]]
+            if (ancestor.end_time or 0) == start:
+                late.add(index_of[above])
+            above = parents[above]
+    return depths, late

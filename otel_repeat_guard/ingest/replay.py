@@ -3,8 +3,9 @@
 Spans are held per trace until the trace is complete (its root span arrived), has been
 idle for a while (``--follow``), or the input ended. Then they are played through a real
 :class:`RepeatGuardSpanProcessor` in wrapping mode, in the order the SDK would have seen
-them live: each span starts at its start time and ends at its end time (at equal times,
-parents start before children and children end before parents). The guard resolves each
+them live: each span starts at its start time and ends at its end time (at equal times, what
+ended before what started, parents start before children and children end before parents;
+:func:`otel_repeat_guard.playback.play`). The guard resolves each
 tool call's agent through its live ancestors exactly as in the agent process, counts runs
 per agent in end order, and hands back copies of the tool spans with its
 ``repeat_tool_guard.repeat`` events, which the store reads like any other.
