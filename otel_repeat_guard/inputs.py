@@ -65,6 +65,13 @@ def checked_sequence(option: str, value: object, methods: tuple[str, ...], what:
     return items
 
 
+def checked_flag(option: str, value: object) -> bool:
+    """An on/off option: True or False only. A text such as ``"false"`` is refused, where ``bool()`` reads it as on."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{option} must be True or False, got {value!r}")
+    return value
+
+
 def checked_callable(option: str, value: object) -> None:
     """A callback option: None, or a plain callable. The guard calls it on the thread that ends the span and
     awaits nothing, so an ``async def`` would only make a coroutine that never runs: refused, by name."""

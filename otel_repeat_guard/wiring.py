@@ -39,7 +39,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.inputs import checked_sequence, flush_timeout
+from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
 
@@ -274,10 +274,19 @@ def configure(
 
 
 def _check_options(
-    resource_attributes: object, span_exporters: object, metric_readers: object, store: object
+    service_name: object,
+    resource_attributes: object,
+    span_exporters: object,
+    metric_readers: object,
+    store: object,
+    store_arguments: object,
 ) -> tuple[tuple[SpanExporter, ...] | None, tuple[MetricReader, ...] | None]:
     """configure()'s options that would otherwise fail deep in the SDK (an exporter is shut down at exit, far
-    from its cause): a ValueError naming the one that is wrong. The exporters and readers, as tuples."""
+    from its cause) or be read as something else: a ValueError naming the one that is wrong. The exporters and
+    readers, as tuples."""
+    if service_name is not None and not (isinstance(service_name, str) and service_name):
+        raise ValueError(f"service_name must be a non-empty string or None, got {service_name!r}")
+    checked_flag("store_arguments", store_arguments)
     if resource_attributes is not None and not isinstance(resource_attributes, Mapping):
         raise ValueError(f"resource_attributes must be a mapping or None, got {resource_attributes!r}")
     exporters = None
@@ -302,7 +311,9 @@ def _build(
     store_arguments: bool,
 ) -> GuardTelemetry:
     environ = os.environ
-    span_exporters, metric_readers = _check_options(resource_attributes, span_exporters, metric_readers, store)
+    span_exporters, metric_readers = _check_options(
+        service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
+    )
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
     exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)

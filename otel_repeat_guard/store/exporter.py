@@ -16,6 +16,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, SpanRouter, tool_call_reader
+from otel_repeat_guard.inputs import checked_flag
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.store.records import (
     AgentRunRow,
@@ -132,7 +133,7 @@ class SQLiteSpanExporter(SpanExporter):
         self._read_tool_call = tool_call_reader(self._conventions)
         self._router = SpanRouter(self._conventions)
         self._tracked = ToolFilter(config.include, config.exclude)
-        self._store_arguments = bool(store_arguments)
+        self._store_arguments = checked_flag("store_arguments", store_arguments)  # "false" is no False
         self._preview_chars = config.arguments_preview_chars
         self._late = LateDetections()  # detections of request-counted calls that came before their rows
         self.dropped_spans = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -245,6 +246,9 @@ def test_an_option_of_the_wrong_type_is_a_value_error_naming_it(option: str, val
         ("metric_readers", [5]),
         ("resource_attributes", [1]),
         ("store", 5),
+        ("store_arguments", "false"),  # else read as on: argument text, which can hold secrets, stored
+        ("service_name", 5),  # else every row said unknown_service
+        ("service_name", ""),
         ("config", 3),
     ],
 )
@@ -252,6 +256,13 @@ def test_configure_refuses_an_option_of_the_wrong_type_with_a_value_error_naming
     options: dict[str, Any] = {"span_exporters": [], "metric_readers": [], option: value}
     with pytest.raises(ValueError, match=f"^{option} must "):
         configure(set_global=False, **options)
+
+
+def test_the_store_refuses_a_store_arguments_that_is_no_flag(tmp_path: Path) -> None:
+    from otel_repeat_guard.store import SQLiteSpanExporter
+
+    with pytest.raises(ValueError, match=r"^store_arguments must be True or False, got 'false'$"):
+        SQLiteSpanExporter(tmp_path / "store.db", store_arguments="false")  # type: ignore[arg-type]
 
 
 def test_flags_take_any_truthy_value_alike_on_both_builds() -> None:
