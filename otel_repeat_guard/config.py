@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+logger = logging.getLogger("otel_repeat_guard")
 
 ENV_PREFIX = "OTEL_REPEAT_GUARD_"
 MAX_THRESHOLD = 100_000
@@ -50,6 +54,36 @@ _ENV_ALIASES = {"chain_store": ENV_PREFIX + "STORE"}
 """Shorter environment names some fields also answer to (setting both to different values is an error)."""
 MAX_STORE_TIMEOUT_MS = 10_000
 MAX_STORE_EXPIRY_SECONDS = 366 * 86_400
+KNOWN_VARIABLES = frozenset(
+    [ENV_PREFIX + field.upper() for field in _FIELDS]
+    + list(_ENV_ALIASES.values())
+    + [
+        ENV_PREFIX + name
+        for name in (  # read outside GuardConfig: setup, the store, the dashboard, the compose stack
+            *("ENABLED", "CLIENT_ADAPTERS", "DB", "TRACE_URL", "BIND", "DASHBOARD_STORE", "PURE"),
+            *("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD_FILE"),
+            *("BENCH_BUILD", "EXPECT_BUILD", "REQUIRE_COMPILED", "REQUIRE_BACKENDS", "REQUIRE_FRAMEWORKS"),  # tests'
+            *("TRAJECTORIES", "SPAN_DUMP_DIR"),
+        )
+    ]
+)
+"""Every ``OTEL_REPEAT_GUARD_*`` variable the package, its tests and its benchmarks read."""
+_warned_variables: set[str] = set()
+
+
+def warn_unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Warn once per name of an ``OTEL_REPEAT_GUARD_*`` variable nothing reads (a typo such as ``..._THRESHOLD``
+    would otherwise leave the default in effect without a word), naming the known one it is closest to. The
+    names warned of now."""
+    env = os.environ if environ is None else environ
+    unknown = sorted(name for name in env if name.startswith(ENV_PREFIX) and name not in KNOWN_VARIABLES)
+    fresh = [name for name in unknown if name not in _warned_variables]
+    for name in fresh:
+        _warned_variables.add(name)
+        close = difflib.get_close_matches(name, KNOWN_VARIABLES, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        logger.warning("repeat guard: %s is not a variable it reads, so it is ignored%s", name, hint)
+    return fresh
 
 
 def _is_int(value: object) -> bool:
@@ -190,6 +224,7 @@ class GuardConfig:
         also answers to ``OTEL_REPEAT_GUARD_STORE``.
         """
         env = os.environ if environ is None else environ
+        warn_unknown_variables(env)
         kwargs: dict[str, Any] = {}
         variables: dict[str, str] = {}  # each field given, by the variable it came from
         for field in _FIELDS:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from opentelemetry import trace
 
-from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
+from otel_repeat_guard.config import ENV_PREFIX, GuardConfig, warn_unknown_variables
 from otel_repeat_guard.inbox import reminder_inbox
 from otel_repeat_guard.installed import (
     default_inbox,
@@ -80,6 +80,7 @@ def post_instrument(*_args: object, **_kwargs: object) -> None:
     the variable and the value, the program runs unguarded, and framework adapters built without a guard
     pass their calls through, saying why (:func:`~otel_repeat_guard.installed.not_installed`)."""
     try:
+        warn_unknown_variables()  # a misspelled ENABLED installs nothing: say why
         if enabled():
             adapters = client_adapters()  # an unknown name fails before anything is installed
             if install() is not None:

