@@ -24,11 +24,13 @@ This store has no tool calls yet. Feed it in any of three ways:
 ```python
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor
 from otel_repeat_guard.store import SQLiteSpanExporter
 
+inbox = ReminderInbox()  # your harness drains it before each model request (docs/runtimes.md)
 provider = TracerProvider()
-provider.add_span_processor(RepeatGuardSpanProcessor())
+# record_facts: the guard's decisions (each call's run, its issuer, what it wasted) go on the spans for the store
+provider.add_span_processor(RepeatGuardSpanProcessor(on_reminder=inbox.put, record_facts=True))
 provider.add_span_processor(BatchSpanProcessor(SQLiteSpanExporter("{db}")))
 ```
 
