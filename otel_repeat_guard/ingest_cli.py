@@ -161,7 +161,7 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
         description="Play collector file-exporter output (OTLP JSON lines, optionally zstd) through the guard and "
         "report, per instrumentation scope and tool, how many tool calls it recognised, where their arguments "
         "came from, how their agent runs were resolved, and each blind spot with the setting that fixes it. "
-        "Exit code 0 when every recognised call can be compared, 1 otherwise.",
+        "Exit code 0 when every recognised call can be compared, 1 when some cannot, 2 for input it cannot read.",
     )
     doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
     doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
