@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import inspect
 import logging
 import os
 import re
@@ -308,7 +309,25 @@ def _redis_url_problem(url: str) -> str | None:
     except ImportError:
         return None
     try:
-        connection.parse_url(url)
+        options = connection.parse_url(url)
     except Exception as error:  # its ValueError, or whatever a malformed URL makes urllib raise
         return str(error) or type(error).__name__
-    return None
+    kind = options.pop("connection_class", connection.Connection)
+    if kind is connection.UnixDomainSocketConnection and not options.get("path"):
+        return "a unix:// URL needs the socket's path, as unix:///run/redis.sock"
+    database = url.partition("://")[2].partition("?")[0].partition("/")[2]
+    if kind is not connection.UnixDomainSocketConnection and not (
+        (database.isascii() and database.isdigit()) or not database
+    ):
+        return f"the database after the host must be a number, got {database!r}"
+    known = {name for part in (*inspect.getmro(kind), connection.ConnectionPool) for name in _parameters(part)}
+    unknown = sorted(set(options) - known)  # else accepted here, and a TypeError in every call to the store
+    return f"unknown option(s) {', '.join(unknown)}" if unknown else None
+
+
+def _parameters(kind: type) -> list[str]:
+    """The named parameters of ``kind``'s own ``__init__``."""
+    init = kind.__dict__.get("__init__")
+    if init is None:
+        return []
+    return [p.name for p in inspect.signature(init).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]

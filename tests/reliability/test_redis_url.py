@@ -16,8 +16,21 @@ BAD = [
     ("redis://[::1", "Invalid IPv6 URL"),
     ("rediss://cache?socket_timeout=soon", "Invalid value for 'socket_timeout' in connection URL."),
     ("redis://user:s3cret@cache:65536/0", "Port out of range 0-65535"),
+    # redis-py parses these, and then every call fails, or the value is quietly another
+    ("redis://cache/0?foo=bar", "unknown option(s) foo"),
+    ("rediss://cache/0?ssl_ca_cert=/etc/ca.pem", "unknown option(s) ssl_ca_cert"),  # ssl_ca_certs
+    ("redis://cache/abc", "the database after the host must be a number, got 'abc'"),
+    ("unix://", "a unix:// URL needs the socket's path, as unix:///run/redis.sock"),
 ]
-GOOD = ["redis://localhost:6379/0", "rediss://user:s3cret@cache:6380/2", "unix:///run/redis.sock?db=1", "redis://cache"]
+GOOD = [
+    "redis://localhost:6379/0",
+    "rediss://user:s3cret@cache:6380/2",
+    "unix:///run/redis.sock?db=1",
+    "redis://cache",
+    "redis://cache/",
+    "rediss://cache/1?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required",
+    "redis://cache/0?max_connections=4&client_name=me@host&health_check_interval=3&socket_keepalive=true",
+]
 
 
 @pytest.mark.parametrize(("url", "problem"), BAD)
