@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 
 from opentelemetry import trace
+from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 
 from otel_repeat_guard.config import ENV_PREFIX, GuardConfig, warn_unknown_variables
 from otel_repeat_guard.inbox import reminder_inbox
@@ -61,9 +62,10 @@ def install(provider: object | None = None, config: GuardConfig | None = None) -
     provider = trace.get_tracer_provider() if provider is None else provider
     add = getattr(provider, "add_span_processor", None)
     if add is None:
-        reason = f"{ENABLED_ENV} is set but the tracer provider is {type(provider).__name__}, not the SDK's"
-        logger.warning("%s: no spans to watch, guard not installed", reason)
-        set_not_installed(reason)
+        _no_spans(f"the tracer provider is {type(provider).__name__}, not the SDK's")
+        return None
+    if os.environ.get(OTEL_SDK_DISABLED, "").strip().lower() == "true":  # as the SDK reads it
+        _no_spans(f"{OTEL_SDK_DISABLED} is true, so the SDK makes no spans")
         return None
     config = GuardConfig.from_env() if config is None else config
     if config.shared_store:  # runs that span processes: reminders raised in a worker reach this process's inbox
@@ -73,6 +75,12 @@ def install(provider: object | None = None, config: GuardConfig | None = None) -
     set_installed_guard(guard)
     logger.info("repeat guard installed on %s (thresholds %s)", type(provider).__name__, guard.config.thresholds)
     return guard
+
+
+def _no_spans(why: str) -> None:
+    reason = f"{ENABLED_ENV} is set but {why}"
+    logger.warning("%s: no spans to watch, guard not installed", reason)
+    set_not_installed(reason)
 
 
 def post_instrument(*_args: object, **_kwargs: object) -> None:

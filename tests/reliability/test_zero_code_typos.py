@@ -102,6 +102,16 @@ def test_a_misspelled_variable_name_is_named_with_the_one_it_is_closest_to(tmp_p
     assert len(lines) == 2
 
 
+def test_with_the_sdk_disabled_the_guard_says_it_sees_nothing_instead_of_installing(tmp_path: Path) -> None:
+    result, lines = _instrumented(tmp_path, {"OTEL_REPEAT_GUARD_ENABLED": "true", "OTEL_SDK_DISABLED": "true"})
+    assert result == {**result, "installed": False, "state": [], "messages": 1}
+    reason = "OTEL_REPEAT_GUARD_ENABLED is set but OTEL_SDK_DISABLED is true, so the SDK makes no spans"
+    assert lines == [
+        f"{reason}: no spans to watch, guard not installed",
+        f"framework adapters built now pass every model call through unguarded: the repeat guard was not installed ({reason})",
+    ]
+
+
 def _instrumented(tmp_path: Path, variables: dict[str, str]) -> tuple[dict[str, object], list[str]]:
     """The agent run under ``opentelemetry-instrument`` with ``variables``: what it printed, and its stderr's lines."""
     assert INSTRUMENT.exists(), "opentelemetry-instrument is part of the test dependencies"
