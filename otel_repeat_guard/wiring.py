@@ -201,9 +201,13 @@ _env_metric_readers = metric_readers
 
 def _store_exporter(store: str | Path | bool, config: GuardConfig, store_arguments: bool) -> SpanExporter:
     from otel_repeat_guard.store import SQLiteSpanExporter  # noqa: PLC0415 - only programs that keep a store
+    from otel_repeat_guard.store.schema import StoreError  # noqa: PLC0415 - as above
 
     path = None if store is True else Path(str(store))
-    exporter: SpanExporter = SQLiteSpanExporter(path, config=config, store_arguments=store_arguments)
+    try:
+        exporter: SpanExporter = SQLiteSpanExporter(path, config=config, store_arguments=store_arguments)
+    except StoreError as error:  # a missing folder, a directory, a file of another program: bad input
+        raise ValueError(f"store cannot be used: {error}") from error
     return exporter
 
 

@@ -258,6 +258,12 @@ def test_configure_refuses_an_option_of_the_wrong_type_with_a_value_error_naming
         configure(set_global=False, **options)
 
 
+def test_configure_refuses_a_store_it_cannot_use_with_a_value_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no such folder" / "repeat-guard.db"
+    with pytest.raises(ValueError, match=r"^store cannot be used: the directory for the store .* does not exist$"):
+        configure(set_global=False, span_exporters=[], metric_readers=[], store=str(missing))
+
+
 def test_the_store_refuses_a_store_arguments_that_is_no_flag(tmp_path: Path) -> None:
     from otel_repeat_guard.store import SQLiteSpanExporter
 
