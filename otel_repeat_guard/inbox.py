@@ -30,6 +30,11 @@ from otel_repeat_guard.state.deadline import Deadline
 logger = logging.getLogger("otel_repeat_guard")
 
 
+SCAN_SECONDS = 2.0
+"""How long :meth:`RedisReminderInbox.pending` may scan Redis's keys for inboxes (a large keyspace takes longer
+than one call's ``store_timeout_ms``)."""
+
+
 class ReminderInbox:
     """Holds reminders per agent until the harness drains them before its next model request.
 
@@ -247,10 +252,10 @@ class RedisReminderInbox(ReminderInbox):
         if not self._health.usable("inbox_pending"):
             return local
         try:
-            with Deadline(self._seconds):
+            with Deadline(max(self._seconds, SCAN_SECONDS)):  # a scan of the whole keyspace, not one call
                 names = list(self._client.scan_iter(match=INBOX_PREFIX + "*", count=500))
-        except Exception as error:
-            self._health.failed("inbox_pending", error)
+        except Exception as error:  # the answer is this process's only; the store stays up for the runs' calls
+            self._health.missed("inbox_pending", error)
             return local
         self._health.succeeded()
         shared = [text_of(name)[len(INBOX_PREFIX) :] for name in names]

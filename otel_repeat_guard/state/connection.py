@@ -178,6 +178,17 @@ class StoreHealth:
                 error,
             )
 
+    def missed(self, operation: str, error: BaseException) -> None:
+        """An operation that is no run's call failed (a scan of every key): counted and said, the store left up."""
+        self._counter.add(operation, _reason(error))
+        logger.warning(
+            "repeat guard: %s on the chain store %s failed (%s: %s); answered from this process alone",
+            operation,
+            self._where,
+            type(error).__name__,
+            error,
+        )
+
     def after_fork(self) -> None:
         """In a forked child, with a connection of its own: the store is tried at once."""
         self._down = False

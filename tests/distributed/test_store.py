@@ -240,3 +240,25 @@ def test_a_run_length_redis_holds_that_is_no_count_is_read_as_this_processs(redi
         "repeat_tool_guard:run:odd", mapping={"t": "grep", "k": "x", "n": "3.5"}
     )
     assert guard.run_length("odd") == 0
+
+
+def test_listing_the_inboxes_of_a_large_keyspace_answers_and_leaves_the_store_up(redis_server: RedisServer) -> None:
+    """A scan of every key takes longer than one call's 50 ms: it used to answer [] and take the store down, so
+    every run of the process counted only locally for a second."""
+    client = redis.Redis.from_url(redis_server.url)
+    pipe = client.pipeline(transaction=False)
+    for chunk in range(40):
+        pipe.mset({f"other:{chunk}:{n}": "x" for n in range(5_000)})
+    pipe.execute()
+    inbox = RedisReminderInbox(redis_server.url)  # the default 50 ms per call
+    for run in ("run#1", "run#2", "run#3"):
+        inbox.put(reminder(run))
+    assert sorted(inbox.pending()) == ["run#1", "run#2", "run#3"]
+    assert not inbox.health.down
+
+    redis_server.pause()  # a scan that cannot finish: this process's answer, and the store still up
+    try:
+        assert RedisReminderInbox(redis_server.url).pending() == []
+        assert not inbox.health.down
+    finally:
+        redis_server.resume()
