@@ -23,6 +23,7 @@ from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import scenario
 from otel_repeat_guard.ingest import Ingest, IngestOptions
 from otel_repeat_guard.playback import play
+from otel_repeat_guard.span_events import replace_events
 from tests.ingest.otlp import batches, otlp_json_line, write_lines
 
 
@@ -77,20 +78,9 @@ def test_children_that_start_with_their_parent_and_end_with_it_stay_inside_it() 
 
 def _bare(span: ReadableSpan) -> ReadableSpan:
     """``span`` as an application without the guard records it: no guard event, no guard fact."""
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes={k: v for k, v in (span.attributes or {}).items() if not k.startswith("repeat_tool_guard.")},
-        events=[e for e in span.events if not e.name.startswith("repeat_tool_guard.")],
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    events = [e for e in span.events if not e.name.startswith("repeat_tool_guard.")]
+    attributes = {k: v for k, v in (span.attributes or {}).items() if not k.startswith("repeat_tool_guard.")}
+    return replace_events(span, events, attributes)
 
 
 def figures(db: Path) -> tuple[Any, ...]:
