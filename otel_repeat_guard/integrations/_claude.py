@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+import xxhash
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode, Tracer
 
@@ -29,6 +30,8 @@ guard's exclusions (``GuardConfig.exclude``) by both hooks unless ``exclude=`` (
 KEY_PREFIX = "claude:"
 RESULT_CHARS = 4_096
 """How much of a tool's response the span keeps (``gen_ai.tool.call.result``)."""
+ARGUMENT_CHARS = 1 << 20
+"""How much of a call's input the span keeps (``gen_ai.tool.call.arguments``), its whole's digest after it."""
 DENIED = "denied: no PostToolUse followed its PreToolUse (a permission rule, or the user, refused it)"
 TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure", "PermissionDenied")
 """The hook events that report a tool call: done, failed, or denied by a permission rule (each counts)."""
@@ -61,8 +64,10 @@ class Exclusions:
 
 
 def _text(value: Any, limit: int) -> str | None:
-    """``value`` as JSON text, at most ``limit`` characters; None when no encoder can write it (nested past the
-    stdlib's recursion limit): the attribute is then left out, and arguments left out are unknown, not equal."""
+    """``value`` as JSON text, its first ``limit`` characters; None when no encoder can write it (nested past the
+    stdlib's recursion limit): the attribute is then left out, and arguments left out are unknown, not equal. A
+    text cut short ends with its whole's length and digest, so two that differ only past the cut still differ
+    (a ``Write`` of a large file, changed near its end, is another call)."""
     if isinstance(value, str):
         text = value
     else:
@@ -73,7 +78,10 @@ def _text(value: Any, limit: int) -> str | None:
                 text = json.dumps(value, default=str)  # surrogates escaped, as Node's JSON.stringify writes them
             except (ValueError, TypeError, RecursionError):
                 return None
-    return text if len(text) <= limit else text[:limit]
+    if len(text) <= limit:
+        return text
+    whole = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+    return f"{text[:limit]}…[{len(text):,} characters in all, xxh3-128 {whole}]"
 
 
 def tool_attributes(hook_input: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -87,7 +95,7 @@ def tool_attributes(hook_input: Mapping[str, Any], key: str) -> dict[str, Any]:
         "gen_ai.provider.name": "anthropic",
         "gen_ai.conversation.id": str(hook_input.get("session_id") or ""),
     }
-    arguments = _text(hook_input.get("tool_input") or {}, 1 << 20)
+    arguments = _text(hook_input.get("tool_input") or {}, ARGUMENT_CHARS)
     if arguments is not None:
         attributes["gen_ai.tool.call.arguments"] = arguments
     call_id = hook_input.get("tool_use_id")

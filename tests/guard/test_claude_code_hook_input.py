@@ -94,3 +94,30 @@ def test_a_store_that_cannot_be_written_costs_the_row_not_the_reminder(
     assert [err.count("\n") for _, err in said] == [1, 1, 1]
     assert said[2].err.startswith("otel-repeat-guard claude-code-hook: the call is counted, but not stored: ")
     assert store.read_text() == "not a store\n"
+
+
+def _write(content: str) -> bytes:
+    event = {
+        "session_id": SESSION,
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": "/src/big.txt", "content": content},
+        "tool_response": {"type": "create"},
+        "tool_use_id": f"t-{len(content)}-{content[-3:]}",
+    }
+    return json.dumps(event).encode()
+
+
+def test_calls_whose_inputs_differ_only_past_the_kept_length_are_different_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The span keeps the first MiB of a call's input; the cut text was compared, so three writes of one large file
+    changed near its end were reminded of as identical calls."""
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_DB", str(tmp_path / "store.db"))
+    big = "a" * (1 << 20)
+    changed = [_answer(_write(f"{big} v{n}"), monkeypatch, capsys) for n in range(3)]
+    assert changed == ["", "", ""]
+    same = [_answer(_write(f"{big} v9"), monkeypatch, capsys) for _ in range(3)]  # the same large write, thrice
+    assert same[:2] == ["", ""]
+    context = json.loads(same[2])["hookSpecificOutput"]["additionalContext"]
+    assert "You have called `Write` with identical arguments 3 times in a row" in context
