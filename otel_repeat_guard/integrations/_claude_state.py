@@ -36,6 +36,7 @@ from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import DENIED
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
+from otel_repeat_guard.store.schema import check_creatable, store_error
 
 logger = logging.getLogger("otel_repeat_guard")
 BUSY_TIMEOUT_S = 10.0
@@ -235,12 +236,19 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
         return
     path = chains_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    check_creatable(store)  # a directory, a device: named, and no chains file made beside it (/dev/null.chains.db)
     try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a power cut may lose the last call
-        for statement in _SCHEMA:
-            conn.execute(statement)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as error:
+        raise store_error(path, error, writing=True) from error
+    try:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a power cut may lose the last call
+            for statement in _SCHEMA:
+                conn.execute(statement)
+        except sqlite3.Error as error:  # SQLite's own words name no file: "unable to open database file"
+            raise store_error(path, error, writing=True) from error
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield SQLiteChains(config, conn)

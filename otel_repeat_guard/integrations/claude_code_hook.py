@@ -79,8 +79,12 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
     from otel_repeat_guard.integrations._claude_state import Counted, chain_state
 
     event = str(hook_input.get("hook_event_name") or "")
+    if not event:
+        raise ValueError("the event has no hook_event_name")
     if event not in TOOL_EVENTS and event not in TURN_ENDS and event not in ("PreToolUse", "SessionEnd"):
         return {}
+    if (event in TOOL_EVENTS or event == "PreToolUse") and not hook_input.get("tool_name"):
+        raise ValueError(f"the {event} event has no tool_name")
     config = hook_config(environ)
     key = chain_key(hook_input)
     excluded = Exclusions(config.exclude).excluded(str(hook_input.get("tool_name") or ""))

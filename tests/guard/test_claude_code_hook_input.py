@@ -121,3 +121,42 @@ def test_calls_whose_inputs_differ_only_past_the_kept_length_are_different_calls
     assert same[:2] == ["", ""]
     context = json.loads(same[2])["hookSpecificOutput"]["additionalContext"]
     assert "You have called `Write` with identical arguments 3 times in a row" in context
+
+
+def test_a_store_path_that_names_no_file_is_said_and_makes_no_chains_file_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OTEL_REPEAT_GUARD_DB=/dev/null made /dev/null.chains.db; a directory made <directory>.chains.db."""
+    folder = tmp_path / "stores"
+    folder.mkdir()
+    monkeypatch.setenv("OTEL_REPEAT_GUARD_DB", str(folder))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(_event("ls"))))
+    assert main([]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"otel-repeat-guard claude-code-hook: StoreAccessError: {folder} is a directory: give the store's file, "
+        f"such as {folder / 'repeat-guard.db'} (the guard skipped this event)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stores"]
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ({"session_id": SESSION, "tool_name": "Bash", "tool_input": {}}, "the event has no hook_event_name"),
+        (
+            {"session_id": SESSION, "hook_event_name": "PostToolUse", "tool_input": {}},
+            "the PostToolUse event has no tool_name",
+        ),
+    ],
+)
+def test_a_tool_event_missing_its_name_is_said_not_skipped_in_silence(
+    event: dict[str, object], said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(event).encode())))
+    assert main([]) == 0
+    assert capsys.readouterr() == (
+        "",
+        f"otel-repeat-guard claude-code-hook: ValueError: {said} (the guard skipped this event)\n",
+    )
