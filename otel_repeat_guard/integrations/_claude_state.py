@@ -14,6 +14,7 @@ what it then holds:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import time
@@ -31,7 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Tracer
 
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.config import MEMORY_STORE, GuardConfig, safe_url
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import DENIED
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
@@ -224,16 +225,40 @@ class RedisChains:
         return Counted(one.inbox.drain(key), one.spans.get_finished_spans())
 
 
+def _unreachable(config: GuardConfig) -> str | None:
+    """Why the Redis of ``config`` cannot be used now (a ping within its timeout), or None."""
+    from otel_repeat_guard.state.connection import connect
+    from otel_repeat_guard.state.deadline import Deadline
+
+    try:
+        with Deadline(config.store_timeout_ms / 1000):
+            connect(config.chain_store, config.store_timeout_ms).ping()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
 def _glob_escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
 @contextmanager
 def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | RedisChains]:
-    """The chains as ``config`` keeps them: Redis for a shared store, else SQLite beside ``store``."""
+    """The chains as ``config`` keeps them: Redis for a shared store, else SQLite beside ``store``. A Redis that does
+    not answer leaves the chains to SQLite until it does: a hook process lives for one event, so the guard's own
+    fallback (this process's memory) would count every call as a run of one, and see no loop at all."""
     if config.shared_store:
-        yield RedisChains(config)
-        return
+        problem = _unreachable(config)
+        if problem is None:
+            yield RedisChains(config)
+            return
+        logger.warning(
+            "repeat guard: the chain store %s does not answer (%s); this call is counted in %s",
+            safe_url(config.chain_store),
+            problem,
+            chains_path(store),
+        )
+        config = dataclasses.replace(config, chain_store=MEMORY_STORE)  # the guard that decides keeps them here
     path = chains_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
     check_creatable(store)  # a directory, a device: named, and no chains file made beside it (/dev/null.chains.db)

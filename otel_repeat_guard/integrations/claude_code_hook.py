@@ -56,9 +56,17 @@ TURN_ENDS = ("Stop", "SubagentStop", "UserPromptSubmit")
 ANSWERED = ("PostToolUse", "PostToolUseFailure")
 
 
+HOOK_STORE_TIMEOUT_MS = 500
+"""The Redis timeout of a hook process unless the command sets one: each process connects afresh, and concurrent
+hook processes (parallel tool calls) on a busy machine took more than the guard's 50 ms to."""
+
+
 def hook_config(environ: Mapping[str, str]) -> GuardConfig:
-    """``OTEL_REPEAT_GUARD_*``, with ``TodoWrite`` excluded unless the exclusions are set there."""
+    """``OTEL_REPEAT_GUARD_*``, with ``TodoWrite`` excluded unless the exclusions are set there, and a Redis
+    timeout for a process that connects once (:data:`HOOK_STORE_TIMEOUT_MS`) unless one is set there."""
     config = GuardConfig.from_env(environ)
+    if config.shared_store and (ENV_PREFIX + "STORE_TIMEOUT_MS") not in environ:
+        config = dataclasses.replace(config, store_timeout_ms=HOOK_STORE_TIMEOUT_MS)
     if (ENV_PREFIX + "EXCLUDE") in environ:
         return config
     return dataclasses.replace(config, exclude=(*config.exclude, *DEFAULT_EXCLUDE))
