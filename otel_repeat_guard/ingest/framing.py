@@ -110,6 +110,16 @@ class _Lines:
         """Lines cut so far, blank ones included (so numbers match an editor's)."""
         return self._number
 
+    def handed_on(self) -> _Lines | None:
+        """The unterminated line held, moved into the lines of the file written next (numbered from its first
+        line); None when none is held."""
+        if not (self._pieces or self._skipped):
+            return None
+        successor = _Lines(self._max_line)
+        successor._pieces, successor._held, successor._skipped = self._pieces, self._held, self._skipped
+        self._pieces, self._held, self._skipped = [], 0, 0
+        return successor
+
     @property
     def pending(self) -> int:
         return self._held  # an over-long line's bytes are dropped, not held
@@ -231,6 +241,17 @@ class RecordSplitter:
             chunk, self._head = self._head, b""
             self._inner = _detect(chunk, self._max_record)
         return self._inner.feed(chunk)
+
+    def handed_on(self) -> RecordSplitter | None:
+        """At a rotation: a splitter for the file written next that starts with this file's unterminated line. The
+        Collector's file exporter writes through a 4 KiB buffer, so a request's line can be cut by the rotation
+        and end in the next file. None when no line is held (or the layout is not JSON lines): :meth:`finish`."""
+        lines = self._inner.handed_on() if isinstance(self._inner, _Lines) else None
+        if lines is None:
+            return None
+        successor = RecordSplitter(self._max_record)
+        successor._inner = lines
+        return successor
 
     def finish(self) -> list[Record]:
         if self._inner is None:

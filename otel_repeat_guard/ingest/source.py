@@ -6,10 +6,11 @@ Following handles what the Collector's ``file`` exporter (and logrotate) do to i
 - a partially written last record: it stays buffered until the rest arrives;
 - rotation (the exporter's ``rotation:`` settings, lumberjack underneath: the file is renamed
   to ``<name>-<timestamp><ext>`` beside it and a new one is created at the path; logrotate's
-  ``create`` mode names it ``<file>.1``): the old file is read to its end, its last record is
-  completed or reported; then every rotated file beside it that appeared since and was never
-  read (several rotations within one poll) is read, oldest first, and reading goes on from the
-  start of the new file;
+  ``create`` mode names it ``<file>.1``): the old file is read to its end; then every rotated file
+  beside it that appeared since and was never read (several rotations within one poll) is read,
+  oldest first, and reading goes on from the start of the new file. A line a rotation cut (the
+  exporter writes through a 4 KiB buffer, so a request can end in the next file) goes on in the
+  file read next;
 - truncation in place (logrotate's ``copytruncate``): noticed when the bytes already read are
   no longer in the file, compared by size and by a fingerprint (the first bytes and the bytes
   just before the read position), so a file truncated and grown past the read position again
@@ -145,6 +146,7 @@ class FileSource:
         self.chunk_bytes = chunk_bytes
         self._rotated = rotated_name(self.path)
         self._seen: set[tuple[int, int]] = set()  # files read (or there before following began)
+        self._handed: RecordSplitter | None = None  # a rotated-away file's unterminated line, for the next file
 
     def chunks(self) -> Iterator[Chunk]:
         if not self.follow:
@@ -158,11 +160,26 @@ class FileSource:
                 reading = _Reading(handle, self.path)
                 self._seen.add(reading.identity)
                 yield from self._unread_rotated()  # rotated before the path was opened: older than it
+                reading.splitter = self._next_splitter()
                 if not (yield from self._read(reading)):
-                    return
+                    break
             finally:
                 handle.close()
             handle = self._wait_for_file()
+        if self._handed is not None:  # stopped before the file that held the rest of a line was read
+            yield Chunk(self._handed.finish(), 0, 0, "json-lines", self.path)
+            self._handed = None
+
+    def _next_splitter(self) -> RecordSplitter:
+        """What the file read next starts with: the line the last rotated-away file left unterminated, if any."""
+        splitter, self._handed = self._handed or RecordSplitter(), None
+        return splitter
+
+    def _hand_on(self, reading: _Reading) -> list[Record]:
+        """A file left for the next one at a rotation: its unterminated line goes on to that file (see
+        :meth:`RecordSplitter.handed_on`); anything else held is finished here."""
+        self._handed = reading.splitter.handed_on()
+        return reading.splitter.finish() if self._handed is None else []
 
     def _wait_for_file(self) -> BinaryIO | None:
         while True:
@@ -205,10 +222,15 @@ class FileSource:
                 continue
             with handle:
                 if _identity(os.fstat(handle.fileno())) == identity:
-                    yield from self._read(_Reading(handle, path), follow=False)
+                    reading = _Reading(handle, path)
+                    reading.splitter = self._next_splitter()
+                    yield from self._read(reading, follow=False, rotated=True)
 
-    def _read(self, reading: _Reading, *, follow: bool | None = None) -> Generator[Chunk, None, bool]:
-        """Read one file to its end (or, following, until it is rotated away or ``stop`` is set).
+    def _read(
+        self, reading: _Reading, *, follow: bool | None = None, rotated: bool = False
+    ) -> Generator[Chunk, None, bool]:
+        """Read one file to its end (or, following, until it is rotated away or ``stop`` is set); ``rotated``: a
+        rotated file, read once, whose successor holds the rest of its last line, if any.
 
         Returns True when the path now names a new file."""
         follow = self.follow if follow is None else follow
@@ -223,7 +245,7 @@ class FileSource:
                 yield reading.chunk(reading.take(data))
                 continue
             if not follow:
-                yield reading.chunk(reading.splitter.finish())
+                yield reading.chunk(self._hand_on(reading) if rotated else reading.splitter.finish())
                 return False
             try:
                 current = self.path.stat()
@@ -232,7 +254,7 @@ class FileSource:
             if current is not None and _identity(current) != reading.identity:
                 rest = reading.handle.read()  # the writer may have flushed the old file once more
                 records = reading.take(rest) if rest else []
-                yield reading.chunk(records + reading.splitter.finish())
+                yield reading.chunk(records + self._hand_on(reading))
                 return True
             yield reading.chunk([])  # idle
             if self.stop.wait(self.poll_seconds):

@@ -84,6 +84,34 @@ def test_two_rotations_within_one_poll_with_max_backups_lose_no_file(
     assert len(store_rows(db)) == 12 and errors.getvalue() == ""
 
 
+@pytest.mark.parametrize("rotations", [1, 2])
+def test_a_record_a_rotation_cut_in_two_is_read_whole_from_both_files(
+    tmp_path: Path,
+    lines: list[bytes],
+    following: Callable[[Path, Path], tuple[Ingest, io.StringIO]],
+    rotations: int,
+) -> None:
+    """The Collector's file exporter writes through a 4 KiB buffer and lumberjack rotates between two of its
+    flushes, so a request's line can end in the next file. It was reported malformed, and lost, once per rotation.
+    With two rotations within one poll, the line's middle is a whole backup of its own."""
+    path, db = tmp_path / "traces.jsonl", tmp_path / "store.db"
+    stream = b"".join(lines)
+    start = len(b"".join(lines[:4]))
+    path.write_bytes(stream[:start])
+    job, errors = following(path, db)
+    wait_for(lambda: stored_spans(job) == 4)
+    step = len(lines[4]) // (rotations + 1)
+    cuts = [start + step * (n + 1) for n in range(rotations)]  # inside the fifth request's line
+    with path.open("ab") as out:
+        out.write(stream[start : cuts[0]])  # the last flush before the rotation ends mid-line
+    for n, (begin, end) in enumerate(zip(cuts, [*cuts[1:], len(stream)], strict=True)):
+        os.rename(path, tmp_path / f"traces-2026-12-02T19-30-00.{n:03d}.jsonl")  # lumberjack rotates ...
+        path.write_bytes(stream[begin:end])  # ... and the next flush goes to the new file
+    wait_for(lambda: stored_spans(job) == len(lines))
+    assert job.stats.records == len(lines) and job.stats.malformed == 0 and job.stats.losses == 0
+    assert len(store_rows(db)) == 12 and errors.getvalue() == ""
+
+
 def test_two_logrotate_create_rotations_within_one_poll_lose_no_file(
     tmp_path: Path, lines: list[bytes], following: Callable[[Path, Path], tuple[Ingest, io.StringIO]]
 ) -> None:
