@@ -145,7 +145,7 @@ class FileSource:
         self.stop = stop or threading.Event()
         self.chunk_bytes = chunk_bytes
         self._rotated = rotated_name(self.path)
-        self._seen: set[tuple[int, int]] = set()  # files read (or there before following began)
+        self._seen: dict[tuple[int, int], bytes] = {}  # files read (or there before following began): their heads
         self._handed: RecordSplitter | None = None  # a rotated-away file's unterminated line, for the next file
 
     def chunks(self) -> Iterator[Chunk]:
@@ -153,15 +153,17 @@ class FileSource:
             with _open(self.path) as once:
                 yield from self._read(_Reading(once, self.path))
             return
-        self._seen.update(identity for _, identity in self._siblings())  # history: not ours to read
+        self._seen.update((identity, _head(path)) for path, identity in self._siblings())  # history: not ours
         handle: BinaryIO | None = self._wait_for_file()
         while handle is not None:
             try:
                 reading = _Reading(handle, self.path)
-                self._seen.add(reading.identity)
+                self._seen[reading.identity] = b""
                 yield from self._unread_rotated()  # rotated before the path was opened: older than it
                 reading.splitter = self._next_splitter()
-                if not (yield from self._read(reading)):
+                rotated = yield from self._read(reading)
+                self._seen[reading.identity] = reading.print.head  # how to know it again, renamed
+                if not rotated:
                     break
             finally:
                 handle.close()
@@ -210,11 +212,21 @@ class FileSource:
             found.append((stat.st_mtime_ns, rank, entry.name, Path(entry.path), _identity(stat)))
         return [(path, identity) for *_, path, identity in sorted(found)]
 
+    def _was_read(self, path: Path, identity: tuple[int, int]) -> bool:
+        """Whether the file at ``path`` is one read before (or there before following began). Its device and inode
+        say so only with its first bytes: the inode of a backup that ``max_backups`` deleted is the next new
+        file's, so a file rotated away within one poll could have an inode already seen."""
+        known = self._seen.get(identity)
+        if known is None:
+            return False
+        head = _head(path)
+        return head[: len(known)] == known and bool(known or not head)
+
     def _unread_rotated(self) -> Iterator[Chunk]:
         for path, identity in self._siblings():
-            if identity in self._seen:
+            if self._was_read(path, identity):
                 continue
-            self._seen.add(identity)
+            self._seen[identity] = b""
             try:
                 handle = _open(path)
             except OSError as exc:  # deleted (max_backups) or unreadable between the listing and now
@@ -225,6 +237,7 @@ class FileSource:
                     reading = _Reading(handle, path)
                     reading.splitter = self._next_splitter()
                     yield from self._read(reading, follow=False, rotated=True)
+                    self._seen[identity] = reading.print.head
 
     def _read(
         self, reading: _Reading, *, follow: bool | None = None, rotated: bool = False
@@ -284,17 +297,26 @@ class FileSource:
     def _copy_of(self, reading: _Reading) -> BinaryIO | None:
         """The rotated copy (copytruncate) that still holds what was read, opened; None if none does."""
         for path, identity in reversed(self._siblings()):  # the newest copy is the likeliest
-            if identity in self._seen:
+            if self._was_read(path, identity):
                 continue
             try:
                 handle = _open(path)
             except OSError:
                 continue
             if reading.print.held_by(handle.fileno(), reading.offset):
-                self._seen.add(identity)
+                self._seen[identity] = reading.print.head
                 return handle
             handle.close()
         return None
+
+
+def _head(path: Path) -> bytes:
+    """The file's first bytes (as many as a reading's fingerprint keeps); none for a file gone or unreadable."""
+    try:
+        with _open(path) as handle:
+            return os.pread(handle.fileno(), _PRINT_BYTES, 0)
+    except OSError:
+        return b""
 
 
 def _open(path: Path) -> BinaryIO:
