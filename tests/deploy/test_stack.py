@@ -148,6 +148,16 @@ def test_collector_pipelines_reference_only_defined_components(collector: dict[s
     assert "prometheus" in service["pipelines"]["metrics"]["exporters"]
 
 
+def test_prometheus_keeps_the_service_the_collector_names_as_the_job() -> None:
+    """The Collector's prometheus exporter sets job from service.name; the dashboard's Service variable is job. Not
+    honored, Prometheus renames it exported_job and sets job to its own job name, and every Service filter fails."""
+    (job,) = load("deploy/prometheus.yml")["scrape_configs"]
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/loop-hotspots.json").read_text())
+    (service,) = [v for v in dashboard["templating"]["list"] if v["name"] == "service"]
+    assert service["query"]["query"].endswith(", job)")
+    assert job["honor_labels"] is True
+
+
 def test_promtool_accepts_the_prometheus_config() -> None:
     promtool = find_tool("PROMTOOL_BIN", "/usr/bin/promtool")
     done = subprocess.run(
