@@ -6,6 +6,7 @@ the problem lines are the same for both."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -155,6 +156,9 @@ class Ingest:
             self.path, follow=self.options.follow, poll_seconds=self.options.poll_seconds, stop=self.stop
         )
         for chunk in source.chunks():
+            if source.history:  # said once, as following begins
+                self._say_history(source.history)
+                source.history = []
             for loss in chunk.losses:
                 self.stats.losses += 1
                 self.stats.lost_bytes += loss.bytes
@@ -162,6 +166,15 @@ class Ingest:
             spans = self._decode(chunk.path, chunk.records)
             shown = None if self._held is not None else (str(chunk.path), chunk.offset, chunk.size)
             yield spans, not chunk.records, shown
+
+    def _say_history(self, history: list[Path]) -> None:
+        """The rotated files there before following began are not read; said once, with how to read them."""
+        names = " ".join(shlex.quote(str(path)) for path in history[:3]) + (" ..." if len(history) > 3 else "")
+        self._errors.write(
+            f"{self.path}: {len(history):,} rotated file(s) beside it, there before following began, are not read "
+            f"(read them once: otel-repeat-guard ingest --db {shlex.quote(str(self._db))} {names})\n"
+        )
+        self._errors.flush()
 
     def _from_source(self, source: SpanSource) -> Iterator[tuple[list[ReadableSpan], bool, tuple[str, int, int]]]:
         """A span source's spans, a batch at a time (each of its records a span: problems are malformed records)."""

@@ -147,13 +147,18 @@ class FileSource:
         self._rotated = rotated_name(self.path)
         self._seen: dict[tuple[int, int], bytes] = {}  # files read (or there before following began): their heads
         self._handed: RecordSplitter | None = None  # a rotated-away file's unterminated line, for the next file
+        self.history: list[Path] = []
+        """Following: the rotated files beside the path when following began, not read (a restart after the
+        follower was down leaves what rotated meanwhile here: ``ingest`` them once; the store keeps each span once)."""
 
     def chunks(self) -> Iterator[Chunk]:
         if not self.follow:
             with _open(self.path) as once:
                 yield from self._read(_Reading(once, self.path))
             return
-        self._seen.update((identity, _head(path)) for path, identity in self._siblings())  # history: not ours
+        history = self._siblings()
+        self.history = [path for path, _ in history]
+        self._seen.update((identity, _head(path)) for path, identity in history)  # not ours to read
         handle: BinaryIO | None = self._wait_for_file()
         while handle is not None:
             try:
