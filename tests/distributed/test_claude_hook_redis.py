@@ -4,32 +4,13 @@ beside the store instead, until Redis answers, and each call says so."""
 
 from __future__ import annotations
 
-import io
-import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.integrations.claude_code_hook import HOOK_STORE_TIMEOUT_MS, hook_config, main
+from otel_repeat_guard.integrations.claude_code_hook import HOOK_STORE_TIMEOUT_MS, hook_config
 from tests.distributed.servers import RedisServer, free_port
-
-SESSION = "5f0c2a7e-1d3b-4c8a-9e6f-2b7d0c4a9e13"
-
-
-def _answer(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], n: int) -> tuple[str, str]:
-    event = {
-        "session_id": SESSION,
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": "ls"},
-        "tool_response": {"stdout": "a b", "stderr": ""},
-        "tool_use_id": f"t{n}",
-    }
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(event).encode())))
-    assert main([]) == 0
-    out, err = capsys.readouterr()
-    return out, err
+from tests.guard.test_claude_code_hook_input import _answer, _event
 
 
 def test_a_redis_that_does_not_answer_leaves_the_chains_to_sqlite_and_the_loop_is_seen(
@@ -41,9 +22,9 @@ def test_a_redis_that_does_not_answer_leaves_the_chains_to_sqlite_and_the_loop_i
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     monkeypatch.setenv("OTEL_REPEAT_GUARD_STORE", url)
     monkeypatch.setenv("OTEL_REPEAT_GUARD_DB", str(tmp_path / "repeat-guard.db"))
-    said = [_answer(monkeypatch, capsys, n) for n in range(3)]
-    assert [out for out, _ in said[:2]] == ["", ""]
-    assert "You have called `Bash` with identical arguments 3 times in a row" in said[2][0]
+    said = [_answer(_event("ls"), monkeypatch, capsys) for _ in range(3)]
+    assert said[:2] == ["", ""]
+    assert "You have called `Bash` with identical arguments 3 times in a row" in said[2]
     chains = tmp_path / "repeat-guard.chains.db"
     warned = [r.getMessage() for r in caplog.records if r.name == "otel_repeat_guard"]
     assert len(warned) == 3, warned  # one line a call (on the hook's stderr), and no other
