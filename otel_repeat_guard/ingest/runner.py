@@ -155,10 +155,11 @@ class Ingest:
         source = FileSource(
             self.path, follow=self.options.follow, poll_seconds=self.options.poll_seconds, stop=self.stop
         )
+        history_said = False
         for chunk in source.chunks():
-            if source.history:  # said once, as following begins
+            if source.history and not history_said:  # said once, as following begins
                 self._say_history(source.history)
-                source.history = []
+                history_said = True
             for loss in chunk.losses:
                 self.stats.losses += 1
                 self.stats.lost_bytes += loss.bytes

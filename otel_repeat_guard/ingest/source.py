@@ -241,17 +241,15 @@ class FileSource:
                 if _identity(os.fstat(handle.fileno())) == identity:
                     reading = _Reading(handle, path)
                     reading.splitter = self._next_splitter()
-                    yield from self._read(reading, follow=False, rotated=True)
+                    yield from self._read(reading, rotated=True)
                     self._seen[identity] = reading.print.head
 
-    def _read(
-        self, reading: _Reading, *, follow: bool | None = None, rotated: bool = False
-    ) -> Generator[Chunk, None, bool]:
+    def _read(self, reading: _Reading, *, rotated: bool = False) -> Generator[Chunk, None, bool]:
         """Read one file to its end (or, following, until it is rotated away or ``stop`` is set); ``rotated``: a
         rotated file, read once, whose successor holds the rest of its last line, if any.
 
         Returns True when the path now names a new file."""
-        follow = self.follow if follow is None else follow
+        follow = self.follow and not rotated
         fd = reading.handle.fileno()
         while True:
             data = reading.handle.read(self.chunk_bytes)
