@@ -176,12 +176,13 @@ def read_files(paths: Sequence[Path]) -> CollectorFiles:
                     problems.append(f"{path}:{record.number}: {record.error or 'unreadable record'}")
                     continue
                 try:
-                    decoded, skipped = decode_record(record.data)
+                    decoded = decode_record(record.data)
                 except MalformedRecord as exc:
                     problems.append(f"{path}:{record.number}: {exc}")
                     continue
-                spans.extend(decoded)
-                problems.extend(f"{path}:{record.number}: skipped {reason}" for reason in skipped)
+                spans.extend(decoded.spans)
+                problems.extend(f"{path}:{record.number}: skipped {reason}" for reason in decoded.skipped)
+                problems.extend(f"{path}:{record.number}: dropped {reason}" for reason in decoded.dropped)
                 requests += 1
     return CollectorFiles(spans, problems, requests)
 

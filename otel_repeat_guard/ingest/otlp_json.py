@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, cast
 
 import orjson
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
@@ -129,15 +130,25 @@ def _list(value: object) -> Iterator[dict[str, Any]]:
 def _request(document: dict[str, Any]) -> ExportTraceServiceRequest:
     """``document`` as the official request message; raises :class:`MalformedRecord` with the reason."""
     request = ExportTraceServiceRequest()
-    try:
-        document = _normalize(document)
-        _check_types(document, request.DESCRIPTOR, "request")
-        json_format.ParseDict(document, request, ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
-        raise MalformedRecord(f"not an OTLP trace request: {exc}") from None
-    except (RecursionError, TypeError) as exc:  # nesting deeper than the type check can walk
-        raise MalformedRecord(f"not an OTLP trace request: {exc}") from None
+    reason = _unreadable(_normalize, document, request, "trace request")
+    if reason is not None:
+        raise MalformedRecord(reason)
     return request
+
+
+def _unreadable(prepare: Callable[[Any], object], value: Any, message: Message, what: str) -> str | None:
+    """Why ``value`` (``prepare`` fixes its ids) cannot be read into ``message`` (``what`` it should be); None
+    when it was read."""
+    try:
+        prepare(value)
+        descriptor = cast("Descriptor", message.DESCRIPTOR)  # the C build's type, the same fields
+        _check_types(value, descriptor, descriptor.name)  # the path names the message, as json_format's
+        json_format.ParseDict(value, message, ignore_unknown_fields=True)
+    except MalformedRecord as exc:
+        return str(exc)
+    except (json_format.ParseError, RecursionError, TypeError) as exc:  # RecursionError: deeper than the check
+        return f"not an OTLP {what}: {exc}"
+    return None
 
 
 def any_value(value: AnyValue) -> Any:
@@ -212,31 +223,102 @@ def request_spans(request: ExportTraceServiceRequest) -> list[ReadableSpan]:
 
 
 class DecodedRecord(NamedTuple):
-    """The spans of one record, and why each span of it that could not be read was skipped."""
+    """The spans of one record; why each span of it that could not be read was skipped; and each value dropped
+    from a span that was kept (an attribute, an event or a link that could not be read)."""
 
     spans: list[ReadableSpan]
     skipped: list[str]
+    dropped: list[str]
 
 
 def decode_record(data: bytes | str) -> DecodedRecord:
     """The spans of one OTLP JSON line. A Collector writes a whole batch as one line, often of many traces: a span
-    that cannot be read (an id that is not hex, a value of the wrong type) costs only itself, and is named in
-    ``skipped``. Raises :class:`MalformedRecord` when the line is not a trace request, or no span of it can be read."""
+    that cannot be read (an id that is not hex, a time in words) costs only itself, and is named in ``skipped``; an
+    attribute, event or link that cannot be read costs only itself, and is named in ``dropped``. Raises
+    :class:`MalformedRecord` when the line is not a trace request, or no span of it can be read."""
     document = _document(data)
     try:
-        return DecodedRecord(request_spans(_request(document)), [])
+        return DecodedRecord(request_spans(_request(document)), [], [])
     except MalformedRecord as whole:
         failure = whole  # read span by span: each becomes a request of its own
     spans: list[ReadableSpan] = []
     skipped: list[str] = []
+    dropped: dict[str, None] = {}  # a resource's odd attribute is met once per span: said once
     for name, piece in _one_span_requests(document):
         try:
             spans.extend(request_spans(_request(piece)))
+            continue
         except MalformedRecord as exc:
-            skipped.append(f"span {name!r}: {exc}")
+            reason = exc
+        kept, odd = _salvaged(piece, name)
+        try:
+            spans.extend(request_spans(_request(kept)) if odd else ())
+        except MalformedRecord:
+            odd = []
+        if odd:
+            dropped.update(dict.fromkeys(odd))
+        else:
+            skipped.append(f"span {name!r}: {reason}")
     if not spans:
         raise failure
-    return DecodedRecord(spans, skipped)
+    return DecodedRecord(spans, skipped, list(dropped))
+
+
+def _salvaged(piece: dict[str, Any], name: object) -> tuple[dict[str, Any], list[str]]:
+    """One span's request (``_one_span_requests``) without the values that cannot be read alone: an attribute
+    (the span's, an event's, a link's, its resource's or scope's), an event or a link; and what each was and why.
+    The span's own fields are never dropped: without its name, ids, times or status it is not the span."""
+    odd: list[str] = []
+    try:
+        [resource_spans] = piece["resourceSpans"]
+        [scope_spans] = resource_spans["scopeSpans"]
+        [span] = scope_spans["spans"]
+        resource, scope = resource_spans.get("resource"), scope_spans.get("scope")
+    except (AttributeError, KeyError, TypeError, ValueError):  # an entry that is no object: nothing to salvage
+        return piece, odd
+    if not isinstance(span, dict):
+        return piece, odd
+    where = f"of span {name!r}"
+    span = {**_kept_attributes(span, where, odd)}
+    if isinstance(span.get("events"), list):
+        events = [_kept_attributes(event, f"of an event {where}", odd) for event in span["events"]]
+        span["events"] = _readable(events, ProtoSpan.Event, ("event", "name", where), odd)
+    if isinstance(span.get("links"), list):
+        links = [_kept_attributes(link, f"of a link {where}", odd) for link in span["links"]]
+        span["links"] = _readable(links, ProtoSpan.Link, ("link", "spanId", where), odd, prepare=_fix_ids)
+    scope_spans = {**scope_spans, "scope": _kept_attributes(scope, "of the scope", odd), "spans": [span]}
+    resource_spans = {**resource_spans, "resource": _kept_attributes(resource, "of the resource", odd)}
+    return {**piece, "resourceSpans": [{**resource_spans, "scopeSpans": [scope_spans]}]}, odd
+
+
+def _kept_attributes(holder: Any, where: str, odd: list[str]) -> Any:
+    """``holder`` (a span, event, link, resource or scope object) with only the attributes that can be read."""
+    if not isinstance(holder, dict) or not isinstance(holder.get("attributes"), list):
+        return holder  # no list of attributes to pick from: read (or refused) as it is
+    return {**holder, "attributes": _readable(holder["attributes"], KeyValue, ("attribute", "key", where), odd)}
+
+
+def _readable(
+    entries: list[Any],
+    message: type[Message],
+    what: tuple[str, str, str],
+    odd: list[str],
+    *,
+    prepare: Callable[[Any], object] = lambda _: None,
+) -> list[Any]:
+    """The entries that read as ``message`` alone (``prepare`` fixes a copy's ids first). Each other one is said in
+    ``odd`` by ``what``: its kind, the field that names it, and where it was; and left out."""
+    kind, field, where = what
+    kept = []
+    for entry in entries:
+        copy = dict(entry) if isinstance(entry, dict) else entry
+        reason = _unreadable(prepare, copy, message(), kind)
+        if reason is None:
+            kept.append(copy)
+        else:
+            label = entry.get(field) if isinstance(entry, dict) else entry
+            odd.append(f"{kind} {label!r} {where}: {reason}")
+    return kept
 
 
 def _one_span_requests(document: dict[str, Any]) -> Iterator[tuple[object, dict[str, Any]]]:

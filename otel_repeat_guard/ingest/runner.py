@@ -40,6 +40,7 @@ class IngestStats:
     requests: int = 0  # records that were OTLP trace requests
     malformed: int = 0
     malformed_spans: int = 0  # spans of a request that could not be read, the rest of it kept
+    malformed_values: int = 0  # attributes, events and links that could not be read, their spans kept
     spans: int = 0
     new_spans: int = 0
     duplicate_spans: int = 0
@@ -60,6 +61,8 @@ class IngestStats:
         text += f"; {self.malformed:,} malformed records skipped"
         if self.malformed_spans:
             text += f"; {self.malformed_spans:,} malformed spans skipped"
+        if self.malformed_values:
+            text += f"; {self.malformed_values:,} malformed values dropped, their spans kept"
         if self.dropped_spans:
             text += f"; {self.dropped_spans:,} spans the store cannot hold skipped"
         if self.losses:
@@ -198,21 +201,24 @@ class Ingest:
                 self._malformed(path, record.number, record.error or "unreadable record")
                 continue
             try:
-                decoded, skipped = decode_record(record.data)
+                decoded = decode_record(record.data)
             except MalformedRecord as exc:
                 self._malformed(path, record.number, str(exc))
                 continue
-            for reason in skipped:  # a span of a good record: it costs only itself
+            for reason in decoded.skipped:  # a span of a good record: it costs only itself
                 self.stats.malformed_spans += 1
                 self._report(f"{path}:{record.number}: skipped malformed {_shorten(reason)}")
+            for reason in decoded.dropped:  # a value of a span: it costs only itself
+                self.stats.malformed_values += 1
+                self._report(f"{path}:{record.number}: dropped malformed {_shorten(reason)}")
             self.stats.requests += 1
             if self._held is not None:  # the input is collector output after all: show what was held
                 held, self._held = self._held, None
                 for line in held:
                     self._errors.write(line + "\n")
                 self._errors.flush()
-            self.stats.spans += len(decoded)
-            spans.extend(decoded)
+            self.stats.spans += len(decoded.spans)
+            spans.extend(decoded.spans)
         return spans
 
     def _write(self, spans: list[ReadableSpan]) -> None:

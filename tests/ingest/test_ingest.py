@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -100,7 +101,7 @@ _ODD_SPANS = {
     "an id as a number": {"spanId": 12345},
     "an id that is not hex": {"parentSpanId": "xyz"},
     "a time in words": {"startTimeUnixNano": "yesterday"},
-    "an integer past 64 bits": {"attributes": [{"key": "n", "value": {"intValue": "1" * 30}}]},
+    "a time past 64 bits": {"endTimeUnixNano": "1" * 30},
     "a status as a word": {"status": "error"},
     "attributes as an object": {"attributes": {"n": 1}},
     "a name as a number": {"name": 5},
@@ -125,6 +126,43 @@ def test_one_odd_span_costs_only_itself_not_its_batch(
     [line] = errors.splitlines()
     assert line.startswith(f"{path}:1: skipped malformed span ")
     assert "1 malformed spans skipped" in job.stats.summary()
+
+
+_ODD_VALUES: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
+    "an integer past 64 bits": lambda _, span: span["attributes"].append({"key": "n", "value": {"intValue": "1" * 30}}),
+    "an attribute that is no object": lambda _, span: span["attributes"].insert(0, 7),
+    "a bool in quotes on an event": lambda _, span: span["events"][0]["attributes"].append(
+        {"key": "b", "value": {"boolValue": "yes"}}
+    ),
+    "an event with a time in words": lambda _, span: span["events"].append({"name": "x", "timeUnixNano": "never"}),
+    "a link to an id that is not hex": lambda _, span: span.setdefault("links", []).append(
+        {"traceId": "zz", "spanId": "00000000000000ff"}
+    ),
+    "a resource attribute of no known type": lambda document, _: document["resourceSpans"][0]["resource"][
+        "attributes"
+    ].append({"key": "r", "value": {"intValue": [1]}}),
+}
+
+
+@pytest.mark.parametrize("spoil", list(_ODD_VALUES.values()), ids=list(_ODD_VALUES))
+def test_one_odd_value_costs_only_itself_not_its_span(
+    tmp_path: Path, guarded: list[ReadableSpan], spoil: Callable[[dict[str, Any], dict[str, Any]], None]
+) -> None:
+    """An attribute, an event or a link that cannot be read is dropped, named and counted; its span, with its tool
+    name and arguments, is stored as if the value were not there (the guard's repeat event included)."""
+    expected = exported_rows(guarded, tmp_path / "exported.db")
+    document = orjson.loads(otlp_json_line(guarded))
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    [repeated] = [s for s in spans if s.get("events")][:1]  # a tool span with the guard's repeat event
+    spoil(document, repeated)
+    path = write_lines(tmp_path / "traces.jsonl", [orjson.dumps(document)])
+    job, errors = ingest(path, tmp_path / "store.db")
+    assert store_rows(tmp_path / "store.db") == expected
+    assert (job.stats.malformed, job.stats.malformed_spans, job.stats.malformed_values) == (0, 0, 1)
+    assert job.stats.spans == len(guarded)
+    [line] = errors.splitlines()
+    assert line.startswith(f"{path}:1: dropped malformed ")
+    assert "1 malformed values dropped, their spans kept" in job.stats.summary()
 
 
 @pytest.mark.parametrize("layout", [zstd_messages, zstd_stream], ids=["length-prefixed-frames", "native-stream"])

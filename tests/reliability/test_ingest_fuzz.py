@@ -3,9 +3,10 @@
 Good lines are real SDK spans (a TracerProvider with the guard), encoded by the official
 OTLP encoder and ``json_format`` exactly as the Collector's file exporter writes them.
 Bad lines are made from good ones: cut off anywhere, a field given a value of the wrong
-type, or a trace/span/parent id of the wrong length. A line that is no request is reported as
-``PATH:LINE`` and skipped; one span of a request that cannot be read costs only itself (the line
-is a Collector's batch), so the other spans of that line are stored like those of every good line.
+type, or a trace/span/parent id of the wrong length, or an attribute or event no parser reads. A
+line that is no request is reported as ``PATH:LINE`` and skipped; one span of a request that cannot
+be read costs only itself (the line is a Collector's batch), so the other spans of that line are
+stored like those of every good line; and one attribute or event costs only itself, not its span.
 """
 
 from __future__ import annotations
@@ -60,11 +61,16 @@ WRONG_TYPES: dict[str, list[Any]] = {
     "name": [7, 1.5, True, [], {"text": "x"}],
     "startTimeUnixNano": ["soon", [], {}, True, -5, 1.5],
     "endTimeUnixNano": ["later", [1], {"n": 1}, False, -1],
-    "attributes": ["gen_ai.tool.name=grep", 7, {"key": "k"}, [{"key": "k", "value": {"intValue": "seven"}}]],
+    "attributes": ["gen_ai.tool.name=grep", 7, {"key": "k"}],  # (an odd *entry* costs only itself: odd_value)
     "kind": [[], {}, 1.5, True],  # (an unknown enum *name* is accepted: ignore_unknown_fields, for newer OTLP)
     "status": ["ok", 7, [], {"code": 1.5}, {"code": True}],  # (an unknown code *name* is accepted, like kind)
-    "events": ["repeat", 3, {"name": "x"}, [{"timeUnixNano": "never"}]],
+    "events": ["repeat", 3, {"name": "x"}],
     "flags": ["remote", -1, [], 1.5],
+}
+# Entries no OTLP JSON parser may accept in a list of attributes or events: each is dropped, its span kept.
+ODD_ENTRIES: dict[str, list[Any]] = {
+    "attributes": [7, "k=v", {"key": "k", "value": {"intValue": "seven"}}, {"key": "k", "value": {"boolValue": 1}}],
+    "events": [7, {"name": "x", "timeUnixNano": "never"}, {"name": "x", "attributes": {"k": 1}}],
 }
 # Lengths a hex id must not have (trace ids are 32 hex digits, span ids 16; a parent may be empty).
 BAD_LENGTHS = {"traceId": [n for n in range(65) if n != 32], "spanId": [n for n in range(1, 33) if n != 16]}
@@ -129,27 +135,49 @@ def wrong_id(draw: st.DrawFn) -> BadLine:
 
 
 @dataclass(frozen=True)
+class OddLine:
+    data: bytes
+    good: GoodLine  # one value of a span could not be read: the whole line is stored all the same
+
+
+@st.composite
+def odd_value(draw: st.DrawFn) -> OddLine:
+    good = draw(st.sampled_from(GOOD))
+    document = orjson.loads(good.data)
+    span = draw(st.sampled_from(_spans(document)))
+    field = draw(st.sampled_from(sorted(ODD_ENTRIES)))
+    entries = span.setdefault(field, [])
+    entries.insert(draw(st.integers(0, len(entries))), draw(st.sampled_from(ODD_ENTRIES[field])))
+    return OddLine(orjson.dumps(document), good)
+
+
+@dataclass(frozen=True)
 class Case:
     lines: list[bytes]  # without newlines; b"" is a blank line
     good: list[GoodLine]  # what is stored: the good lines, and the rest of each line that lost one span
     bad_numbers: list[int]  # lines that are no request
     spoiled_numbers: list[int]  # lines that lost one span
+    odd_numbers: list[int]  # lines that lost one value of a span, and no span
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
     good = draw(st.lists(st.sampled_from(GOOD), unique=True, max_size=6))
-    bad = draw(st.lists(st.one_of(truncated(), wrong_type(), wrong_id()), min_size=1, max_size=6))
+    bad = draw(st.lists(st.one_of(truncated(), wrong_type(), wrong_id(), odd_value()), min_size=1, max_size=6))
     blank = draw(st.integers(0, 2))
-    items: list[GoodLine | BadLine | None] = [*good, *bad, *([None] * blank)]
+    items: list[GoodLine | BadLine | OddLine | None] = [*good, *bad, *([None] * blank)]
     order = draw(st.permutations(range(len(items))))
-    lines, stored_lines, bad_numbers, spoiled_numbers = [], list(good), [], []
+    lines, stored_lines, bad_numbers, spoiled_numbers, odd_numbers = [], list(good), [], [], []
     for number, index in enumerate(order, start=1):
         item = items[index]
         if isinstance(item, GoodLine):
             lines.append(item.data)
         elif item is None:
             lines.append(b"")
+        elif isinstance(item, OddLine):
+            lines.append(item.data)
+            odd_numbers.append(number)
+            stored_lines.append(item.good)
         else:
             lines.append(item.data)
             if item.kept is None:
@@ -157,7 +185,7 @@ def cases(draw: st.DrawFn) -> Case:
             else:
                 spoiled_numbers.append(number)
                 stored_lines.append(item.kept)
-    return Case(lines, stored_lines, bad_numbers, spoiled_numbers)
+    return Case(lines, stored_lines, bad_numbers, spoiled_numbers, odd_numbers)
 
 
 def stored(db: Path, table: str) -> set[tuple[str, str]]:
@@ -184,7 +212,11 @@ def test_every_bad_line_is_reported_and_every_good_line_stored(case: Case, final
         reported = errors.getvalue().splitlines()
         records = [line for line in reported if ": skipped malformed record: " in line]
         spans = [line for line in reported if ": skipped malformed span " in line]
-        assert len(records) + len(spans) == len(reported)
+        values = [line for line in reported if ": dropped malformed " in line]
+        assert len(records) + len(spans) + len(values) == len(reported)
+        assert [line.split(": dropped malformed ", 1)[0] for line in values] == [
+            f"{path}:{n}" for n in case.odd_numbers
+        ]
         assert [line.split(": skipped malformed record: ", 1)[0] for line in records] == [
             f"{path}:{n}" for n in case.bad_numbers
         ]
@@ -193,6 +225,7 @@ def test_every_bad_line_is_reported_and_every_good_line_stored(case: Case, final
             f"{path}:{n}" for n in case.spoiled_numbers
         ]
         assert (stats.malformed, stats.malformed_spans) == (len(case.bad_numbers), len(case.spoiled_numbers))
+        assert stats.malformed_values == len(case.odd_numbers)
         assert stats.records == sum(1 for line in case.lines if line)
         tools, agents = (
             set().union(*(g.tool_spans for g in case.good)),
