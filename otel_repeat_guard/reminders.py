@@ -54,8 +54,18 @@ def arguments_preview(canonical: str, limit: int) -> str:
     return f"{canonical[:limit]}… [{omitted} more characters omitted]"
 
 
+TOOL_NAME_CHARS = 200
+"""How much of a tool's name a text quotes: a name is a model's own output, and one of a megabyte must not go back
+into every request of its run. Longer ones are cut as :func:`arguments_preview` cuts arguments."""
+
+
+def _named(tool_name: str) -> str:
+    return arguments_preview(tool_name, TOOL_NAME_CHARS)
+
+
 def reminder_text(tier: Tier, tool_name: str, run_length: int, preview: str) -> str:
     """The message for the model, in the gentle or the detailed form."""
+    tool_name = _named(tool_name)
     if tier == "gentle":
         return (
             f"You have called `{tool_name}` with identical arguments {run_length} times in a row. "
@@ -74,6 +84,7 @@ def reminder_text(tier: Tier, tool_name: str, run_length: int, preview: str) -> 
 
 def stop_text(tool_name: str, run_length: int) -> str:
     """The firm text at ``stop_at``: stop calling tools, answer now."""
+    tool_name = _named(tool_name)
     return (
         f"You have called `{tool_name}` with identical arguments {run_length} times in a row, after earlier "
         "reminders. Stop calling tools now. Answer with the information you already have, and say what is "
@@ -83,7 +94,7 @@ def stop_text(tool_name: str, run_length: int) -> str:
 
 def cycle_text(tools: tuple[str, ...], repetitions: int) -> str:
     """A cycle: its tools in order and how many times the sequence came back."""
-    sequence = " → ".join(f"`{tool}`" for tool in tools)
+    sequence = " → ".join(f"`{_named(tool)}`" for tool in tools)
     return (
         f"You are going in circles: the sequence {sequence} has repeated {repetitions} times in a row, "
         "with the same arguments each time. Repeating it will give the same results again. Re-read what "
@@ -93,6 +104,7 @@ def cycle_text(tools: tuple[str, ...], repetitions: int) -> str:
 
 def no_progress_text(tool_name: str, run_length: int, outcome_preview: str) -> str:
     """No progress: the shared outcome, already truncated by the caller."""
+    tool_name = _named(tool_name)
     return (
         f"You have called `{tool_name}` {run_length} times in a row with different arguments, and every "
         f"call returned the same result:\n{outcome_preview}\n"

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 
-from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder, arguments_preview, reminder_text, tier_for
+from otel_repeat_guard.reminders import (
+    REMINDER_SOURCE,
+    TOOL_NAME_CHARS,
+    Reminder,
+    arguments_preview,
+    cycle_text,
+    no_progress_text,
+    reminder_text,
+    stop_text,
+    tier_for,
+)
 
 
 def test_first_threshold_is_gentle_later_ones_detailed() -> None:
@@ -61,3 +72,22 @@ def test_repeat_guard_stop_carries_its_reminder() -> None:
     with pytest.raises(RepeatGuardStop) as caught:
         stop_if_due([stop])
     assert caught.value.reminder is stop
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        lambda name: reminder_text("gentle", name, 3, "{}"),
+        lambda name: reminder_text("detailed", name, 5, "{}"),
+        lambda name: stop_text(name, 8),
+        lambda name: cycle_text((name, "ls"), 3),
+        lambda name: no_progress_text(name, 4, "[]"),
+    ],
+    ids=["gentle", "detailed", "stop", "cycle", "no-progress"],
+)
+def test_a_tool_name_of_a_megabyte_is_quoted_cut_and_a_name_of_the_limit_whole(text: Callable[[str], str]) -> None:
+    """A tool's name is the model's own output: one of a megabyte is not sent back in every later request."""
+    huge = "t" * 1_000_000
+    assert f"`{'t' * TOOL_NAME_CHARS}… [{1_000_000 - TOOL_NAME_CHARS} more characters omitted]`" in text(huge)
+    assert len(text(huge)) < 1_000
+    assert f"`{'n' * TOOL_NAME_CHARS}`" in text("n" * TOOL_NAME_CHARS)
