@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from otel_repeat_guard.config import safe_url
 from otel_repeat_guard.store.schema import StoreError
 
 PASSWORD_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"
@@ -97,7 +98,7 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     try:
         parts = urlsplit(store)
     except ValueError as exc:  # an unclosed [ of an IPv6 address
-        raise TargetError(f"{store!r} is no valid store URL: {exc}") from None
+        raise TargetError(f"{safe_url(store)!r} is no valid store URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES:
         if not parts.scheme:  # a file name, most likely: the embedded store is --db
@@ -110,24 +111,24 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     if unknown:
         raise TargetError(f"unknown store URL option(s): {', '.join(unknown)} (known: table, database, secure, rollup)")
     table = _identifier(query.get("table") or DEFAULT_TABLE, "table")
+    if parts.password is not None:
+        raise TargetError(
+            f"a password in the store URL is refused (the command line is visible to others): "
+            f"set ${PASSWORD_ENV}, or ${PASSWORD_FILE_ENV} to a file holding it"
+        )
     if scheme == "chdb":
         path = unquote(parts.netloc + parts.path)
         if not path:
             raise TargetError("chdb:// needs a data directory: chdb://DIR")
         database = _identifier(query.get("database") or DEFAULT_DATABASE, "database")
         return Target(database=database, table=table, path=Path(path), rollup=_rollup(query, database))
-    if parts.password is not None:
-        raise TargetError(
-            f"a password in the store URL is refused (the command line is visible to others): "
-            f"set ${PASSWORD_ENV}, or ${PASSWORD_FILE_ENV} to a file holding it"
-        )
     if not parts.hostname:
         raise TargetError("clickhouse:// needs a host: clickhouse://USER@HOST:8123/DATABASE?table=otel_traces")
     secure = query.get("secure", "").lower() in ("1", "true", "yes")
     try:
         port = parts.port or (8443 if secure else 8123)
     except ValueError:
-        raise TargetError(f"the port in {store!r} is not a number from 1 to 65535") from None
+        raise TargetError(f"the port in {safe_url(store)!r} is not a number from 1 to 65535") from None
     database = _identifier(parts.path.strip("/") or query.get("database") or DEFAULT_DATABASE, "database")
     user = unquote(parts.username) if parts.username else env.get(USER_ENV) or "default"
     return Target(

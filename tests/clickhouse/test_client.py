@@ -60,6 +60,17 @@ def test_unusable_urls_are_refused_in_one_line(url: str, message: str) -> None:
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["clickhouse://u:hunter2@[::1/otel", "chdb://u:hunter2@/tmp/x", "clickhouse://u:hunter2@h:abc/otel"],
+    ids=["an-unclosed-ipv6-bracket", "a-chdb-directory", "a-port-in-words"],
+)
+def test_a_password_in_a_url_too_broken_to_use_is_never_quoted(url: str) -> None:
+    with pytest.raises(TargetError) as caught:
+        parse(url, {})
+    assert "hunter2" not in str(caught.value)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
