@@ -14,8 +14,15 @@ and ordering key, then on the call's end. Values are parameters: ``{name:Type}``
 from __future__ import annotations
 
 from otel_repeat_guard.blind_spots import NO_GUARD
+from otel_repeat_guard.conventions.base import EXECUTE_TOOL_PREFIX, TOOL_NAME_KEYS
 from otel_repeat_guard.conventions.genai import INVOCATIONS
-from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
+from otel_repeat_guard.conventions.usage import (
+    CACHE_READ_KEYS,
+    CACHE_WRITE_KEYS,
+    INPUT_TOKEN_KEYS,
+    MAX_TOKENS,
+    OUTPUT_TOKEN_KEYS,
+)
 from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -113,13 +120,19 @@ CONFIGURED = """
 ``guard_run_length`` (the guard's run length), ``guard_unguarded`` (its reason) and ``orphan`` (a root span
 naming no agent). ``{tracked}`` is :func:`tracked_condition`'s."""
 
+_TOOL_NAME = f"""coalesce({", ".join(f"nullIf(SpanAttributes['{key}'], '')" for key in TOOL_NAME_KEYS)},
+                 if(startsWith(SpanName, '{EXECUTE_TOOL_PREFIX}'),
+                    nullIf(trimBoth(substring(SpanName, {len(EXECUTE_TOOL_PREFIX) + 1})), ''), NULL),
+                 if(SpanAttributes['openinference.span.kind'] = 'TOOL', toString(SpanName), ''))"""
+"""A tool span's tool, as the conventions read it (``conventions.base.tool_name``; OpenInference's reader falls back
+on the span's name): '' when it names none, and the guard and the store then see no call."""
+
 _KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as a regex: a key's name part
 
 TOOL_SPANS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
-        coalesce(nullIf(SpanAttributes['gen_ai.tool.name'], ''), nullIf(SpanAttributes['tool.name'], ''),
-                 SpanAttributes['traceloop.entity.name']) AS tool_name,
+        {_TOOL_NAME} AS tool_name,
         SpanAttributes['{RUN}'] AS run_fact,
         {_event(REPEAT_EVENT, "rep")},
         {_event(UNGUARDED_EVENT, "ung")},
@@ -157,7 +170,7 @@ TOOL_SPANS = f"""
         toInt64OrNull(nop['repeat_tool_guard.run_length']) AS np_length,
         has(Events.Name, '{PARALLEL_DUPLICATE_EVENT}') OR pd_tier IS NOT NULL AS is_pd
     {SCAN}
-      AND {TOOL_SPAN} AND NOT mapContains(SpanAttributes, '{NESTED}')
+      AND {TOOL_SPAN} AND NOT mapContains(SpanAttributes, '{NESTED}') AND tool_name != ''
 """
 """One row per tool span, with the store's ``tool_calls`` columns and each detection kind's figures (none for a
 span inside a tool span of the same call: that one is the row, ``facts.NESTED``)."""
@@ -207,9 +220,11 @@ TOOL_CALLS = TOOL_SPANS + "    UNION ALL" + REQUESTED_CALLS
 
 
 def _count(keys: tuple[str, ...]) -> str:
-    """The first of ``keys`` (the usage reader's, constants) whose text is a non-negative integer, else NULL."""
+    """The first of ``keys`` (the usage reader's, constants) whose text is an integer from 0 to ``MAX_TOKENS``, else
+    NULL (``usage.count_of``; the table's text keeps no type, so a count written as a string or a whole float
+    counts here, where the embedded store reads none)."""
     read = [f"toInt64OrNull(SpanAttributes['{key}'])" for key in keys]
-    return "coalesce(" + ", ".join(f"if({value} >= 0, {value}, NULL)" for value in read) + ")"
+    return "coalesce(" + ", ".join(f"if({value} BETWEEN 0 AND {MAX_TOKENS}, {value}, NULL)" for value in read) + ")"
 
 
 def _text(keys: tuple[str, ...]) -> str:

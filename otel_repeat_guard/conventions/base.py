@@ -123,7 +123,8 @@ def str_or_none(value: object) -> str | None:
 
 
 TOOL_NAME_KEYS: Final = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
-_EXECUTE_TOOL = "execute_tool "
+EXECUTE_TOOL_PREFIX: Final = "execute_tool "
+"""A GenAI tool span's name before its tool's (``tool_name``'s last resort)."""
 
 
 def tool_name(name: str, attributes: Mapping[str, Any]) -> str | None:
@@ -132,8 +133,8 @@ def tool_name(name: str, attributes: Mapping[str, Any]) -> str | None:
         value = attributes.get(key)
         if isinstance(value, str) and value:
             return value
-    if name.startswith(_EXECUTE_TOOL):
-        return name[len(_EXECUTE_TOOL) :].strip() or None
+    if name.startswith(EXECUTE_TOOL_PREFIX):
+        return name[len(EXECUTE_TOOL_PREFIX) :].strip() or None
     return None
 
 

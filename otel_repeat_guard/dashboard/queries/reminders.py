@@ -76,12 +76,13 @@ def reminder_outcomes(conn: sqlite3.Connection, filters: Filters, window: int = 
                            THEN 'ended'
                        ELSE 'broken'
                    END AS outcome,
-                   COALESCE(
-                       (SELECT m.model FROM model_calls AS m
-                        WHERE m.agent_key = x.agent_key AND m.start_ns >= x.end_ns ORDER BY m.start_ns LIMIT 1),
-                       (SELECT m.model FROM model_calls AS m
-                        WHERE m.agent_key = x.agent_key AND m.start_ns < x.end_ns ORDER BY m.start_ns DESC LIMIT 1)
-                   ) AS model
+                   CASE  -- the model call that received it, its model recorded or not; else the last one before
+                       WHEN EXISTS (SELECT 1 FROM model_calls AS m WHERE m.agent_key = x.agent_key AND m.start_ns >= x.end_ns)
+                       THEN (SELECT m.model FROM model_calls AS m
+                             WHERE m.agent_key = x.agent_key AND m.start_ns >= x.end_ns ORDER BY m.start_ns LIMIT 1)
+                       ELSE (SELECT m.model FROM model_calls AS m
+                             WHERE m.agent_key = x.agent_key AND m.start_ns < x.end_ns ORDER BY m.start_ns DESC LIMIT 1)
+                   END AS model
             FROM reminded AS x LEFT JOIN tool_calls AS n ON n.id = x.next_id
         )
         SELECT tier, tool, agent, model, outcome, COUNT(*) AS reminders
