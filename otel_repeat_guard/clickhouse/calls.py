@@ -8,7 +8,9 @@ Every attribute is a string in that table. A tool span with neither facts nor gu
 no guard ran: ``seen`` is 0 and the dashboard lists it among the blind spots.
 
 Each fragment filters on ``Timestamp`` (the span's start) and ``ServiceName`` first, the table's partition
-and ordering key, then on the call's end. Values are parameters: ``{name:Type}`` bound by ClickHouse.
+and ordering key, then on the call's end. Values are parameters: ``{name:Type}`` bound by ClickHouse. Every
+text it hands on is valid UTF-8 (``toValidUTF8``): the Collector stores the bytes it was given, and one odd
+byte must not cost a page its rows.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ _SPAN_COLUMNS = """
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
         start_ns + toInt64(Duration) AS end_ns,
         toInt64(Duration) AS duration_ns,
-        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        toValidUTF8(if(ServiceName = '', 'unknown_service', toString(ServiceName))) AS service_name,
         toUnixTimestamp64Nano(Timestamp) AS span_ns,"""
 """Every call's times and service, as the embedded store keeps them, and its row's ``Timestamp`` (``span_ns``)."""
 
@@ -132,20 +134,21 @@ _KEY_NAME = "^(.+)#" + "[0-9a-f]" * 16 + "$"  # conventions.agent_run_label, as 
 TOOL_SPANS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_span_id,
-        {_TOOL_NAME} AS tool_name,
+        toValidUTF8({_TOOL_NAME}) AS tool_name,
         SpanAttributes['{RUN}'] AS run_fact,
         {_event(REPEAT_EVENT, "rep")},
         {_event(UNGUARDED_EVENT, "ung")},
         {_event(CYCLE_EVENT, "cyc")},
         {_event(NO_PROGRESS_EVENT, "nop")},
-        multiIf(run_fact != '', run_fact, SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
-                rep['repeat_tool_guard.agent_id'] != '', rep['repeat_tool_guard.agent_id'],
-                concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId))) AS agent_key,
-        if(run_fact != '' AND SpanAttributes['{RUN_NAME}'] != '', SpanAttributes['{RUN_NAME}'],
+        toValidUTF8(multiIf(
+            run_fact != '', run_fact, SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+            rep['repeat_tool_guard.agent_id'] != '', rep['repeat_tool_guard.agent_id'],
+            concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId)))) AS agent_key,
+        toValidUTF8(if(run_fact != '' AND SpanAttributes['{RUN_NAME}'] != '', SpanAttributes['{RUN_NAME}'],
            coalesce(nullIf(SpanAttributes['gen_ai.agent.name'], ''),
                     if(run_fact = '' AND SpanAttributes['gen_ai.agent.id'] = '',
                        nullIf(extract(rep['repeat_tool_guard.agent_id'], '{_KEY_NAME}'), ''), NULL))
-        ) AS agent_name,
+        )) AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
         toInt64OrNull(rep['repeat_tool_guard.run_length']) AS guard_run_length,
         nullIf(ung['repeat_tool_guard.reason'], '') AS guard_unguarded,
@@ -155,8 +158,8 @@ TOOL_SPANS = f"""
         StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') OR SpanAttributes['gen_ai.tool.status'] = 'error'
             OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception') AS error,
         nullIf(rep['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
-        coalesce(nullIf(SpanAttributes['gen_ai.tool.call.arguments'], ''), nullIf(SpanAttributes['input.value'], ''),
-                 SpanAttributes['traceloop.entity.input']) AS arguments,
+        toValidUTF8(coalesce(nullIf(SpanAttributes['gen_ai.tool.call.arguments'], ''),
+                             nullIf(SpanAttributes['input.value'], ''), SpanAttributes['traceloop.entity.input'])) AS arguments,
         SpanAttributes['{ISSUER}'] AS issuer,
         SpanAttributes['{WASTED}'] = 'true' AS wasted,
         {_reminder("cycle", "cycle_tier")},
@@ -183,14 +186,14 @@ REQUESTED_CALLS = f"""
         toUnixTimestamp64Nano(ev_ts) AS start_ns,
         start_ns AS end_ns,
         toInt64(0) AS duration_ns,
-        if(ServiceName = '', 'unknown_service', toString(ServiceName)) AS service_name,
+        toValidUTF8(if(ServiceName = '', 'unknown_service', toString(ServiceName))) AS service_name,
         toUnixTimestamp64Nano(Timestamp) AS span_ns,
         TraceId AS trace_id, concat(SpanId, '/', toString(ev_index - 1)) AS span_id, SpanId AS parent_span_id,
-        ev['gen_ai.tool.name'] AS tool_name,
+        toValidUTF8(ev['gen_ai.tool.name']) AS tool_name,
         ev['{RUN}'] AS run_fact,
         ev AS rep, {_NO_EVENT} AS ung, {_NO_EVENT} AS cyc, {_NO_EVENT} AS nop,
-        run_fact AS agent_key,
-        nullIf(ev['{RUN_NAME}'], '') AS agent_name,
+        toValidUTF8(run_fact) AS agent_key,
+        toValidUTF8(nullIf(ev['{RUN_NAME}'], '')) AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
         toInt64OrNull(ev['repeat_tool_guard.run_length']) AS guard_run_length,
         {_NO_TEXT} AS guard_unguarded,
@@ -228,17 +231,17 @@ def _count(keys: tuple[str, ...]) -> str:
 
 
 def _text(keys: tuple[str, ...]) -> str:
-    """The first of ``keys`` (the store's reader's, constants) with a non-empty text, else NULL."""
-    return "coalesce(" + ", ".join(f"nullIf(SpanAttributes['{key}'], '')" for key in keys) + ")"
+    """The first of ``keys`` (the store's reader's, constants) with a non-empty text, else NULL; valid UTF-8."""
+    return "toValidUTF8(coalesce(" + ", ".join(f"nullIf(SpanAttributes['{key}'], '')" for key in keys) + "))"
 
 
 MODEL_CALLS = f"""
     SELECT{_SPAN_COLUMNS}
         TraceId AS trace_id, SpanId AS span_id,
-        multiIf(SpanAttributes['{RUN}'] != '', SpanAttributes['{RUN}'],
-                SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
-                concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId))) AS agent_key,
-        coalesce(nullIf(SpanAttributes['{RUN_NAME}'], ''), nullIf(SpanAttributes['gen_ai.agent.name'], '')) AS agent_name,
+        toValidUTF8(multiIf(SpanAttributes['{RUN}'] != '', SpanAttributes['{RUN}'],
+                            SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+                            concat('trace:', TraceId, '/', if(ParentSpanId = '', '-', ParentSpanId)))) AS agent_key,
+        {_text((RUN_NAME, "gen_ai.agent.name"))} AS agent_name,
         ifNull(agent_name, agent_key) AS agent,
         {_text(MODEL_KEYS)} AS model,
         {_text(PROVIDER_KEYS)} AS provider,
@@ -261,11 +264,11 @@ _OPERATION = "SpanAttributes['gen_ai.operation.name']"
 _NAMED = f"trim(substring(SpanName, length({_OPERATION}) + 2))"  # "invoke_agent weather" -> "weather"
 
 AGENT_RUNS = f"""
-    SELECT concat(multiIf(SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
-                          SpanAttributes['gen_ai.agent.name'] != '', SpanAttributes['gen_ai.agent.name'],
-                          startsWith(SpanName, concat({_OPERATION}, ' ')) AND {_NAMED} != '', {_NAMED},
-                          toString(SpanName)),
-                  '#', SpanId) AS agent_key,
+    SELECT toValidUTF8(concat(multiIf(SpanAttributes['gen_ai.agent.id'] != '', SpanAttributes['gen_ai.agent.id'],
+                                      SpanAttributes['gen_ai.agent.name'] != '', SpanAttributes['gen_ai.agent.name'],
+                                      startsWith(SpanName, concat({_OPERATION}, ' ')) AND {_NAMED} != '', {_NAMED},
+                                      toString(SpanName)),
+                              '#', SpanId)) AS agent_key,
            toUnixTimestamp64Nano(Timestamp) AS span_ns
     {SCAN}
       AND {_OPERATION} IN {tuple(INVOCATIONS)}

@@ -39,17 +39,24 @@ SETTLE_NS = 60 * 1_000_000_000
 """How long after its root ended a trace may still get a span (a child that started late) before it goes."""
 MAX_HELD = 200_000
 
+
+def _valid_map(column: str) -> str:
+    return f"mapApply((k, v) -> (toValidUTF8(k), toValidUTF8(v)), {column})"
+
+
 ROWS = f"""
 SELECT
     toUnixTimestamp64Nano(Timestamp) AS start_ns, toInt64(Duration) AS duration_ns,
-    TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_id, TraceState AS trace_state,
-    SpanName AS span_name, SpanKind AS span_kind, ServiceName AS service,
-    ResourceAttributes AS resource, ScopeName AS scope_name, ScopeVersion AS scope_version,
-    SpanAttributes AS span_attributes, StatusCode AS status_code, StatusMessage AS status_message,
+    TraceId AS trace_id, SpanId AS span_id, ParentSpanId AS parent_id, toValidUTF8(TraceState) AS trace_state,
+    toValidUTF8(SpanName) AS span_name, SpanKind AS span_kind, toValidUTF8(toString(ServiceName)) AS service,
+    {_valid_map("ResourceAttributes")} AS resource, toValidUTF8(ScopeName) AS scope_name,
+    toValidUTF8(ScopeVersion) AS scope_version, {_valid_map("SpanAttributes")} AS span_attributes,
+    StatusCode AS status_code, toValidUTF8(StatusMessage) AS status_message,
     arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp) AS event_times,
-    Events.Name AS event_names, toJSONString(Events.Attributes) AS event_attributes,
-    Links.TraceId AS link_traces, Links.SpanId AS link_spans, Links.TraceState AS link_states,
-    toJSONString(Links.Attributes) AS link_attributes
+    arrayMap(n -> toValidUTF8(n), Events.Name) AS event_names,
+    toValidUTF8(toJSONString(Events.Attributes)) AS event_attributes,
+    Links.TraceId AS link_traces, Links.SpanId AS link_spans, arrayMap(s -> toValidUTF8(s), Links.TraceState) AS link_states,
+    toValidUTF8(toJSONString(Links.Attributes)) AS link_attributes
 FROM {TABLE}
 WHERE Timestamp >= fromUnixTimestamp64Nano({{lo:Int64}}) AND Timestamp < fromUnixTimestamp64Nano({{hi:Int64}})
   {{services}}
@@ -58,7 +65,9 @@ ORDER BY Timestamp, TraceId, SpanId
 LIMIT {{page:UInt64}}
 """
 """One page of rows: those after ``(after_ns, after_trace, after_span)``, in the range, in table order. The
-events' and links' attributes come as JSON text: chdb crashes handing an ``Array(Map(…))`` column to pandas."""
+events' and links' attributes come as JSON text: chdb crashes handing an ``Array(Map(…))`` column to pandas.
+Every text is valid UTF-8 (``toValidUTF8``: the Collector stores the bytes it was given, and one odd byte
+must not cost a page its spans)."""
 
 _KINDS = {
     "internal": SpanKind.INTERNAL,

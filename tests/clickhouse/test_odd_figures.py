@@ -4,7 +4,9 @@ named only by its span's name, a reminder received by a model call that names no
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard.cli import main
+from otel_repeat_guard.clickhouse.client import ChdbClient
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.conventions.usage import MAX_TOKENS
@@ -102,3 +106,28 @@ def test_the_odd_spans_hold_what_each_case_needs(odd_pair: tuple[Path, Target]) 
     outcomes = reader.reminder_outcomes(Filters()).set_index("agent")
     assert outcomes.loc["reminded-a-nameless-model", "model"] is None
     assert (outcomes.drop(index="reminded-a-nameless-model")["model"] == "gpt-4o-mini").all()
+
+
+def test_a_tool_name_of_invalid_utf8_in_the_table_is_read_replaced_filtered_and_ingested(
+    odd_pair: tuple[Path, Target], tmp_path: Path
+) -> None:
+    """The Collector stores the bytes it was given: a tool's name and arguments that are no UTF-8 are read with
+    U+FFFD in place of the odd bytes, by the pages (a filter on that name finds its calls) and by ``ingest
+    --from`` (which aborted with a UnicodeDecodeError, and the pages showed every tool as bytes)."""
+    target = dataclasses.replace(odd_pair[1], table="utf8_traces")
+    client = ChdbClient(target)
+    client.execute("CREATE TABLE otel.utf8_traces AS otel.odd_traces")
+    client.execute("INSERT INTO otel.utf8_traces SELECT * FROM otel.odd_traces")
+    client.execute(
+        """ALTER TABLE otel.utf8_traces UPDATE SpanAttributes = mapUpdate(SpanAttributes, map(
+               'gen_ai.tool.name', concat('re', unhex('C3')), 'gen_ai.tool.call.arguments', unhex('7BFFFE7D')))
+           WHERE SpanAttributes['gen_ai.tool.name'] = 'grep' SETTINGS mutations_sync = 2"""
+    )
+    reader = ClickHouseReader(target)
+    assert sorted(reader.hotspots_by_tool(Filters())["tool"]) == ["read_file", "re\ufffd"]
+    assert reader.headline(Filters(tools=("re\ufffd",))).iloc[0]["tool_calls"] == 9
+    store = tmp_path / "from.db"
+    assert main(["ingest", "--from", f"chdb://{target.path}?table=utf8_traces", "--db", str(store), "--quiet"]) == 0
+    with sqlite3.connect(store) as conn:
+        named = conn.execute("SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 1").fetchall()
+    assert named == [("read_file", 4), ("re\ufffd", 9)]
