@@ -10,8 +10,15 @@ WORKDIR /src
 # hatch_build.py: the wheel's mypyc hook; this slim image has no C compiler, so it builds the pure-Python package.
 COPY pyproject.toml README.md hatch_build.py ./
 COPY otel_repeat_guard ./otel_repeat_guard
-RUN pip install '.[dashboard,ingest,otlp,clickhouse-server]' && mkdir -p /var/lib/repeat-guard
+# The user: the Collector's uid and gid (10001 in otel/opentelemetry-collector-contrib), because the file exporter
+# can write owner-only files (0600), which only that uid reads. The store's folder is that user's, so a fresh
+# dashboard-data volume (Docker fills it from the image) is writable; volume-init hands an older one over.
+RUN pip install '.[dashboard,ingest,otlp,clickhouse-server]' \
+ && groupadd --gid 10001 repeat-guard \
+ && useradd --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin repeat-guard \
+ && install -d -o 10001 -g 10001 -m 0750 /var/lib/repeat-guard
 COPY deploy/dashboard-entrypoint.sh /usr/local/bin/dashboard-entrypoint.sh
+USER 10001:10001
 
 EXPOSE 8501
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

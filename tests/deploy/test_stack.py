@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -18,6 +20,7 @@ from tests.backends.servers import ROOT, find_tool
 SERVICES = {"volume-init", "otel-collector", "jaeger", "prometheus", "grafana", "dashboard", "demo-agent"}
 CLICKHOUSE_PROFILE = {"clickhouse", "otel-collector-clickhouse", "dashboard-clickhouse", "rollup-clickhouse"}
 ONE_SHOT = {"volume-init"}
+COLLECTOR_UID = 10001  # the user (and group) of the otel/opentelemetry-collector-contrib image
 
 
 def load(path: str) -> Any:
@@ -210,6 +213,72 @@ def test_dockerfile_runs_the_entrypoint_the_tests_run(compose: dict[str, Any]) -
     assert shlex.split(f"x {dashboard_env['DASHBOARD_PORT']}")[1] == str(
         published(compose["services"]["dashboard"])[8501]
     )
+
+
+def image_user() -> tuple[int, int]:
+    """The uid and gid of the Dockerfile's last USER: numeric, so Kubernetes' runAsNonRoot can check it."""
+    users = [line.split(None, 1)[1] for line in dockerfile() if line.startswith("USER ")]
+    assert users, "the image runs as root: no USER"
+    uid, _, gid = users[-1].partition(":")
+    assert uid.isdigit() and gid.isdigit(), f"USER {users[-1]}: give a numeric uid:gid"
+    return int(uid), int(gid)
+
+
+def test_the_dashboard_image_runs_as_an_unprivileged_user_that_owns_the_store_folder(compose: dict[str, Any]) -> None:
+    uid, gid = image_user()
+    assert uid != 0 and gid != 0
+    lines = dockerfile()
+    user = max(i for i, line in enumerate(lines) if line.startswith("USER "))
+    assert user > max(i for i, line in enumerate(lines) if line.startswith("RUN ")), "a RUN after USER runs as root"
+    image_env = dict(word.split("=", 1) for line in lines if line.startswith("ENV ") for word in shlex.split(line)[1:])
+    store = Path(env(compose["services"]["dashboard"])["OTEL_REPEAT_GUARD_DB"]).parent
+    assert Path(image_env["OTEL_REPEAT_GUARD_DB"]).parent == store
+    # The image's folder is the user's: Docker fills a fresh named volume from it, ownership and mode included.
+    install = next(line for line in lines if line.startswith("RUN pip install"))
+    assert f"install -d -o {uid} -g {gid} -m 0750 {store}" in install
+    assert f"dashboard-data:{store}" in compose["services"]["dashboard"]["volumes"]
+
+
+def test_the_image_user_is_the_collectors_so_it_reads_what_the_collector_writes(compose: dict[str, Any]) -> None:
+    """The Collector (uid 10001) writes the file exporter's output into the telemetry volume that volume-init gives
+    it; the dashboard reads that volume as the same uid, and is handed its store's volume by the same step (one an
+    older, root image wrote included)."""
+    uid, gid = image_user()
+    assert (uid, gid) == (COLLECTOR_UID, COLLECTOR_UID)
+    init = compose["services"]["volume-init"]
+    assert f"chown -R {uid}:{gid} /var/lib/otel /var/lib/repeat-guard" in init["command"][-1]
+    assert set(init["volumes"]) == {"telemetry:/var/lib/otel", "dashboard-data:/var/lib/repeat-guard"}
+    ready = {"condition": "service_completed_successfully"}
+    assert compose["services"]["dashboard"]["depends_on"]["volume-init"] == ready
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes files as other users: root only")
+def test_only_the_collectors_uid_reads_an_owner_only_file_the_collector_wrote() -> None:
+    """The file exporter opens its file 0600 when it does not rotate, and lumberjack (when it does) keeps an old
+    file's mode: a file in that mode, in a folder as volume-init leaves it, is read by the image's user only."""
+    uid, gid = image_user()
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # not under pytest's 0700 root-owned base
+        os.chown(folder, COLLECTOR_UID, COLLECTOR_UID)
+        os.chmod(folder, 0o755)
+        traces = Path(folder) / "traces.jsonl"
+        traces.write_bytes(b"{}\n")
+        os.chown(traces, COLLECTOR_UID, COLLECTOR_UID)
+        traces.chmod(0o600)
+
+        def reads(user: int, group: int) -> bool:
+            done = subprocess.run(
+                ["cat", str(traces)],
+                check=False,
+                user=user,
+                group=group,
+                extra_groups=[],
+                capture_output=True,
+                timeout=10,
+            )
+            return done.returncode == 0 and done.stdout == b"{}\n"
+
+        assert reads(uid, gid)
+        assert not reads(uid + 1, gid)  # another unprivileged user, even in the Collector's group, does not
 
 
 _INTERPOLATION = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
