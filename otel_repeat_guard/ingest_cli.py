@@ -4,6 +4,7 @@ the one-line refusal every command shares (:class:`CliError`, exit code 2)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -287,6 +288,11 @@ def run_ingest(args: argparse.Namespace) -> int:
     job = Ingest(source, db, options, progress=None if args.quiet else Progress())
     if args.follow:
         print(f"following {args.path} into {db} (Ctrl+C to stop)", flush=True)
+
+    def stop(signum: int, frame: object) -> None:  # SIGTERM (docker stop, a supervisor): as Ctrl+C, not a kill
+        raise KeyboardInterrupt  # mid-batch, the batch's transaction is rolled back; the store is closed
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         stats = job.run()
     except KeyboardInterrupt:
@@ -295,6 +301,8 @@ def run_ingest(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except OSError as exc:  # the file changed under a follower: unreadable now, replaced by a directory, ...
         raise CliError(f"cannot read {exc.filename or args.path}: {exc.strerror or exc}") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"ingested {job.name} into {db}: {stats.summary()}", flush=True)
     if args.replay and stats.replayed_traces and not stats.new_spans:
         print(
