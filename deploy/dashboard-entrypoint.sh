@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The dashboard service: follow the Collector's file-exporter output into the store, and serve
-# the dashboard on it with trace links to Jaeger. The Dockerfile runs this script; so does
-# tests/deploy/test_dashboard_entrypoint.py, with paths and ports pointed at a temp dir.
+# the dashboard on it with trace links to Jaeger. The Dockerfile runs this script; so do
+# tests/deploy/test_services_run.py and test_dashboard_entrypoint.py, with paths and ports in a temp dir.
 set -euo pipefail
 
 TRACES_FILE="${TRACES_FILE:-/var/lib/otel/traces.jsonl}"
@@ -10,9 +10,23 @@ HOST="${DASHBOARD_HOST:-0.0.0.0}"
 PORT="${DASHBOARD_PORT:-8501}"
 TRACE_URL="${OTEL_REPEAT_GUARD_TRACE_URL:-http://localhost:16686/trace/{trace_id}}"
 
+# On the way out, stop both and wait for them: in the container this script is PID 1, and when it
+# exits the kernel kills whatever is left at once, mid-write. They get TERM, which each takes as
+# Ctrl+C; SIGINT would not do, since commands started with & here ignore it. So INT and TERM
+# (docker stop, `docker compose kill -s INT`, Ctrl+C on `docker run -it`) end the script the same way.
+ingest=
+dashboard=
+stop_both() {
+  trap '' INT TERM
+  kill -TERM ${ingest:+"$ingest"} ${dashboard:+"$dashboard"} 2>/dev/null || true
+  wait || true
+}
+trap stop_both EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 otel-repeat-guard ingest --follow --quiet --db "$DB" "$TRACES_FILE" &
 ingest=$!
-trap 'kill "$ingest" "${dashboard:-}" 2>/dev/null || true' EXIT INT TERM
 
 # ingest creates the store before it waits for the first trace; on a loaded machine its
 # start-up takes seconds, so wait for as long as it lives rather than for a fixed time.
@@ -24,5 +38,5 @@ done
 otel-repeat-guard dashboard --db "$DB" --host "$HOST" --port "$PORT" --trace-url "$TRACE_URL" &
 dashboard=$!
 
-# If either process dies, exit so the container restarts (restart: unless-stopped).
+# If either process dies, exit (stopping the other) so the container restarts (restart: unless-stopped).
 wait -n "$ingest" "$dashboard"

@@ -1,4 +1,6 @@
-"""``deploy/dashboard-entrypoint.sh`` stopped, and the processes it runs."""
+"""``deploy/dashboard-entrypoint.sh`` stopped: by a signal (``docker stop``, ``docker compose kill -s INT``, Ctrl+C),
+or by one of its two processes dying. In a container the script is PID 1, and when it exits the kernel kills
+whatever is left at once (SIGKILL): so it exits only once both are gone, the follower having closed its store."""
 
 from __future__ import annotations
 
@@ -6,14 +8,106 @@ import os
 import signal
 import sqlite3
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+from subprocess import Popen, TimeoutExpired
 
-from tests.backends.servers import poll, server_process
-from tests.deploy.test_services_run import BIN
+import pytest
+
+from tests.backends.servers import ROOT, free_port, get_ok, poll, server_process
+from tests.deploy.test_services_run import BIN, compose_service
+from tests.deploy.test_stack import env
 from tests.ingest.otlp import otlp_json_line, record_workload
 
 STOPPED = 10.0  # seconds: well inside `docker stop`'s grace period, after which Docker kills the container
+
+
+def group(pgid: int) -> dict[int, str]:
+    """The live (not zombie) processes of the process group ``pgid``: pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # gone meanwhile
+            continue
+        state, _, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            found[int(entry.name)] = command
+    return found
+
+
+@contextmanager
+def running(tmp_path: Path) -> Iterator[tuple[Popen[bytes], Path, Path]]:
+    """The entrypoint with its paths in tmp_path, once the dashboard answers: (process, log, traces file)."""
+    traces, db, port = tmp_path / "otel" / "traces.jsonl", tmp_path / "store" / "repeat-guard.db", free_port()
+    traces.parent.mkdir()
+    db.parent.mkdir()
+    variables = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    variables.update(env(compose_service("dashboard")))
+    variables.update(
+        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        TRACES_FILE=str(traces),
+        OTEL_REPEAT_GUARD_DB=str(db),
+        DASHBOARD_HOST="127.0.0.1",
+        DASHBOARD_PORT=str(port),
+    )
+    log = tmp_path / "entrypoint.log"
+    with server_process([str(ROOT / "deploy/dashboard-entrypoint.sh")], log, variables) as process:
+        poll(
+            lambda: get_ok(f"http://127.0.0.1:{port}/_stcore/health"),
+            timeout=60,
+            what="dashboard",
+            process=process,
+            log=log,
+        )
+        yield process, log, traces
+
+
+def exited(process: Popen[bytes], log: Path) -> int:
+    """The script's exit status, within STOPPED seconds; by then no process of its group may be left."""
+    try:
+        status = process.wait(STOPPED)
+    except TimeoutExpired:
+        pytest.fail(f"the entrypoint still runs {STOPPED} s on: {group(process.pid)}\n{log.read_text()[-3000:]}")
+    left = group(process.pid)
+    assert not left, f"the entrypoint exited with these still running (killed at once in a container): {left}"
+    return status
+
+
+@pytest.mark.parametrize(
+    ("signum", "to_group", "status"),
+    [(signal.SIGINT, False, 130), (signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)],
+    ids=["sigint", "sigint-to-the-group", "sigterm"],
+)
+def test_a_signal_stops_the_follower_and_the_dashboard_before_the_entrypoint_exits(
+    tmp_path: Path, signum: signal.Signals, to_group: bool, status: int
+) -> None:
+    """SIGINT or SIGTERM to PID 1 (``docker compose kill -s INT``, ``docker stop``), or SIGINT to the whole group
+    (Ctrl+C on ``docker run -it``). The children, started with ``&`` in a non-interactive shell, ignore SIGINT:
+    the script stops them itself, waits for them, and exits 128 + the signal."""
+    with running(tmp_path) as (process, log, traces):
+        commands = " | ".join(group(process.pid).values())
+        assert " ingest --follow " in commands and " dashboard --db " in commands
+        began = time.monotonic()
+        (os.killpg if to_group else os.kill)(process.pid, signum)
+        assert exited(process, log) == status
+        assert time.monotonic() - began < STOPPED
+    # the follower stopped as on Ctrl+C: its store closed, what it ingested said; not killed mid-batch
+    assert f"ingested {traces} into " in log.read_text()
+
+
+def test_when_the_follower_dies_the_dashboard_is_stopped_and_the_entrypoint_exits_with_its_status(
+    tmp_path: Path,
+) -> None:
+    """Either process dying ends the container (``restart: unless-stopped`` starts it again), the other stopped first."""
+    with running(tmp_path) as (process, log, _):
+        (follower,) = [pid for pid, command in group(process.pid).items() if " ingest --follow " in command]
+        os.kill(follower, signal.SIGKILL)
+        assert exited(process, log) == 128 + signal.SIGKILL
 
 
 def test_the_follower_stops_on_sigterm_as_on_ctrl_c_with_its_store_closed(tmp_path: Path) -> None:
