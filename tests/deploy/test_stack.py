@@ -174,6 +174,56 @@ def test_promtool_accepts_the_prometheus_config() -> None:
     assert "SUCCESS" in done.stdout + done.stderr
 
 
+def promtool(*args: str) -> str:
+    """``promtool ARGS`` must succeed; its output."""
+    done = subprocess.run(
+        [str(find_tool("PROMTOOL_BIN", "/usr/bin/promtool")), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for group in load("deploy/prometheus-rules.yml")["groups"] for rule in group["rules"]]
+
+
+def test_prometheus_loads_the_alert_rules_that_compose_mounts(compose: dict[str, Any]) -> None:
+    """rule_files are relative to the config's folder: deploy/ here, /etc/prometheus/ in the container."""
+    (rules,) = load("deploy/prometheus.yml")["rule_files"]
+    mounts = dict(v.removesuffix(":ro").split(":") for v in compose["services"]["prometheus"]["volumes"])
+    config = next(target for source, target in mounts.items() if source == "./deploy/prometheus.yml")
+    assert mounts[f"./deploy/{rules}"] == str(Path(config).parent / rules)
+    assert "SUCCESS: 1 rule files found" in promtool("check", "config", str(ROOT / "deploy/prometheus.yml"))
+
+
+def test_the_alerts_are_advisory_described_and_on_the_names_grafana_queries() -> None:
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboards/loop-hotspots.json").read_text())
+    queried = set(
+        re.findall(r"repeat_tool_guard_\w+", " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"]))
+    )
+    rules = alert_rules()
+    assert len(rules) >= 3
+    for rule in rules:
+        names = set(re.findall(r"repeat_tool_guard_\w+", rule["expr"]))
+        assert names and names <= queried, f"{rule['alert']}: {names - queried} is not a name Grafana queries"
+        assert rule["labels"]["severity"] in {"info", "warning"}, f"{rule['alert']} is not advisory"
+        assert set(rule["annotations"]) >= {"summary", "description"}, rule["alert"]
+    assert f"SUCCESS: {len(rules)} rules found" in promtool("check", "rules", str(ROOT / "deploy/prometheus-rules.yml"))
+
+
+def test_each_alert_fires_in_its_promtool_unit_test() -> None:
+    tests = ROOT / "tests/deploy/prometheus-rules.test.yml"
+    cases = [case for test in yaml.safe_load(tests.read_text())["tests"] for case in test["alert_rule_test"]]
+    fired = {case["alertname"] for case in cases if case["exp_alerts"]}
+    quiet = {case["alertname"] for case in cases if not case["exp_alerts"]}
+    assert fired == quiet == {rule["alert"] for rule in alert_rules()}  # each shown to fire, and not to, on series
+    assert "SUCCESS" in promtool("test", "rules", str(tests))
+
+
 def test_grafana_dashboard_queries_the_guards_metric_names() -> None:
     dashboard = json.loads((ROOT / "deploy/grafana/dashboards/loop-hotspots.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
