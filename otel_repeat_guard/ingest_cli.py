@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -258,6 +259,18 @@ def check_store(db: Path, *, must_exist: bool) -> None:
         raise CliError(str(exc)) from None
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # mid-batch, the batch's transaction is rolled back; the store is closed
+
+
+def _stop_on_sigterm() -> Any:
+    """SIGTERM (docker stop, a supervisor) stops an ingest as Ctrl+C does, not as a kill: the handler it replaced,
+    to put back; None off the main thread (where Python takes no handler, and the caller has its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _stop)
+
+
 def run_ingest(args: argparse.Namespace) -> int:
     try:
         from otel_repeat_guard.ingest.progress import Progress  # noqa: PLC0415 - needs the ingest extra
@@ -289,10 +302,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     if args.follow:
         print(f"following {args.path} into {db} (Ctrl+C to stop)", flush=True)
 
-    def stop(signum: int, frame: object) -> None:  # SIGTERM (docker stop, a supervisor): as Ctrl+C, not a kill
-        raise KeyboardInterrupt  # mid-batch, the batch's transaction is rolled back; the store is closed
-
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = _stop_on_sigterm()
     try:
         stats = job.run()
     except KeyboardInterrupt:
@@ -302,7 +312,8 @@ def run_ingest(args: argparse.Namespace) -> int:
     except OSError as exc:  # the file changed under a follower: unreadable now, replaced by a directory, ...
         raise CliError(f"cannot read {exc.filename or args.path}: {exc.strerror or exc}") from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     print(f"ingested {job.name} into {db}: {stats.summary()}", flush=True)
     if args.replay and stats.replayed_traces and not stats.new_spans:
         print(
