@@ -3,7 +3,9 @@
 The real ``anthropic`` SDK talks to it on 127.0.0.1 exactly as to the real service. It serves
 ``POST /v1/messages``, streamed (SSE) or not: a request whose conversation holds ``i``
 ``tool_result`` blocks since the last real user prompt gets ``script[i]`` as one ``tool_use``
-block, or the final answer once the script is done (see :func:`scenario.next_call`). A
+block, or the final answer once the script is done (see :func:`scenario.next_call`). A step of
+the script may be a :class:`Batch` of calls instead: one assistant message with a ``tool_use``
+block for each (parallel tool calls), its results counted as that many steps. A
 conversation whose first user message holds a key of ``by_prompt`` follows that script. Each
 request is kept, in arrival order, parsed (``requests``) and as the bytes received (``raw``).
 
@@ -22,10 +24,32 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .scenario import FINAL_ANSWER, SCRIPT, next_call, usage_after
+from .scenario import FINAL_ANSWER, SCRIPT, usage_after
 
 MODEL = "claude-sonnet-4-5"
-Script = Sequence[tuple[str, dict[str, str]]]
+Call = tuple[str, dict[str, str]]
+
+
+class Batch(tuple[Call, ...]):
+    """Calls asked for in one assistant message (parallel tool calls): a step of a script, as many steps long."""
+
+    def __new__(cls, *calls: Call) -> Batch:
+        return super().__new__(cls, calls)
+
+
+Script = Sequence["Call | Batch"]
+
+
+def calls_after(results: int, script: Script) -> list[Call]:
+    """The calls the scripted model asks for, in one message, once it has seen ``results`` tool results
+    (none: the final answer). A batch takes as many results as it has calls."""
+    seen = 0
+    for step in script:
+        calls = list(step) if isinstance(step, Batch) else [step]
+        if results < seen + len(calls):
+            return calls
+        seen += len(calls)
+    return []
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -89,11 +113,11 @@ class FakeAnthropic:
         with self._lock:
             return f"{prefix}{next(self._ids):04d}"
 
-    def script_for(self, body: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
-        """The tool call to answer ``body`` with, or None for the final answer."""
+    def script_for(self, body: dict[str, Any]) -> list[Call]:
+        """The tool calls to answer ``body`` with (one message), or none for the final answer."""
         prompt = first_prompt(body)
         script = next((s for key, s in self.by_prompt.items() if key in prompt), self.script)
-        return next_call(tool_results_since_prompt(body.get("messages") or []), script)
+        return calls_after(tool_results_since_prompt(body.get("messages") or []), script)
 
     def conversations(self) -> dict[str, list[dict[str, Any]]]:
         """The requests of each conversation, keyed by its first user message, in arrival order."""
@@ -103,14 +127,14 @@ class FakeAnthropic:
         return out
 
     def message(self, body: dict[str, Any]) -> dict[str, Any]:
-        call = self.script_for(body)
-        if call is None:
-            content: list[dict[str, Any]] = [{"type": "text", "text": FINAL_ANSWER}]
-            stop = "end_turn"
-        else:
-            name, arguments = call
-            content = [{"type": "tool_use", "id": self.next_id("toolu_"), "name": name, "input": dict(arguments)}]
-            stop = "tool_use"
+        calls = self.script_for(body)
+        content: list[dict[str, Any]] = [
+            {"type": "tool_use", "id": self.next_id("toolu_"), "name": name, "input": dict(arguments)}
+            for name, arguments in calls
+        ]
+        stop = "tool_use" if calls else "end_turn"
+        if not calls:
+            content = [{"type": "text", "text": FINAL_ANSWER}]
         return {
             "id": self.next_id("msg_"),
             "type": "message",
