@@ -9,6 +9,7 @@ key: the session, and for a subagent's call its ``agent_id`` too, so a subagent 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ import xxhash
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from otel_repeat_guard.integrations._claude_calls import OpenCall, due, read_transcript, transcript_of
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.reminders import Reminder
 
@@ -32,7 +34,6 @@ RESULT_CHARS = 4_096
 """How much of a tool's response the span keeps (``gen_ai.tool.call.result``)."""
 ARGUMENT_CHARS = 1 << 20
 """How much of a call's input the span keeps (``gen_ai.tool.call.arguments``), its whole's digest after it."""
-DENIED = "denied: no PostToolUse followed its PreToolUse (a permission rule, or the user, refused it)"
 TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure", "PermissionDenied")
 """The hook events that report a tool call: done, failed, or denied by a permission rule (each counts)."""
 
@@ -117,11 +118,14 @@ def failure_of(hook_input: Mapping[str, Any]) -> str | None:
     return None
 
 
-def record_call(tracer: Tracer, hook_input: Mapping[str, Any], key: str, context: Context | None = None) -> None:
+def record_call(
+    tracer: Tracer, hook_input: Mapping[str, Any], key: str, context: Context | None = None, end: int | None = None
+) -> None:
     """End one ``execute_tool`` span for the hook's tool call (the guard decides as it ends), timed by the
-    input's ``duration_ms`` when it has one. ``context`` is its parent's (None: the current one)."""
+    input's ``duration_ms`` when it has one. ``context`` is its parent's (None: the current one); ``end`` when
+    the call ended, in ns since the epoch (None: now; a call counted after a later one ended before)."""
     attributes = tool_attributes(hook_input, key)
-    end = time.time_ns()
+    end = time.time_ns() if end is None else end
     duration = hook_input.get("duration_ms")
     start = end - int(duration) * 1_000_000 if isinstance(duration, int) and duration >= 0 else end
     span = tracer.start_span(
@@ -148,58 +152,70 @@ def answer(event: str, reminders: Sequence[Reminder]) -> dict[str, Any]:
 
 
 class Unanswered:
-    """Calls whose PreToolUse came and no PostToolUse or PostToolUseFailure yet, per chain key.
-
-    Claude Code runs no hook after a call its permissions refuse (only PreToolUse before it; seen with
-    2.1.332 under ``-p``), yet a denied call counts. So a call still unanswered when a call opened after it
-    is answered, or when its chain's turn ends (Stop, SubagentStop, a new prompt), was denied: it is counted
-    then, as a failed call. Should its PostToolUse come after all (parallel calls answered out of order),
-    it is not counted twice. Bounded: at most ``limit`` open calls and remembered ids.
-    """
+    """The open calls of each chain, in process (the Agent SDK hooks): PreToolUse opens a call, and
+    :func:`~otel_repeat_guard.integrations._claude_calls.due` says when it counts (answered, refused, or the
+    turn over; a batch in the order Claude asked for its calls). A call counted without its PostToolUse is
+    remembered, so a PostToolUse that comes after all does not count it twice. Bounded: at most ``limit``
+    open calls per chain and remembered ids."""
 
     __slots__ = ("_limit", "_lock", "_open", "_settled")
 
     def __init__(self, limit: int = 10_000) -> None:
         self._limit = limit
         self._lock = threading.Lock()
-        self._open: dict[str, dict[str, Mapping[str, Any]]] = {}  # chain key -> tool_use_id -> its PreToolUse input
-        self._settled: dict[str, None] = {}  # ids counted as denied (an ordered set)
+        self._open: dict[str, dict[str, OpenCall]] = {}  # chain key -> tool_use_id -> the call, as opened
+        self._settled: dict[str, None] = {}  # ids counted without their PostToolUse (an ordered set)
 
     def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
         call_id = hook_input.get("tool_use_id")
         if call_id:
             with self._lock:
                 calls = self._open.setdefault(key, {})
-                calls[str(call_id)] = hook_input
+                calls[str(call_id)] = OpenCall(str(call_id), hook_input)
                 if len(calls) > self._limit:
                     calls.pop(next(iter(calls)))
 
-    def answered(self, key: str, call_id: object) -> tuple[list[dict[str, Any]], bool]:
-        """The chain's calls opened before this one and unanswered (denied: count them first, in order), and
-        whether this call is still to be counted (False: it was counted as denied already)."""
-        found = str(call_id or "")
+    def pending(self, key: str, hook_input: Mapping[str, Any]) -> list[OpenCall]:
+        """A copy of the chain's open calls, this one answered: what :func:`wait_for_results` looks at."""
+        found = str(hook_input.get("tool_use_id") or "")
         with self._lock:
-            calls = self._open.get(key)
-            if calls is None or found not in calls:
-                already = found in self._settled
-                self._settled.pop(found, None)
-                return [], not already
-            earlier = []
-            for open_id in list(calls):
-                if open_id == found:
-                    del calls[open_id]
-                    break
-                earlier.append(self._denied(calls.pop(open_id), open_id))
-            return earlier, True
+            calls = [dataclasses.replace(call) for call in self._open.get(key, {}).values()]
+        for call in calls:
+            if call.call_id == found:
+                call.answer = hook_input
+        return calls
 
-    def rest(self, key: str) -> list[dict[str, Any]]:
-        """The chain's turn is over: its unanswered calls, as denied calls to count."""
+    def answered(self, key: str, hook_input: Mapping[str, Any]) -> list[tuple[dict[str, Any], int | None]]:
+        """The chain's calls that count now that this one is answered (it among them, or not yet: a call
+        Claude asked for before it still runs), each with the time it ended (None: now). A call never opened
+        counts at once, after them; one counted already as refused does not count again."""
+        found = str(hook_input.get("tool_use_id") or "")
         with self._lock:
-            calls = self._open.pop(key, {})
-            return [self._denied(hook_input, call_id) for call_id, hook_input in calls.items()]
+            calls = self._open.get(key, {})
+            if found in calls:
+                calls[found].answer, calls[found].answered_ns = hook_input, time.time_ns()
+                return self._due(key, turn_over=False)
+            counted = self._due(key, turn_over=False) if calls else []
+            if found and found in self._settled:
+                del self._settled[found]
+                return counted
+            return [*counted, (dict(hook_input), None)]
 
-    def _denied(self, hook_input: Mapping[str, Any], call_id: str) -> dict[str, Any]:
-        self._settled[call_id] = None
-        if len(self._settled) > self._limit:
-            self._settled.pop(next(iter(self._settled)))
-        return {**hook_input, "hook_event_name": "PermissionDenied", "reason": DENIED}
+    def rest(self, key: str) -> list[tuple[dict[str, Any], int | None]]:
+        """The chain's turn is over: its open calls, every one to count now."""
+        with self._lock:
+            counted = self._due(key, turn_over=True)
+            self._open.pop(key, None)
+            return counted
+
+    def _due(self, key: str, *, turn_over: bool) -> list[tuple[dict[str, Any], int | None]]:
+        calls = self._open.get(key, {})
+        ids = list(calls)
+        found = due(list(calls.values()), turn_over, lambda: read_transcript(transcript_of(calls[ids[0]].opened), ids))
+        for call_id in found.closed:
+            del calls[call_id]
+        for call_id in found.refused:
+            self._settled[call_id] = None
+            if len(self._settled) > self._limit:
+                self._settled.pop(next(iter(self._settled)))
+        return found.counted

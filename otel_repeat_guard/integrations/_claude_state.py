@@ -15,6 +15,7 @@ what it then holds:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sqlite3
 import time
@@ -34,7 +35,13 @@ from opentelemetry.trace import Tracer
 
 from otel_repeat_guard.config import MEMORY_STORE, GuardConfig, safe_url
 from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.integrations._claude import DENIED
+from otel_repeat_guard.integrations._claude_calls import (
+    OpenCall,
+    due,
+    read_transcript,
+    transcript_of,
+    wait_for_results,
+)
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.store.schema import check_creatable, store_error
@@ -55,11 +62,14 @@ _SCHEMA = (
     updated_at REAL NOT NULL
 )""",
     f"CREATE TABLE IF NOT EXISTS {OPEN} (call_id TEXT PRIMARY KEY, chain_key TEXT NOT NULL, hook_input TEXT NOT NULL,"
-    " opened_at REAL NOT NULL)",
+    " opened_at REAL NOT NULL, answer TEXT, answered_ns INTEGER)",
     f"CREATE INDEX IF NOT EXISTS {OPEN}_chain ON {OPEN}(chain_key)",
     f"CREATE TABLE IF NOT EXISTS {SETTLED} (call_id TEXT PRIMARY KEY, settled_at REAL NOT NULL)",
 )
-Record = Callable[[Tracer, Mapping[str, Any], str, "Context | None"], None]
+ANSWER_COLUMNS = (("answer", "TEXT"), ("answered_ns", "INTEGER"))
+"""Added to a chains file written before calls waited for the calls Claude asked for before them."""
+Record = Callable[..., None]
+""":func:`~otel_repeat_guard.integrations._claude.record_call`: (tracer, hook input, key, context, end=...)."""
 
 
 class Counted(NamedTuple):
@@ -122,52 +132,68 @@ class SQLiteChains:
             )
 
     def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
-        """PreToolUse: the call is open until its PostToolUse (or PostToolUseFailure) answers it."""
+        """PreToolUse: the call is open until it counts (a call no JSON encoder can write counts when answered)."""
         call_id = hook_input.get("tool_use_id")
-        if call_id:
+        stored = _dumps(hook_input) if call_id else None
+        if stored is not None:
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {OPEN} (call_id, chain_key, hook_input, opened_at) VALUES (?, ?, ?, ?)",
-                (str(call_id), key, orjson.dumps(hook_input, default=str).decode(), time.time()),
+                (str(call_id), key, stored, time.time()),
             )
 
     def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
-        """Count the call, after the chain's calls opened before it that nothing answered (denied: see
-        :class:`~otel_repeat_guard.integrations._claude.Unanswered`, whose rules these rows follow)."""
+        """PostToolUse or PostToolUseFailure: the call is answered. The chain's calls that count now are
+        counted, in order (see :mod:`~otel_repeat_guard.integrations._claude_calls`): this one among them, or
+        not yet while a call Claude asked for before it still runs. A call never opened counts at once, after
+        them; one counted already as refused does not count again."""
         call_id = str(hook_input.get("tool_use_id") or "")
-        rows = self._conn.execute(
-            f"SELECT call_id, hook_input FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
-        ).fetchall()
-        if call_id in (row[0] for row in rows):
-            earlier = rows[: [row[0] for row in rows].index(call_id)]
+        is_open = self._conn.execute(f"SELECT 1 FROM {OPEN} WHERE call_id = ?", (call_id,)).fetchone() is not None
+        stored = _dumps(hook_input) if is_open else None
+        if stored is not None:
+            self._conn.execute(
+                f"UPDATE {OPEN} SET answer = ?, answered_ns = ? WHERE call_id = ?", (stored, time.time_ns(), call_id)
+            )
+        elif is_open:  # no encoder writes it (nested past the limits): it counts now, after the calls due
             self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
-            return self._decide(key, [*self._denied(earlier), hook_input], record)
-        settled = self._conn.execute(f"DELETE FROM {SETTLED} WHERE call_id = ?", (call_id,)).rowcount
-        return self._decide(key, [] if settled else [hook_input], record)
+        answered = stored is not None
+        counted = self._due(key, turn_over=False)
+        if not answered:
+            settled = self._conn.execute(f"DELETE FROM {SETTLED} WHERE call_id = ?", (call_id,)).rowcount
+            if not settled:
+                counted.append((dict(hook_input), None))
+        return self._decide(key, counted, record)
 
     def settle(self, key: str, record: Record) -> Counted:
-        """The chain's turn is over (Stop, SubagentStop, a new prompt): its open calls were denied."""
+        """The chain's turn is over (Stop, SubagentStop, a new prompt): its open calls count now."""
+        return self._decide(key, self._due(key, turn_over=True), record)
+
+    def _due(self, key: str, *, turn_over: bool) -> list[tuple[dict[str, Any], int | None]]:
         rows = self._conn.execute(
-            f"SELECT call_id, hook_input FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
+            f"SELECT call_id, hook_input, answer, answered_ns FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
         ).fetchall()
-        return self._decide(key, self._denied(rows), record)
-
-    def _denied(self, rows: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-        now = time.time()
         calls = []
-        for call_id, stored in rows:
-            self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
-            self._conn.execute(f"INSERT OR REPLACE INTO {SETTLED} (call_id, settled_at) VALUES (?, ?)", (call_id, now))
+        for call_id, opened, answer, answered_ns in rows:
             try:
-                calls.append({**orjson.loads(stored), "hook_event_name": "PermissionDenied", "reason": DENIED})
-            except ValueError:
+                calls.append(OpenCall(call_id, _loads(opened), _loads(answer) if answer else None, answered_ns))
+            except ValueError:  # one odd row costs its call, never the chain
                 logger.warning("repeat guard: the stored call %r is unreadable; it is not counted", call_id)
-        return calls
+                self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
+        ids = [call.call_id for call in calls]
+        found = due(calls, turn_over, lambda: read_transcript(transcript_of(calls[0].opened), ids))
+        self._conn.executemany(f"DELETE FROM {OPEN} WHERE call_id = ?", [(call_id,) for call_id in found.closed])
+        now = time.time()
+        self._conn.executemany(
+            f"INSERT OR REPLACE INTO {SETTLED} (call_id, settled_at) VALUES (?, ?)",
+            [(call_id, now) for call_id in found.refused],
+        )
+        return found.counted
 
-    def _decide(self, key: str, calls: Sequence[Mapping[str, Any]], record: Record) -> Counted:
-        """One guard, given the chain's stored state, decides on ``calls``; its state is stored again."""
+    def _decide(self, key: str, calls: Sequence[tuple[Mapping[str, Any], int | None]], record: Record) -> Counted:
+        """One guard, given the chain's stored state, decides on ``calls`` (each with when it ended, None: now),
+        in order; its state is stored again."""
         if not calls:
             return Counted([], [])
-        one = _one_call(self._config, str(calls[0].get("session_id") or ""))
+        one = _one_call(self._config, str(calls[0][0].get("session_id") or ""))
         row = self._conn.execute(
             f"SELECT tool, arguments_key, run, waiting FROM {TABLE} WHERE chain_key = ?", (key,)
         ).fetchone()
@@ -177,8 +203,8 @@ class SQLiteChains:
                 one.guard.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
             except (TypeError, ValueError):  # one odd row costs its chain, never the call
                 logger.warning("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
-        for call in calls:
-            record(one.tracer, call, key, Context())
+        for call, end in calls:
+            record(one.tracer, call, key, Context(), end=end)
         state = one.guard.chain_state(key)
         now = time.time()
         if state is not None:
@@ -238,6 +264,61 @@ def _unreachable(config: GuardConfig) -> str | None:
     return None
 
 
+def wait_for_refusals(config: GuardConfig, store: Path, key: str, hook_input: Mapping[str, Any]) -> None:
+    """Before the transaction that counts an answered call: wait, briefly, for the transcript to show the results
+    of the calls asked for before it that nothing answered (:func:`~otel_repeat_guard.integrations._claude_calls.
+    wait_for_results`). A plain read: concurrent hook processes go on meanwhile. Only for PostToolUse and
+    PostToolUseFailure; nothing to do in Redis."""
+    path = chains_path(store)
+    answered = hook_input.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")
+    if not answered or config.shared_store or not path.is_file():
+        return
+    found = str(hook_input.get("tool_use_id") or "")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            rows = conn.execute(
+                f"SELECT call_id, hook_input, answer FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
+            ).fetchall()
+        finally:
+            conn.close()
+        calls = [
+            OpenCall(call_id, _loads(opened), hook_input if call_id == found else _loads(answer) if answer else None)
+            for call_id, opened, answer in rows
+        ]
+    except (sqlite3.Error, ValueError):  # an older file, or one odd row: the transaction settles what it can
+        return
+    if any(call.call_id == found for call in calls):  # a call never opened (an excluded tool) waits for none
+        wait_for_results(calls)
+
+
+def _dumps(hook_input: Mapping[str, Any]) -> str | None:
+    """A hook input as JSON: a lone surrogate (output cut inside a character) escaped, as Node writes it; None
+    when nested past what the encoders write."""
+    try:
+        return orjson.dumps(hook_input, default=str).decode()
+    except TypeError:
+        try:
+            return json.dumps(hook_input, default=str)
+        except (ValueError, TypeError, RecursionError):
+            return None
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)  # a lone surrogate escape, which orjson refuses
+
+
+def _add_answer_columns(conn: sqlite3.Connection) -> None:
+    """Bring a chains file of an earlier version up to date (inside the transaction: one process does it)."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({OPEN})")}
+    for column, kind in ANSWER_COLUMNS:
+        if column not in columns:
+            conn.execute(f"ALTER TABLE {OPEN} ADD COLUMN {column} {kind}")
+
+
 def _glob_escape(text: str) -> str:
     return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
@@ -276,6 +357,7 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
             raise store_error(path, error, writing=True) from error
         conn.execute("BEGIN IMMEDIATE")
         try:
+            _add_answer_columns(conn)
             yield SQLiteChains(config, conn)
         except BaseException:
             conn.execute("ROLLBACK")

@@ -10,8 +10,9 @@ The tools run inside the Claude Code CLI, so no span of theirs reaches this proc
 what the guard sees:
 
 - **PostToolUse** (and **PostToolUseFailure**, **PermissionDenied**: a failed or denied call counts, as
-  any call does; a call its permissions refuse gets no hook after PreToolUse, so it counts when a later call
-  is answered or the turn ends, see :class:`~otel_repeat_guard.integrations._claude.Unanswered`) ends one GenAI
+  any call does; a call its permissions refuse gets no hook after PreToolUse, so it counts once the session's
+  transcript shows its refusal or the turn ends, and the calls of one message count in the order Claude asked
+  for them, however they finish: see :mod:`~otel_repeat_guard.integrations._claude_calls`) ends one GenAI
   ``execute_tool`` span here, under the current span, so the guard counts
   it and you get a trace of Claude's tool calls. Its ``gen_ai.agent.id`` is the chain key:
   ``claude:<session_id>``, and ``claude:<session_id>/<agent_id>`` inside a subagent, so a subagent's
@@ -34,6 +35,7 @@ Needs ``claude-agent-sdk`` 0.2.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -52,6 +54,7 @@ from otel_repeat_guard.integrations._claude import (
     record_call,
     session_prefix,
 )
+from otel_repeat_guard.integrations._claude_calls import wait_for_results
 from otel_repeat_guard.integrations._common import check_sources, logger, unguarded
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.reminders import Reminder
@@ -165,13 +168,10 @@ class RepeatGuardHooks:
                 return {}
             key = chain_key(hook_input)
             self._remember(hook_input, key)
-            earlier, counted = self._unanswered.answered(key, hook_input.get("tool_use_id"))
-            for denied in earlier:
-                record_call(self._tracer, denied, key)
-            if counted:
-                record_call(self._tracer, hook_input, key)
-            reminders = self._inbox.drain(key)
-            self._note_stop(key, hook_input, reminders)
+            waiting = self._unanswered.pending(key, hook_input)
+            if len(waiting) > 1:  # a refusal asked for before this call may be on its way to the transcript
+                await asyncio.to_thread(wait_for_results, waiting)
+            reminders = self._count(key, self._unanswered.answered(key, hook_input))
             return answer(event, reminders) if event != "PermissionDenied" else {}
         except Exception:
             logger.exception("repeat guard failed in the %s hook; Claude goes on without it", event)
@@ -239,9 +239,18 @@ class RepeatGuardHooks:
             elif key in self._stops and not self._stops[key].same(*_call_of(hook_input)):
                 del self._stops[key]
 
+    def _count(self, key: str, calls: Sequence[tuple[Mapping[str, Any], int | None]]) -> list[Reminder]:
+        """Record the calls, in order; the reminders they made due (each call's stop noted as it counts)."""
+        reminders: list[Reminder] = []
+        for call, end in calls:
+            record_call(self._tracer, call, key, end=end)
+            due = self._inbox.drain(key)
+            self._note_stop(key, call, due)
+            reminders.extend(due)
+        return reminders
+
     def _settle(self, key: str) -> None:
-        for denied in self._unanswered.rest(key):
-            record_call(self._tracer, denied, key)
+        self._count(key, self._unanswered.rest(key))
 
     def _drop(self, key: str, *, reset: bool = False) -> None:
         with self._lock:

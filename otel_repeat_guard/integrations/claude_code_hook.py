@@ -12,8 +12,10 @@ Claude Code starts the command once per hook event, with the event's JSON on std
 - **UserPromptSubmit** starts the session's chain afresh; **SubagentStop** drops the subagent's chain,
   **SessionEnd** every chain of the session.
 - **PreToolUse** and **Stop** (optional): a call its permissions refuse gets no hook after PreToolUse, so
-  with these two the open calls that nothing answered count as denied when a later call is answered or the
-  turn ends (SQLite only; in Redis they are not counted).
+  with these two each call is open from its PreToolUse until it counts: answered, refused (the session's
+  transcript holds its result and no PostToolUse came) or the turn over, the calls of one message in the
+  order Claude asked for them however they finish (:mod:`~otel_repeat_guard.integrations._claude_calls`;
+  SQLite only: in Redis each call counts as it is answered, and refused calls are not counted).
 
 Between calls the chain lives outside the process (:mod:`otel_repeat_guard.integrations._claude_state`):
 in Redis when ``OTEL_REPEAT_GUARD_STORE`` names one (the guard's shared chain store, one script per call),
@@ -84,7 +86,7 @@ def store_path(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> Pat
 
 def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """The hook's answer to one event (``{}`` for none)."""
-    from otel_repeat_guard.integrations._claude_state import Counted, chain_state
+    from otel_repeat_guard.integrations._claude_state import Counted, chain_state, wait_for_refusals
 
     event = str(hook_input.get("hook_event_name") or "")
     if not event:
@@ -97,6 +99,7 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
     key = chain_key(hook_input)
     excluded = Exclusions(config.exclude).excluded(str(hook_input.get("tool_name") or ""))
     counted = Counted([], [])
+    wait_for_refusals(config, store_path(hook_input, environ), key, hook_input)
     with chain_state(config, store_path(hook_input, environ)) as state:
         if event == "PreToolUse":
             if not excluded:

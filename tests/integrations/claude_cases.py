@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .fake_anthropic import FakeAnthropic
+from .fake_anthropic import Batch, FakeAnthropic
 
 ECHO = {"command": "echo looping", "description": "Print a word"}
 LOOP9 = (("Bash", ECHO),) * 9
@@ -21,6 +21,30 @@ LOOP9 = (("Bash", ECHO),) * 9
 GENTLE = "You have called `Bash` with identical arguments 3 times in a row."
 DETAILED_5 = "You have called `Bash` 5 times in a row with identical arguments"
 DETAILED_8 = "You have called `Bash` 8 times in a row with identical arguments"
+
+SLOW = {"command": "sleep 3; echo slow", "description": "Wait, then print a word"}
+ALPHA = "1\talpha\n2\t"
+"""What Claude Code's Read gives of ``a.txt``."""
+
+
+def parallel_script(home: Path, outside: Path) -> tuple[Batch, Batch]:
+    """Two messages of calls Claude Code runs concurrently (a read-only Bash, Reads), the slow Bash asked for
+    first: three successes, then a Read outside the working directory (``home``), which the permissions refuse
+    under ``-p``, beside two successes. Each message's first call ends last."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "a.txt").write_text("alpha\n")
+    outside.write_text("outside\n")
+    read = ("Read", {"file_path": str(home / "a.txt")})
+    return (
+        Batch(("Bash", SLOW), read, read),
+        Batch(("Read", {"file_path": str(outside)}), ("Bash", SLOW), read),
+    )
+
+
+PARALLEL_CALLS = [("Bash", False), ("Read", False), ("Read", False), ("Read", True), ("Bash", False), ("Read", False)]
+"""The calls of :func:`parallel_script` as they must count: in the order asked for, whichever ended first,
+each once, only the refused one failed."""
+PARALLEL_RUNS = [1, 1, 2, 1, 1, 1]
 
 
 def cli_path() -> str:

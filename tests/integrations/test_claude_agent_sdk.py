@@ -18,14 +18,18 @@ from otel_repeat_guard import GuardConfig
 from otel_repeat_guard.integrations.claude_agent_sdk import RepeatGuardHooks
 
 from .claude_cases import (
+    ALPHA,
     DETAILED_5,
     DETAILED_8,
     ECHO,
     GENTLE,
     LOOP9,
+    PARALLEL_CALLS,
+    PARALLEL_RUNS,
     in_tool_results,
     loop_conversation,
     offline_env,
+    parallel_script,
     reminder_positions,
     tool_results,
 )
@@ -226,3 +230,19 @@ def test_a_hook_given_what_no_cli_sends_answers_nothing_and_raises_nothing(caplo
     for callback in (hooks.pre_tool_use, hooks.post_tool_use, hooks.user_prompt_submit, hooks.stop):
         assert asyncio.run(callback(["not", "a", "mapping"], None, None)) == {}
     assert "repeat guard failed" in caplog.text
+
+
+def test_parallel_calls_that_end_out_of_order_count_once_each_in_the_order_asked_and_only_the_refused_one_failed(
+    tmp_path: Path,
+) -> None:
+    g = make_guarded()
+    hooks, provider = guarded_hooks(g)
+    with FakeAnthropic(script=parallel_script(tmp_path / "home", tmp_path / "outside.txt")) as server:
+        run_claude(server, tmp_path / "home", "PARALLEL-TASK: read them", hooks, ["Bash"])
+    provider.shutdown()
+    spans = [s for s in g.exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+    assert [(str((s.attributes or {})["gen_ai.tool.name"]), not s.status.is_ok) for s in spans] == PARALLEL_CALLS
+    assert list(run_lengths_by_key(g).values()) == [PARALLEL_RUNS]
+    assert "haven't granted it" in str(spans[3].status.description)  # the refusal, as the transcript has it
+    results = tool_results(loop_conversation(server, "PARALLEL-TASK")[-1])  # as the calls ended
+    assert results[:3] == [ALPHA, ALPHA, "slow"] and results[5] == "slow", results  # the first asked ended last

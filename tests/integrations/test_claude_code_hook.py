@@ -23,15 +23,19 @@ import pytest
 from tests.distributed.servers import RedisServer
 
 from .claude_cases import (
+    ALPHA,
     DETAILED_5,
     DETAILED_8,
     ECHO,
     GENTLE,
     LOOP9,
+    PARALLEL_CALLS,
+    PARALLEL_RUNS,
     cli_path,
     in_tool_results,
     loop_conversation,
     offline_env,
+    parallel_script,
     reminder_positions,
     settings_file,
     tool_results,
@@ -268,3 +272,22 @@ def test_calls_the_permissions_refuse_count_in_the_chain_of_the_command_hook(tmp
     with sqlite3.connect(tmp_path / "store.db") as conn:
         failed = conn.execute("SELECT tool_name, COUNT(*) FROM tool_calls WHERE error GROUP BY tool_name").fetchall()
     assert failed == [("Write", 3)]
+
+
+def test_parallel_calls_that_end_out_of_order_count_once_each_in_the_order_asked_and_only_the_refused_one_failed(
+    tmp_path: Path,
+) -> None:
+    script = parallel_script(tmp_path / "home", tmp_path / "outside.txt")
+    with FakeAnthropic(script=script) as server:
+        done = claude_p(server, tmp_path, "PARALLEL-TASK: read them", "Bash")
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        calls = conn.execute("SELECT tool_name, error FROM tool_calls ORDER BY id").fetchall()
+    assert [(tool, bool(error)) for tool, error in calls] == PARALLEL_CALLS
+    assert list(stored_runs(tmp_path / "store.db").values()) == [PARALLEL_RUNS]
+    results = tool_results(loop_conversation(server, "PARALLEL-TASK")[-1])  # as the calls ended
+    assert results[:3] == [ALPHA, ALPHA, "slow"] and results[5] == "slow", results  # the first asked ended last
+    assert "haven't granted it" in results[3] or "haven't granted it" in results[4], results
+    with sqlite3.connect(tmp_path / "store.chains.db") as conn:
+        assert conn.execute("SELECT call_id FROM claude_code_open_calls").fetchall() == []
+        assert conn.execute("SELECT COUNT(*) FROM claude_code_denied_calls").fetchone() == (1,)
