@@ -25,6 +25,10 @@ from otel_repeat_guard.conventions.usage import (
     MAX_TOKENS,
     OUTPUT_TOKEN_KEYS,
 )
+from otel_repeat_guard.conventions.vercel_ai import ARGUMENTS_KEY as VERCEL_ARGUMENTS
+from otel_repeat_guard.conventions.vercel_ai import STEPS as VERCEL_STEPS
+from otel_repeat_guard.conventions.vercel_ai import TOOL_CALL as VERCEL_TOOL
+from otel_repeat_guard.conventions.vercel_ai import TOOL_NAME_KEY as VERCEL_TOOL_NAME
 from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.recorder import (
     CYCLE_EVENT,
@@ -84,12 +88,13 @@ SCAN = f"""
 
 SERVICE_CONDITION = "AND ServiceName IN {services:Array(String)}"
 
-# The conventions' marks (GenAI, OpenInference, OpenLLMetry), as the guard's router reads them.
-TOOL_SPAN = """(SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
-           OR SpanAttributes['openinference.span.kind'] = 'TOOL' OR SpanAttributes['traceloop.span.kind'] = 'tool')"""
-MODEL_SPAN = """(SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content')
+# The conventions' marks (GenAI, OpenInference, OpenLLMetry, the Vercel AI SDK's), as the guard's router reads them.
+TOOL_SPAN = f"""(SpanAttributes['gen_ai.operation.name'] = 'execute_tool'
+           OR SpanAttributes['openinference.span.kind'] = 'TOOL' OR SpanAttributes['traceloop.span.kind'] = 'tool'
+           OR SpanName = '{VERCEL_TOOL}')"""
+MODEL_SPAN = f"""(SpanAttributes['gen_ai.operation.name'] IN ('chat', 'text_completion', 'generate_content')
            OR (SpanAttributes['openinference.span.kind'] = 'LLM' AND NOT endsWith(SpanName, '._prepare_chat_with_tools'))
-           OR SpanAttributes['llm.request.type'] IN ('chat', 'completion'))"""
+           OR SpanAttributes['llm.request.type'] IN ('chat', 'completion') OR SpanName IN {VERCEL_STEPS})"""
 
 _SPAN_COLUMNS = """
         toUnixTimestamp64Nano(Timestamp) AS start_ns,
@@ -125,6 +130,7 @@ naming no agent). ``{tracked}`` is :func:`tracked_condition`'s."""
 _TOOL_NAME = f"""coalesce({", ".join(f"nullIf(SpanAttributes['{key}'], '')" for key in TOOL_NAME_KEYS)},
                  if(startsWith(SpanName, '{EXECUTE_TOOL_PREFIX}'),
                     nullIf(trimBoth(substring(SpanName, {len(EXECUTE_TOOL_PREFIX) + 1})), ''), NULL),
+                 if(SpanName = '{VERCEL_TOOL}', nullIf(SpanAttributes['{VERCEL_TOOL_NAME}'], ''), NULL),
                  if(SpanAttributes['openinference.span.kind'] = 'TOOL', toString(SpanName), ''))"""
 """A tool span's tool, as the conventions read it (``conventions.base.tool_name``; OpenInference's reader falls back
 on the span's name): '' when it names none, and the guard and the store then see no call."""
@@ -159,7 +165,8 @@ TOOL_SPANS = f"""
             OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception') AS error,
         nullIf(rep['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
         toValidUTF8(coalesce(nullIf(SpanAttributes['gen_ai.tool.call.arguments'], ''),
-                             nullIf(SpanAttributes['input.value'], ''), SpanAttributes['traceloop.entity.input'])) AS arguments,
+                             nullIf(SpanAttributes['input.value'], ''), nullIf(SpanAttributes['traceloop.entity.input'], ''),
+                             SpanAttributes['{VERCEL_ARGUMENTS}'])) AS arguments,
         SpanAttributes['{ISSUER}'] AS issuer,
         SpanAttributes['{WASTED}'] = 'true' AS wasted,
         {_reminder("cycle", "cycle_tier")},

@@ -46,8 +46,10 @@ from otel_repeat_guard.conventions.base import (
 )
 
 TOOL_CALL: Final = "ai.toolCall"
+TOOL_NAME_KEY: Final = "ai.toolCall.name"
+ARGUMENTS_KEY: Final = "ai.toolCall.args"
 _RUNS: Final = ("ai.generateText", "ai.streamText")
-_STEPS: Final = (
+STEPS: Final = (
     "ai.generateText.doGenerate",
     "ai.streamText.doStream",
     "ai.generateObject.doGenerate",
@@ -86,19 +88,19 @@ class VercelAIConvention(BuiltInConvention):
 
     __slots__ = ()
     tool_marks = (Mark(None, TOOL_CALL),)
-    model_marks = tuple(Mark(None, step) for step in _STEPS)
-    issues_while_open = _STEPS
+    model_marks = tuple(Mark(None, step) for step in STEPS)
+    issues_while_open = STEPS
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if name != TOOL_CALL:
             return None
-        tool = attributes.get("ai.toolCall.name")
+        tool = attributes.get(TOOL_NAME_KEY)
         if tool.__class__ is not str or not tool:
             return None
         call_id = attributes.get("ai.toolCall.id")
         return (
             tool,
-            attributes.get("ai.toolCall.args", MISSING),
+            attributes.get(ARGUMENTS_KEY, MISSING),
             None,
             None,
             False,

@@ -26,11 +26,13 @@ from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.conventions.usage import MAX_TOKENS
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
+from otel_repeat_guard.ingest.otlp_json import decode_line
 from otel_repeat_guard.store import SQLiteSpanExporter
 from tests.clickhouse.filling import fill
 from tests.clickhouse.test_figures import QUESTIONS, _same
 
 T0 = 1_790_000_000_000_000_000
+VERCEL = Path(__file__).resolve().parents[1] / "fixtures" / "vercel_ai" / "vercel_ai_spans.jsonl"
 MODEL = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini"}
 ISSUER = {**MODEL, "gen_ai.response.finish_reasons": ("tool_calls",), "gen_ai.usage.output_tokens": 10}
 
@@ -131,3 +133,22 @@ def test_a_tool_name_of_invalid_utf8_in_the_table_is_read_replaced_filtered_and_
     with sqlite3.connect(store) as conn:
         named = conn.execute("SELECT tool_name, COUNT(*) FROM tool_calls GROUP BY 1 ORDER BY 1").fetchall()
     assert named == [("read_file", 4), ("re\ufffd", 9)]
+
+
+def test_a_table_of_vercel_ai_sdk_spans_is_a_blind_spot_with_its_fix_not_an_empty_store(
+    demo_filled: tuple[list[ReadableSpan], Path, Target], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JavaScript runtime cannot host the guard: its ``ai.toolCall`` spans are calls no guard saw, listed by tool
+    with how to replay them, and its steps are model calls. Before, the reader recognised none of them, and
+    ``doctor --store`` said every call was compared (exit 0) over a table of eleven."""
+    spans = [span for line in VERCEL.read_bytes().splitlines() if line for span in decode_line(line)]
+    target = fill(demo_filled[2].path, spans, table="vercel_traces")
+    reader = ClickHouseReader(target)
+    blind = reader.unguarded_calls(Filters()).sort_values("tool").to_dict("records")
+    assert blind == [
+        {"reason": "no_guard", "tool": "flaky_lookup", "calls": 1},
+        {"reason": "no_guard", "tool": "get_weather", "calls": 10},
+    ]
+    assert reader.has_model_calls()
+    assert main(["doctor", "--store", f"chdb://{target.path}?table=vercel_traces"]) == 1
+    assert "otel-repeat-guard ingest --from URL --replay)" in capsys.readouterr().out
