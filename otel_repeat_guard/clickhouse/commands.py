@@ -26,14 +26,27 @@ MAX_NS = 2**63 - 1
 
 
 _TABLES = "SELECT count() AS tables FROM system.tables WHERE database = {db:String} AND name IN {names:Array(String)}"
+_COLUMNS = "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {tbl:String}"
+MAP_COLUMNS = ("SpanAttributes", "ResourceAttributes")
+"""The columns the reader reads as ``Map(…, String)``, as the exporter's default schema makes them."""
 
 
 def _check_table(client: Client, target: Target) -> None:
-    if int(client.frame(_TABLES, {"db": target.database, "names": [target.table]})["tables"].iloc[0]) == 0:
+    types: dict[str, str] = dict(
+        client.frame(_COLUMNS, {"db": target.database, "tbl": target.table}).itertuples(index=False)
+    )
+    if not types:
         client.close()
         raise ClickHouseStoreError(
             f"ClickHouse at {target.describe()} has no table {target.database}.{target.table}: "
             "is the Collector's clickhouse exporter writing there (database and traces_table_name)?"
+        )
+    odd = [f"{name} is {types[name]}" for name in MAP_COLUMNS if not str(types.get(name, "Map")).startswith("Map")]
+    if odd:
+        client.close()
+        raise ClickHouseStoreError(
+            f"ClickHouse at {target.describe()}: {', '.join(odd)}; only the exporter's default schema (Map columns) is "
+            "read, not the JSON columns of its clickhouse.json feature gate"
         )
 
 

@@ -152,3 +152,17 @@ def test_a_table_of_vercel_ai_sdk_spans_is_a_blind_spot_with_its_fix_not_an_empt
     assert reader.has_model_calls()
     assert main(["doctor", "--store", f"chdb://{target.path}?table=vercel_traces"]) == 1
     assert "otel-repeat-guard ingest --from URL --replay)" in capsys.readouterr().out
+
+
+def test_a_table_whose_attributes_are_no_map_is_refused_in_one_line(
+    demo_filled: tuple[list[ReadableSpan], Path, Target], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The exporter's clickhouse.json feature gate makes the attribute columns JSON: named, not an engine error."""
+    client = ChdbClient(demo_filled[2])
+    client.execute("CREATE TABLE otel.json_like (Timestamp DateTime64(9), SpanAttributes String) ENGINE = Memory")
+    assert main(["doctor", "--store", f"chdb://{demo_filled[2].path}?table=json_like"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith(
+        "(otel.json_like): SpanAttributes is String; only the exporter's default schema (Map columns) is read, not "
+        "the JSON columns of its clickhouse.json feature gate"
+    )
