@@ -86,6 +86,11 @@ def explain(target: Target, exc: BaseException) -> ClickHouseStoreError:
     refused = ("Connection refused", "Failed to establish", "Max retries exceeded", "timed out", "Name or service")
     if any(text in str(exc) for text in refused):
         return ClickHouseStoreError(f"cannot reach ClickHouse at {where}: {_network_cause(str(exc))}")
+    if re.search(r"HTTP status (404|405|301|302|400)\b", str(exc)) and code is None:  # a web server, a proxy
+        return ClickHouseStoreError(
+            f"ClickHouse at {where} failed: {message} (is that port ClickHouse's HTTP interface: 8123, or 8443 with "
+            "secure=1?)"
+        )
     return ClickHouseStoreError(f"ClickHouse at {where} failed: {message}")
 
 

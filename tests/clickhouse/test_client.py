@@ -170,3 +170,30 @@ def test_cli_refusals_are_exit_2_and_one_line(argv: list[str], capsys: pytest.Ca
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("otel-repeat-guard: error: ") and err.count("\n") == 1
+
+
+class _WebServer(BaseHTTPRequestHandler):
+    """A port where something other than ClickHouse answers: a web server, a proxy (HTTP 404)."""
+
+    def _not_found(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _not_found
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        pass
+
+
+def test_a_port_where_no_clickhouse_answers_is_named_as_such() -> None:
+    server = HTTPServer(("127.0.0.1", 0), _WebServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ClickHouseStoreError) as caught:
+            ServerClient(parse(f"clickhouse://reader@127.0.0.1:{server.server_address[1]}/otel", {}), connect_timeout=2)
+    finally:
+        server.shutdown()
+    message = str(caught.value)
+    assert "\n" not in message and "404" in message
+    assert message.endswith("(is that port ClickHouse's HTTP interface: 8123, or 8443 with secure=1?)")
