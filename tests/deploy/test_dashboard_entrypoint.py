@@ -8,16 +8,14 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 from subprocess import Popen, TimeoutExpired
 
 import pytest
 
-from tests.backends.servers import ROOT, free_port, get_ok, poll, server_process
-from tests.deploy.test_services_run import BIN, compose_service
-from tests.deploy.test_stack import env
+from tests.backends.servers import poll, server_process
+from tests.deploy.test_services_run import BIN, running
 from tests.ingest.otlp import otlp_json_line, record_workload
 
 STOPPED = 10.0  # seconds: well inside `docker stop`'s grace period, after which Docker kills the container
@@ -38,33 +36,6 @@ def group(pgid: int) -> dict[int, str]:
         if int(pgrp) == pgid and state != "Z":
             found[int(entry.name)] = command
     return found
-
-
-@contextmanager
-def running(tmp_path: Path) -> Iterator[tuple[Popen[bytes], Path, Path]]:
-    """The entrypoint with its paths in tmp_path, once the dashboard answers: (process, log, traces file)."""
-    traces, db, port = tmp_path / "otel" / "traces.jsonl", tmp_path / "store" / "repeat-guard.db", free_port()
-    traces.parent.mkdir()
-    db.parent.mkdir()
-    variables = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    variables.update(env(compose_service("dashboard")))
-    variables.update(
-        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        TRACES_FILE=str(traces),
-        OTEL_REPEAT_GUARD_DB=str(db),
-        DASHBOARD_HOST="127.0.0.1",
-        DASHBOARD_PORT=str(port),
-    )
-    log = tmp_path / "entrypoint.log"
-    with server_process([str(ROOT / "deploy/dashboard-entrypoint.sh")], log, variables) as process:
-        poll(
-            lambda: get_ok(f"http://127.0.0.1:{port}/_stcore/health"),
-            timeout=60,
-            what="dashboard",
-            process=process,
-            log=log,
-        )
-        yield process, log, traces
 
 
 def exited(process: Popen[bytes], log: Path) -> int:

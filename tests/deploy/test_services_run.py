@@ -6,7 +6,10 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from subprocess import Popen
 from typing import Any
 
 import yaml
@@ -23,13 +26,14 @@ def compose_service(name: str) -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"][name]  # type: ignore[no-any-return]
 
 
-def test_dashboard_entrypoint_follows_the_collector_file_and_serves(tmp_path: Path) -> None:
-    """``deploy/dashboard-entrypoint.sh``, the Dockerfile's ENTRYPOINT, with the paths pointed at tmp_path."""
+@contextmanager
+def running(tmp_path: Path) -> Iterator[tuple[Popen[bytes], Path, Path]]:
+    """The entrypoint with its paths in tmp_path, once the dashboard answers: (process, log, traces file)."""
     traces, db, port = tmp_path / "otel" / "traces.jsonl", tmp_path / "store" / "repeat-guard.db", free_port()
     traces.parent.mkdir()
     db.parent.mkdir()
     variables = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    variables.update(env(compose_service("dashboard")))  # the compose environment, then local paths
+    variables.update(env(compose_service("dashboard")))
     variables.update(
         PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
         TRACES_FILE=str(traces),
@@ -38,7 +42,6 @@ def test_dashboard_entrypoint_follows_the_collector_file_and_serves(tmp_path: Pa
         DASHBOARD_PORT=str(port),
     )
     log = tmp_path / "entrypoint.log"
-    spans, _ = record_workload(guard=True)
     with server_process([str(ROOT / "deploy/dashboard-entrypoint.sh")], log, variables) as process:
         poll(
             lambda: get_ok(f"http://127.0.0.1:{port}/_stcore/health"),
@@ -47,10 +50,17 @@ def test_dashboard_entrypoint_follows_the_collector_file_and_serves(tmp_path: Pa
             process=process,
             log=log,
         )
+        yield process, log, traces
+
+
+def test_dashboard_entrypoint_follows_the_collector_file_and_serves(tmp_path: Path) -> None:
+    """``deploy/dashboard-entrypoint.sh``, the Dockerfile's ENTRYPOINT, with the paths pointed at tmp_path."""
+    spans, _ = record_workload(guard=True)
+    with running(tmp_path) as (process, log, traces):
         traces.write_bytes(otlp_json_line(spans[:6]) + b"\n")  # the Collector starts writing after the dashboard
 
         def stored() -> int | None:
-            with sqlite3.connect(db) as conn:
+            with sqlite3.connect(tmp_path / "store" / "repeat-guard.db") as conn:
                 (count,) = conn.execute("SELECT count(*) FROM tool_calls").fetchone()
             return count if count == 12 else None
 
