@@ -51,6 +51,8 @@ def canonical_bytes(value: Any) -> bytes:
     if isinstance(value, (bytes, bytearray)):
         value = bytes(value).decode("utf-8", "surrogateescape")
     if isinstance(value, str):
+        if value.__class__ is not str:  # a subclass (a StrEnum member, markupsafe's Markup): its text; the parsers
+            value = str.__str__(value)  # take an exact str only, and str.__str__ is str's own, never the subclass's
         try:
             value = _decode(value)
         except (msgspec.DecodeError, UnicodeEncodeError, RecursionError):

@@ -104,8 +104,8 @@ class PlainToolSpans:
         if wrapper_keys:  # its reader unwraps a JSON object by these keys: look at the object, not at the text
             try:
                 decoded = decoded_json(arguments)
-            except (ValueError, UnicodeEncodeError, RecursionError):  # the reader's own parser decides
-                return GENERAL
+            except (ValueError, UnicodeEncodeError, RecursionError, TypeError):  # the reader's own parser decides
+                return GENERAL  # (TypeError: a str subclass, which msgspec does not read)
             if type(decoded) is dict:
                 for wrapper in wrapper_keys:
                     if wrapper in decoded:

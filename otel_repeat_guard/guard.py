@@ -25,6 +25,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanContext, StatusCode, format_span_id
 
+from otel_repeat_guard import span_events as times  # the span's times, whole nanoseconds (start_ns, end_ns)
 from otel_repeat_guard.agents import AgentChains
 from otel_repeat_guard.awaited import AwaitedOutcomes
 from otel_repeat_guard.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce, tell
@@ -203,7 +204,7 @@ class Guard:
         if len(model_runs) > self.runs.max_live_spans:
             evict_oldest(model_runs)
         if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
-            self.steps.opened(run.key, span.context, name, scope_of(span), span.start_time or 0)
+            self.steps.opened(run.key, span.context, name, scope_of(span), times.start_ns(span))
             return None  # for its end: a coarse clock can start it before the last step's tool span ends
         return self._count_unanswered(run) if self.steps.steps else None
 
@@ -245,7 +246,7 @@ class Guard:
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
         ends = steps.tool_ends
-        ends[run.key] = span.end_time or 0
+        ends[run.key] = times.end_ns(span)
         if len(ends) > steps.max_runs:
             evict_oldest(ends)
         step = self._answered_step(span, run, call_id) if steps.steps or steps.open else None
@@ -292,7 +293,7 @@ class Guard:
         that started before it issued it, unless the last step asked for its call id."""
         step = self.steps.answered(run.key)
         if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
-            step = self.steps.open_issuer(run.key, span.start_time or 0) or step
+            step = self.steps.open_issuer(run.key, times.start_ns(span)) or step
         if step is None and run.how == "agent_id":
             enclosing = self.agents.run_of(span.parent, None, None)
             if enclosing is not None:
@@ -388,7 +389,7 @@ class Guard:
         run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        started = span.start_time or 0
+        started = times.start_ns(span)
         inside = opened is None and not idle and self.steps.latest_end(run.key) >= started  # from a call inside
         read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
@@ -399,7 +400,7 @@ class Guard:
         if self._awaited.runs and run.key in self._awaited.runs:
             merge(decision, self._awaited.answered(run, mask, name, attributes, events, context))
         if read is not None:
-            step = Step(read, name, attributes, events, context, scope_of(span), span.end_time or 0)
+            step = Step(read, name, attributes, events, context, scope_of(span), times.end_ns(span))
             step.wasted = opened is not None and opened.wasted  # charged while it was open
             self.steps.add(run.key, step, started)
         return decision

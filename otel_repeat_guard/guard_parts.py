@@ -16,7 +16,7 @@ from otel_repeat_guard.canonical import canonical_or_none
 from otel_repeat_guard.chains import ChainStore, ChainTracker
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import MISSING, EventLike, RawToolCall, SpanRouter, failed
-from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
+from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.facts import WRAPPER
@@ -25,6 +25,7 @@ from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import CountedCall, Decision
 from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.runs import Run
+from otel_repeat_guard.span_events import end_ns, start_ns
 
 
 def positive_int(name: str, value: object) -> int:
@@ -49,10 +50,9 @@ def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) 
     """A model span's run (``run``, resolved through its ancestors), as its tool spans are keyed: by its own
     ``gen_ai.agent.id`` when it has one and no run of that agent encloses it; and ``WRAPPER`` when it only
     wraps the model call of record (see :data:`otel_repeat_guard.facts.WRAPPER`)."""
-    agent_id = attributes.get(AGENT_ID)
-    if agent_id.__class__ is str and agent_id:
-        name = attributes.get(AGENT_NAME)
-        run = run_of_agent(run, agent_id, name if name.__class__ is str and name else None)
+    agent_id, name = gen_ai_agent(attributes)  # as a tool span's are read
+    if agent_id is not None:
+        run = run_of_agent(run, agent_id, name)
     facts = run.facts
     if wrapper:
         facts[WRAPPER] = True
@@ -161,7 +161,7 @@ def opt_in(
     call = Call(tool, key, outcome_key, awaits)
     if config.collapse_parallel and span is not None and key is not None:
         parent = span.parent.span_id if span.parent is not None else None
-        if chains.parallel_duplicate(counted.run.key, call, parent, span.start_time or 0, span.end_time or 0):
+        if chains.parallel_duplicate(counted.run.key, call, parent, start_ns(span), end_ns(span)):
             return None, outcome
     if chains.pending:
         chains.settle(counted.run.key, tool, key, call)  # what the run's last reminders led to: the metric

@@ -11,6 +11,8 @@ from typing import cast
 
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from otel_repeat_guard.span_events import end_ns, start_ns
+
 
 def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
     """Start and end ``spans`` on ``processor`` in the order the SDK would have seen them live: each span starts at
@@ -25,8 +27,8 @@ def play(processor: SpanProcessor, spans: Sequence[ReadableSpan]) -> list[Readab
     steps: list[tuple[int, int, int, int, ReadableSpan]] = []
     for index, span in enumerate(spans):
         d = depth[index]
-        start = span.start_time or 0
-        end = max(start, span.end_time or start)
+        start = start_ns(span)
+        end = max(start, end_ns(span) or start)
         steps.append((start, _START, d, index, span))  # parents first
         steps.append((end, _LATE_END if end == start or index in late else _END, -d, index, span))  # children first
     steps.sort(key=lambda step: step[:4])
@@ -89,13 +91,13 @@ def _shape(spans: Sequence[ReadableSpan]) -> tuple[list[int], set[int]]:
     depths = [depth((s.context.trace_id, s.context.span_id)) if s.context is not None else 0 for s in spans]
     late: set[int] = set()
     for span in spans:
-        context, start = span.context, span.start_time or 0
+        context, start = span.context, start_ns(span)
         above = parents.get((context.trace_id, context.span_id)) if context is not None else None
         for _ in range(len(parents)):  # up its ancestors among ``spans`` (bounded: a cycle of bad ids ends)
             if above is None or above not in index_of:
                 break
             ancestor = spans[index_of[above]]
-            if (ancestor.end_time or 0) == start:
+            if end_ns(ancestor) == start:
                 late.add(index_of[above])
             above = parents[above]
     return depths, late

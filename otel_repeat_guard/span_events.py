@@ -14,6 +14,7 @@ whose failed lookups raise and catch ``KeyError`` (about 10x a dict miss), and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from time import time_ns
 from types import MappingProxyType
@@ -52,6 +53,28 @@ def name_of(span: object) -> str:
     ``str`` the SDK declares, would raise ``TypeError``): both builds read such a span alike."""
     name = getattr(span, "_name", None)
     return name if isinstance(name, str) else ""
+
+
+def nanoseconds(value: object) -> int | None:
+    """A span's time as the SDK means it, whole nanoseconds. The SDK does not check the ``start_time`` and
+    ``end_time`` it is given: a float (``time.time() * 1e9``) is read as its whole nanoseconds, and what is no
+    time (NaN, a string, a bool) as None. So both builds read such a span alike (mypyc, reading the ``int`` the
+    SDK declares, would raise ``TypeError``), and one odd time costs only itself."""
+    if value.__class__ is int or value is None:
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def start_ns(span: ReadableSpan) -> int:
+    """The span's start (:func:`nanoseconds`), 0 when it has none."""
+    return nanoseconds(span.start_time) or 0
+
+
+def end_ns(span: ReadableSpan) -> int:
+    """The span's end (:func:`nanoseconds`), 0 while it has none."""
+    return nanoseconds(span.end_time) or 0
 
 
 def _attributes(held: object) -> Attributes:
@@ -108,7 +131,10 @@ def rest_of(span: ReadableSpan) -> tuple[Sequence[Any], SpanContext | None, int 
         events = events._dq  # type: ignore[attr-defined]  # noqa: SLF001
     elif type(events) is not tuple:
         events = span.events
-    return events, span._parent, span._end_time  # noqa: SLF001
+    ended = span._end_time  # noqa: SLF001
+    if ended.__class__ is not int:  # None while open; a float the SDK let through
+        ended = nanoseconds(ended)
+    return events, span._parent, ended  # noqa: SLF001
 
 
 def start_of(span: Span) -> tuple[int, str, Attributes, LiveSpan]:
@@ -144,7 +170,7 @@ def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode, S
     code = getattr(status, "_status_code", None)  # the property's field, without its call
     if code is None:
         code = status.status_code
-    return span._start_time, span._end_time, code, span._context  # noqa: SLF001
+    return nanoseconds(span._start_time), nanoseconds(span._end_time), code, span._context  # noqa: SLF001
 
 
 def attributes_of(span: ReadableSpan) -> Attributes:
@@ -213,7 +239,7 @@ def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
     """
     limits: SpanLimits = span._limits  # noqa: SLF001 - see the module docstring
     target: BoundedList[Event] = span._events  # type: ignore[assignment]  # noqa: SLF001
-    queue, timestamp = target._dq, span._end_time  # type: ignore[attr-defined]  # noqa: SLF001
+    queue, timestamp = target._dq, nanoseconds(span._end_time)  # type: ignore[attr-defined]  # noqa: SLF001
     for name, attributes in events:
         if queue.maxlen is not None and len(queue) == queue.maxlen:
             target.dropped += 1
@@ -230,7 +256,7 @@ def copy_with_events(
     merged = BoundedList.from_seq(limits.max_events, span.events)
     merged.dropped += span.dropped_events
     for name, event_attributes in events:
-        merged.append(_event(name, event_attributes, span.end_time, limits))
+        merged.append(_event(name, event_attributes, nanoseconds(span.end_time), limits))
     if not facts:
         return replace_events(span, merged)
     attributes = BoundedAttributes(limits.max_span_attributes, {**(span.attributes or {}), **facts}, immutable=True)

@@ -54,7 +54,7 @@ from otel_repeat_guard.recorder import (
     UNGUARDED_EVENT,
 )
 from otel_repeat_guard.reminders import arguments_preview
-from otel_repeat_guard.span_events import contents_of
+from otel_repeat_guard.span_events import contents_of, end_ns, start_ns
 from otel_repeat_guard.store.model_calls import read_model_call
 from otel_repeat_guard.store.storable import _int_or_none, _storable_or_none, _str_or_none, storable_int, storable_text
 
@@ -348,8 +348,8 @@ def tool_call_row(
     run_length = _int_or_none(repeat.get("repeat_tool_guard.run_length"))
     if run_length is None and is_tracked:
         run_length = 1
-    start = span.start_time or 0
-    end = span.end_time or start
+    start = start_ns(span)
+    end = end_ns(span) or start
     tier, threshold = guard.reminder(REPEAT)
     return storable(
         ToolCallRow(
@@ -417,8 +417,8 @@ def model_call_row(
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
     agent_id = _str_or_none(attributes.get(RUN)) or _str_or_none(attributes.get("gen_ai.agent.id"))
     agent_name = _str_or_none(attributes.get(RUN_NAME)) or _str_or_none(attributes.get("gen_ai.agent.name"))
-    start = span.start_time or 0
-    end = span.end_time or start
+    start = start_ns(span)
+    end = end_ns(span) or start
     preview = None
     if store_outputs and info.output is not None:
         preview = arguments_preview(info.output, preview_chars)

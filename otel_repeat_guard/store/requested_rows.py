@@ -20,7 +20,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.recorder import CYCLE_EVENT, NO_PROGRESS_EVENT, REMINDER_EVENT
-from otel_repeat_guard.span_events import contents_of
+from otel_repeat_guard.span_events import contents_of, start_ns
 from otel_repeat_guard.store.records import REPEAT, DetectionRow, GuardEvents, ToolCallRow, service_name, storable
 from otel_repeat_guard.store.storable import _int_or_none, _str_or_none
 
@@ -70,7 +70,7 @@ def requested_call_rows(span: ReadableSpan, tracked: ToolFilter, late: LateDetec
     trace_id = format_trace_id(context.trace_id)
     late.hold(trace_id, events)
     rows: list[ToolCallRow] = []
-    at = span.start_time or 0
+    at = start_ns(span)
     for index, event in enumerate(events):
         attributes = event.attributes or {}
         tool, run = _str_or_none(attributes.get("gen_ai.tool.name")), _str_or_none(attributes.get(RUN))
