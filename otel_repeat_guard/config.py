@@ -225,6 +225,11 @@ class GuardConfig:
         also answers to ``OTEL_REPEAT_GUARD_STORE``.
         """
         env = os.environ if environ is None else environ
+        if not isinstance(env, Mapping):
+            raise ValueError(f"environ must be a mapping of variable names to strings, got {type(env).__name__}")
+        odd = next((k for k, v in env.items() if str(k).startswith(ENV_PREFIX) and not isinstance(v, str)), None)
+        if odd is not None:  # a mapping loaded from YAML or JSON: 3, not "3"
+            raise ValueError(f"{odd} must be a string, as environment variables are, got {env[odd]!r}")
         warn_unknown_variables(env)
         kwargs: dict[str, Any] = {}
         variables: dict[str, str] = {}  # each field given, by the variable it came from

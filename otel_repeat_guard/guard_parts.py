@@ -20,19 +20,12 @@ from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.conventions.outcomes import outcome_of
 from otel_repeat_guard.detectors import Call, CycleDetector, Detector, NoProgressDetector
 from otel_repeat_guard.facts import WRAPPER
-from otel_repeat_guard.inputs import checked_callable
+from otel_repeat_guard.inputs import checked_callable, positive_int
 from otel_repeat_guard.metrics import GuardMetrics
 from otel_repeat_guard.recorder import CountedCall, Decision
 from otel_repeat_guard.redis_store import RedisChainStore
 from otel_repeat_guard.runs import Run
 from otel_repeat_guard.span_events import end_ns, start_ns
-
-
-def positive_int(name: str, value: object) -> int:
-    """``value``, an option that must be an integer >= 1 (ValueError naming it otherwise)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
 
 
 def checked_options(

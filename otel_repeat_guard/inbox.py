@@ -13,6 +13,7 @@ from opentelemetry.metrics import MeterProvider
 
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.forks import renew_after_fork
+from otel_repeat_guard.inputs import positive_int
 from otel_repeat_guard.reminders import REMINDER_SOURCE, Reminder
 from otel_repeat_guard.state.connection import (
     INBOX_DRAIN,
@@ -45,9 +46,7 @@ class ReminderInbox:
     __slots__ = ("__weakref__", "_boxes", "_lock", "_max_agents", "_per_agent")
 
     def __init__(self, *, per_agent: int = 16, max_agents: int = 10_000) -> None:
-        for name, value in (("per_agent", per_agent), ("max_agents", max_agents)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        per_agent, max_agents = positive_int("per_agent", per_agent), positive_int("max_agents", max_agents)
         self._lock = threading.Lock()
         self._boxes: OrderedDict[str, deque[Reminder]] = OrderedDict()
         self._per_agent = per_agent

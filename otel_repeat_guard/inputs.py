@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -63,6 +64,14 @@ def checked_sequence(option: str, value: object, methods: tuple[str, ...], what:
         if not _has_methods(item, methods):
             raise ValueError(f"{option} must hold {what} (with {', '.join(methods)}), got {item!r}")
     return items
+
+
+def positive_int(name: str, value: object) -> int:
+    """``value``, an option that must be an integer from 1 to ``sys.maxsize`` (a size past it is none: a deque
+    refuses it as its bound, and every reminder would then be lost); a ValueError naming it otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= sys.maxsize:
+        raise ValueError(f"{name} must be an integer from 1 to {sys.maxsize}, got {value!r}")
+    return value
 
 
 def checked_flag(option: str, value: object) -> bool:

@@ -242,7 +242,7 @@ def configure(
     spans; and when some other code set the global tracer provider first, it raises
     ``ValueError``: a guard on a provider that receives no spans would never see a call.
     """
-    if set_global:
+    if checked_flag("set_global", set_global):  # "no" is a text, and bool("no") would install globals
         with _global_lock:
             if _global:
                 logger.warning(
@@ -299,7 +299,7 @@ def _check_options(
     readers = None
     if metric_readers is not None:
         readers = checked_sequence("metric_readers", metric_readers, ("collect", "shutdown"), "metric readers")
-    if not isinstance(store, (bool, str, Path)) or store == "":
+    if not isinstance(store, (bool, str, Path)) or store == "" or "\0" in str(store):  # NUL: no file has one
         raise ValueError(f"store must be True, False or a path, got {store!r}")
     return exporters, readers
 

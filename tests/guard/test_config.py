@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -191,3 +192,22 @@ def test_a_misspelled_variable_is_warned_of_once_with_the_name_it_is_closest_to(
     ]
     assert warn_unknown_variables(env) == []  # once per name and process
     assert warn_unknown_variables({"OTEL_REPEAT_GUARD_" + "ZZZ": "1"}) == ["OTEL_REPEAT_GUARD_" + "ZZZ"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"OTEL_REPEAT_GUARD_THRESHOLDS": 3},
+            "OTEL_REPEAT_GUARD_THRESHOLDS must be a string, as environment variables are, got 3",
+        ),
+        ({"OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL": True}, "OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL must be a string"),
+        ({"OTEL_REPEAT_GUARD_STORE": b"redis://h"}, "OTEL_REPEAT_GUARD_STORE must be a string"),
+        ([("OTEL_REPEAT_GUARD_THRESHOLDS", "3")], "environ must be a mapping of variable names to strings, got list"),
+    ],
+    ids=["an-int", "a-bool", "bytes", "a-list-of-pairs"],
+)
+def test_from_env_names_a_variable_that_is_no_string(environ: object, message: str) -> None:
+    """A mapping loaded from YAML or JSON holds 3, not "3": a ValueError naming the variable, not AttributeError."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        GuardConfig.from_env(environ)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -69,9 +70,13 @@ def test_inbox_under_concurrent_puts() -> None:
     assert len(inbox.drain("a")) == 800
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [({"per_agent": 0}, "per_agent"), ({"max_agents": True}, "max_agents")])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"per_agent": 0}, "per_agent"), ({"max_agents": True}, "max_agents"), ({"per_agent": 2**63}, "per_agent")],
+)
 def test_inbox_validation(kwargs: dict[str, int], field: str) -> None:
-    with pytest.raises(ValueError, match=field):
+    """A bound past ``sys.maxsize`` too: a deque refuses it, and every reminder put would then be lost."""
+    with pytest.raises(ValueError, match=f"{field} must be an integer from 1 to {sys.maxsize}, got {kwargs[field]!r}"):
         ReminderInbox(**kwargs)
 
 
@@ -80,8 +85,9 @@ def test_inbox_validation(kwargs: dict[str, int], field: str) -> None:
     [
         ({"config": {"thresholds": [3]}}, "config must be a GuardConfig"),
         ({"on_reminder": "print"}, "on_reminder must be callable"),
-        ({"max_agents": 0}, "max_agents must be an integer >= 1, got 0"),
-        ({"max_live_spans": -1}, "max_live_spans must be an integer >= 1, got -1"),
+        ({"max_agents": 0}, "max_agents must be an integer from 1 to .*, got 0"),
+        ({"max_live_spans": -1}, "max_live_spans must be an integer from 1 to .*, got -1"),
+        ({"max_agents": 2**63}, "max_agents must be an integer from 1 to .*, got 9223372036854775808"),
     ],
 )
 def test_processor_validates_at_construction(kwargs: dict[str, object], field: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -246,6 +247,7 @@ def test_an_option_of_the_wrong_type_is_a_value_error_naming_it(option: str, val
         ("metric_readers", [5]),
         ("resource_attributes", [1]),
         ("store", 5),
+        ("store", "a\0b"),  # else "embedded null byte", naming no option
         ("store_arguments", "false"),  # else read as on: argument text, which can hold secrets, stored
         ("service_name", 5),  # else every row said unknown_service
         ("service_name", ""),
@@ -256,6 +258,14 @@ def test_configure_refuses_an_option_of_the_wrong_type_with_a_value_error_naming
     options: dict[str, Any] = {"span_exporters": [], "metric_readers": [], option: value}
     with pytest.raises(ValueError, match=f"^{option} must "):
         configure(set_global=False, **options)
+
+
+def test_configure_refuses_a_set_global_that_is_no_flag_and_installs_nothing() -> None:
+    """``set_global="no"`` read by ``bool()`` installed the global providers."""
+    before = trace.get_tracer_provider()
+    with pytest.raises(ValueError, match=r"^set_global must be True or False, got 'no'$"):
+        configure(span_exporters=[], metric_readers=[], set_global="no")  # type: ignore[arg-type]
+    assert trace.get_tracer_provider() is before
 
 
 def test_configure_refuses_a_store_it_cannot_use_with_a_value_error_naming_it(tmp_path: Path) -> None:
