@@ -69,12 +69,12 @@ def nanoseconds(value: object) -> int | None:
 
 def start_ns(span: ReadableSpan) -> int:
     """The span's start (:func:`nanoseconds`), 0 when it has none."""
-    return nanoseconds(span.start_time) or 0
+    return nanoseconds(getattr(span, "start_time", None)) or 0  # getattr: as it is (see nanoseconds)
 
 
 def end_ns(span: ReadableSpan) -> int:
     """The span's end (:func:`nanoseconds`), 0 while it has none."""
-    return nanoseconds(span.end_time) or 0
+    return nanoseconds(getattr(span, "end_time", None)) or 0
 
 
 def _attributes(held: object) -> Attributes:
@@ -131,7 +131,7 @@ def rest_of(span: ReadableSpan) -> tuple[Sequence[Any], SpanContext | None, int 
         events = events._dq  # type: ignore[attr-defined]  # noqa: SLF001
     elif type(events) is not tuple:
         events = span.events
-    ended = span._end_time  # noqa: SLF001
+    ended = getattr(span, "_end_time", None)  # as it is: the SDK declares an int, and mypyc would check one
     if ended.__class__ is not int:  # None while open; a float the SDK let through
         ended = nanoseconds(ended)
     return events, span._parent, ended  # noqa: SLF001
@@ -170,7 +170,8 @@ def timing_of(span: ReadableSpan) -> tuple[int | None, int | None, StatusCode, S
     code = getattr(status, "_status_code", None)  # the property's field, without its call
     if code is None:
         code = status.status_code
-    return nanoseconds(span._start_time), nanoseconds(span._end_time), code, span._context  # noqa: SLF001
+    start, end = getattr(span, "_start_time", None), getattr(span, "_end_time", None)  # as they are (nanoseconds)
+    return nanoseconds(start), nanoseconds(end), code, span._context  # noqa: SLF001
 
 
 def attributes_of(span: ReadableSpan) -> Attributes:
@@ -239,7 +240,7 @@ def append_to_ending_span(span: Span, events: Iterable[EventSpec]) -> None:
     """
     limits: SpanLimits = span._limits  # noqa: SLF001 - see the module docstring
     target: BoundedList[Event] = span._events  # type: ignore[assignment]  # noqa: SLF001
-    queue, timestamp = target._dq, nanoseconds(span._end_time)  # type: ignore[attr-defined]  # noqa: SLF001
+    queue, timestamp = target._dq, nanoseconds(getattr(span, "_end_time", None))  # type: ignore[attr-defined]  # noqa: SLF001
     for name, attributes in events:
         if queue.maxlen is not None and len(queue) == queue.maxlen:
             target.dropped += 1
@@ -256,7 +257,7 @@ def copy_with_events(
     merged = BoundedList.from_seq(limits.max_events, span.events)
     merged.dropped += span.dropped_events
     for name, event_attributes in events:
-        merged.append(_event(name, event_attributes, nanoseconds(span.end_time), limits))
+        merged.append(_event(name, event_attributes, nanoseconds(getattr(span, "end_time", None)), limits))
     if not facts:
         return replace_events(span, merged)
     attributes = BoundedAttributes(limits.max_span_attributes, {**(span.attributes or {}), **facts}, immutable=True)
@@ -278,7 +279,7 @@ def replace_events(
         links=span.links,
         kind=span.kind,
         status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
+        start_time=getattr(span, "start_time", None),  # as they are: a float the SDK let through stays one
+        end_time=getattr(span, "end_time", None),
         instrumentation_scope=span.instrumentation_scope,
     )

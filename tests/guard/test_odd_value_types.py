@@ -28,13 +28,20 @@ class Text(str):
 AGENT = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}
 
 
-def _run(tool: dict[str, Any], *, fast_path: bool = True, store: Path | None = None, **times: float) -> list[Reminder]:
-    """Three tool spans of ``tool``'s attributes under one agent run: the reminders they got."""
+def _run(
+    tool: dict[str, Any], *, fast_path: bool = True, store: Path | None = None, wrap: bool = False, **times: float
+) -> list[Reminder]:
+    """Three tool spans of ``tool``'s attributes under one agent run: the reminders they got. ``wrap``: the guard
+    wraps the store's processor (it hands on copies of the spans)."""
     reminders: list[Reminder] = []
     provider = TracerProvider()
-    provider.add_span_processor(RepeatGuardSpanProcessor(on_reminder=reminders.append, fast_path=fast_path))
-    if store is not None:
-        provider.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(store)))
+    stored = [] if store is None else [SimpleSpanProcessor(SQLiteSpanExporter(store))]
+    guard = RepeatGuardSpanProcessor(
+        on_reminder=reminders.append, fast_path=fast_path, downstream=stored if wrap else ()
+    )
+    provider.add_span_processor(guard)
+    for processor in [] if wrap else stored:
+        provider.add_span_processor(processor)
     tracer = provider.get_tracer("tests.odd_types")
     with tracer.start_as_current_span("invoke_agent a", attributes=AGENT):
         for _ in range(3):
@@ -69,10 +76,11 @@ def test_arguments_of_a_str_subclass_are_compared_and_the_loop_reminded(fast_pat
     assert [(r.tool_name, r.run_length, r.arguments_preview) for r in reminders] == [("grep", 3, '{"q":1}')]
 
 
-def test_float_times_count_the_call_and_the_store_keeps_whole_nanoseconds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wrap", [False, True], ids=["beside-the-store", "wrapping-the-store"])
+def test_float_times_count_the_call_and_the_store_keeps_whole_nanoseconds(tmp_path: Path, wrap: bool) -> None:
     now = time.time() * 1e9
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep", "gen_ai.tool.call.arguments": "{}"}
-    reminders = _run(tool, store=tmp_path / "store.db", start=now, end=now + 1_000_000.5)
+    reminders = _run(tool, store=tmp_path / "store.db", wrap=wrap, start=now, end=now + 1_000_000.5)
     assert [r.run_length for r in reminders] == [3]
     with sqlite3.connect(tmp_path / "store.db") as conn:
         rows = conn.execute("SELECT typeof(start_ns), typeof(end_ns), end_ns - start_ns FROM tool_calls").fetchall()
