@@ -21,9 +21,10 @@ import xxhash
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode, Tracer
 
-from otel_repeat_guard.integrations._claude_calls import OpenCall, due, read_transcript, transcript_of
+from otel_repeat_guard.integrations._claude_calls import OpenCall, due
 from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.reminders import Reminder
+from otel_repeat_guard.rules import put_bounded
 
 DEFAULT_EXCLUDE = ("TodoWrite",)
 """Claude Code's own bookkeeping tool: a list the model rewrites as it works is no loop. Added to the
@@ -64,21 +65,25 @@ class Exclusions:
         return not self._filter(tool)
 
 
+def json_text(value: Any) -> str | None:
+    """``value`` as JSON text; None when no encoder can write it (nested past the stdlib's recursion limit)."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # a lone surrogate (output cut inside a character), nesting past 255, a huge integer
+        try:
+            return json.dumps(value, default=str)  # surrogates escaped, as Node's JSON.stringify writes them
+        except (ValueError, TypeError, RecursionError):
+            return None
+
+
 def _text(value: Any, limit: int) -> str | None:
     """``value`` as JSON text, its first ``limit`` characters; None when no encoder can write it (nested past the
     stdlib's recursion limit): the attribute is then left out, and arguments left out are unknown, not equal. A
     text cut short ends with its whole's length and digest, so two that differ only past the cut still differ
     (a ``Write`` of a large file, changed near its end, is another call)."""
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = orjson.dumps(value, default=str).decode()
-        except TypeError:  # a lone surrogate (output cut inside a character), nesting past 255, a huge integer
-            try:
-                text = json.dumps(value, default=str)  # surrogates escaped, as Node's JSON.stringify writes them
-            except (ValueError, TypeError, RecursionError):
-                return None
+    text = value if isinstance(value, str) else json_text(value)
+    if text is None:
+        return None
     if len(text) <= limit:
         return text
     whole = xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
@@ -170,10 +175,9 @@ class Unanswered:
         call_id = hook_input.get("tool_use_id")
         if call_id:
             with self._lock:
-                calls = self._open.setdefault(key, {})
-                calls[str(call_id)] = OpenCall(str(call_id), hook_input)
-                if len(calls) > self._limit:
-                    calls.pop(next(iter(calls)))
+                put_bounded(
+                    self._open.setdefault(key, {}), str(call_id), OpenCall(str(call_id), hook_input), self._limit
+                )
 
     def pending(self, key: str, hook_input: Mapping[str, Any]) -> list[OpenCall]:
         """A copy of the chain's open calls, this one answered: what :func:`wait_for_results` looks at."""
@@ -210,12 +214,9 @@ class Unanswered:
 
     def _due(self, key: str, *, turn_over: bool) -> list[tuple[dict[str, Any], int | None]]:
         calls = self._open.get(key, {})
-        ids = list(calls)
-        found = due(list(calls.values()), turn_over, lambda: read_transcript(transcript_of(calls[ids[0]].opened), ids))
+        found = due(list(calls.values()), turn_over)
         for call_id in found.closed:
             del calls[call_id]
         for call_id in found.refused:
-            self._settled[call_id] = None
-            if len(self._settled) > self._limit:
-                self._settled.pop(next(iter(self._settled)))
+            put_bounded(self._settled, call_id, None, self._limit)
         return found.counted

@@ -34,7 +34,7 @@ results reach Claude only when the running call is done.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -160,13 +160,15 @@ def refused(call: OpenCall, result: Result | None) -> dict[str, Any]:
     return {**call.opened, "hook_event_name": "PostToolUse", "tool_response": result.text}
 
 
-def due(calls: Sequence[OpenCall], turn_over: bool, transcript: Callable[[], Transcript]) -> Due:
-    """Which of one chain's open calls (as opened) count now, by the rule of this module's docstring.
-    ``transcript`` is read only when it can tell something: more than one call is open, or the first is
-    unanswered."""
+def due(calls: Sequence[OpenCall], turn_over: bool) -> Due:
+    """Which of one chain's open calls (as opened) count now, by the rule of this module's docstring. Their
+    transcript is read only when it can tell something: more than one call is open, or the first is unanswered."""
     if not calls:
         return Due([], [], [])
-    seen = transcript() if len(calls) > 1 or calls[0].answer is None else NO_TRANSCRIPT
+    if len(calls) > 1 or calls[0].answer is None:
+        seen = read_transcript(transcript_of(calls[0].opened), [call.call_id for call in calls])
+    else:
+        seen = NO_TRANSCRIPT
     counted: list[tuple[dict[str, Any], int | None]] = []
     closed: list[str] = []
     refusals: list[str] = []

@@ -35,11 +35,10 @@ from opentelemetry.trace import Tracer
 
 from otel_repeat_guard.config import MEMORY_STORE, GuardConfig, safe_url
 from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.integrations._claude import json_text
 from otel_repeat_guard.integrations._claude_calls import (
     OpenCall,
     due,
-    read_transcript,
-    transcript_of,
     wait_for_results,
 )
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
@@ -134,7 +133,7 @@ class SQLiteChains:
     def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
         """PreToolUse: the call is open until it counts (a call no JSON encoder can write counts when answered)."""
         call_id = hook_input.get("tool_use_id")
-        stored = _dumps(hook_input) if call_id else None
+        stored = json_text(hook_input) if call_id else None
         if stored is not None:
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {OPEN} (call_id, chain_key, hook_input, opened_at) VALUES (?, ?, ?, ?)",
@@ -148,7 +147,7 @@ class SQLiteChains:
         them; one counted already as refused does not count again."""
         call_id = str(hook_input.get("tool_use_id") or "")
         is_open = self._conn.execute(f"SELECT 1 FROM {OPEN} WHERE call_id = ?", (call_id,)).fetchone() is not None
-        stored = _dumps(hook_input) if is_open else None
+        stored = json_text(hook_input) if is_open else None
         if stored is not None:
             self._conn.execute(
                 f"UPDATE {OPEN} SET answer = ?, answered_ns = ? WHERE call_id = ?", (stored, time.time_ns(), call_id)
@@ -178,8 +177,7 @@ class SQLiteChains:
             except ValueError:  # one odd row costs its call, never the chain
                 logger.warning("repeat guard: the stored call %r is unreadable; it is not counted", call_id)
                 self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
-        ids = [call.call_id for call in calls]
-        found = due(calls, turn_over, lambda: read_transcript(transcript_of(calls[0].opened), ids))
+        found = due(calls, turn_over)
         self._conn.executemany(f"DELETE FROM {OPEN} WHERE call_id = ?", [(call_id,) for call_id in found.closed])
         now = time.time()
         self._conn.executemany(
@@ -290,18 +288,6 @@ def wait_for_refusals(config: GuardConfig, store: Path, key: str, hook_input: Ma
         return
     if any(call.call_id == found for call in calls):  # a call never opened (an excluded tool) waits for none
         wait_for_results(calls)
-
-
-def _dumps(hook_input: Mapping[str, Any]) -> str | None:
-    """A hook input as JSON: a lone surrogate (output cut inside a character) escaped, as Node writes it; None
-    when nested past what the encoders write."""
-    try:
-        return orjson.dumps(hook_input, default=str).decode()
-    except TypeError:
-        try:
-            return json.dumps(hook_input, default=str)
-        except (ValueError, TypeError, RecursionError):
-            return None
 
 
 def _loads(text: str) -> Any:
