@@ -18,7 +18,7 @@ VENV_PHOENIX ?= .venv-phoenix
 PHOENIX_VERSION ?= 20.26.1
 # Extras the main virtualenv needs for the whole suite.
 EXTRAS ?= dev,dashboard,test,otlp,ingest,backends-test,redis,clickhouse
-CORE_MODULES := otel_repeat_guard/config.py,otel_repeat_guard/patterns.py,otel_repeat_guard/canonical.py,otel_repeat_guard/chains.py,otel_repeat_guard/reminders.py,otel_repeat_guard/rules.py,otel_repeat_guard/detectors/*.py
+CORE_MODULES := otel_repeat_guard/core/*.py,otel_repeat_guard/core/detectors/*.py
 
 # Debian's browser for the real-browser dashboard test (Playwright never downloads one here).
 CHROMIUM ?= /usr/bin/chromium

@@ -15,8 +15,8 @@ from typing import Any
 import otel_repeat_guard.processor as guard_module
 from benchmarks import workloads as w
 from otel_repeat_guard import RepeatGuardSpanProcessor, build_mode
-from otel_repeat_guard.chains import ChainTracker
 from otel_repeat_guard.conventions import GenAIConvention
+from otel_repeat_guard.core.chains import ChainTracker
 
 STEPS: dict[str, tuple[Any, str]] = {
     "read the tool call (conventions)": (GenAIConvention, "read"),

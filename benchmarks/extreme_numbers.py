@@ -1,6 +1,6 @@
 """How long canonicalization takes on numbers no float, int or default Decimal holds (issue 22).
 
-Each case is one :func:`~otel_repeat_guard.canonical.arguments_key` (or ``canonical_bytes`` of a
+Each case is one :func:`~otel_repeat_guard.core.canonical.arguments_key` (or ``canonical_bytes`` of a
 Python value), best of a few runs, beside the one conversion the seed used for the same value where
 that is the slow part (``str(Decimal(n))`` of an integer past Python's conversion limit).
 
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
-from otel_repeat_guard.canonical import arguments_key, canonical_bytes
+from otel_repeat_guard.core.canonical import arguments_key, canonical_bytes
 
 REPEATS = 3
 

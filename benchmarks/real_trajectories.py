@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from benchmarks.trajectories import Trajectory, default_data_dir, load
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.canonical import canonical_arguments
+from otel_repeat_guard.core.canonical import canonical_arguments
 
 SCRATCHPAD_TOOLS = ("think", "TodoWrite", "update_plan")
 ANY_ORDER_COUNT = 3

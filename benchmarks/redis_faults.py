@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.redis_store import STORE_FAILURES
+from otel_repeat_guard.state.connection import STORE_FAILURES
 from tests.distributed.servers import RedisServer, TrickleProxy, free_port
 
 ARGUMENTS = json.dumps({"q": "status"})

@@ -17,7 +17,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan, Span, SpanProcessor
 
 from otel_repeat_guard import REPEAT_EVENT
-from otel_repeat_guard.span_events import attributes_of
+from otel_repeat_guard.spans.span_events import attributes_of
 
 
 class MinimalSketch(SpanProcessor):

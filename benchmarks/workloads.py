@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer, set_span_in_context
 
 from otel_repeat_guard import REPEAT_EVENT
-from otel_repeat_guard.span_events import attributes_of
+from otel_repeat_guard.spans.span_events import attributes_of
 
 AGENT_ATTRIBUTES = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}
 

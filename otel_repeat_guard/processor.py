@@ -1,4 +1,4 @@
-"""The span processor: the SDK's hooks, and nothing the guard decides (:mod:`otel_repeat_guard.guard` does).
+"""The span processor: the SDK's hooks, and nothing the guard decides (:mod:`otel_repeat_guard.decide.guard` does).
 
 ``on_start`` keeps the live-span map inline; ``_on_ending`` asks the guard what an ending span means and records
 its events and facts on the span, its reminders for the harness; with ``downstream`` it wraps those (logfire's shape)."""
@@ -11,16 +11,16 @@ from collections.abc import Callable, Sequence
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
 
-from otel_repeat_guard.baggage import run_in
-from otel_repeat_guard.blind_spots import CallAudit
-from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
-from otel_repeat_guard.forks import ForkHandle
-from otel_repeat_guard.guard import Guard
-from otel_repeat_guard.harness import HarnessQuestions, ReminderCallback
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.decide.blind_spots import CallAudit
+from otel_repeat_guard.decide.guard import Guard
+from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
+from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
 from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
-from otel_repeat_guard.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
-from otel_repeat_guard.span_events import EventSpec, copy_with_events, ended_id, record_on_ending_span, start_of
+from otel_repeat_guard.setup.forks import ForkHandle
+from otel_repeat_guard.spans.baggage import run_in
+from otel_repeat_guard.spans.span_events import EventSpec, copy_with_events, ended_id, record_on_ending_span, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -35,7 +35,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
     ``downstream`` it wraps those processors and hands them a copy of each span with the events added.
     ``redact`` rewrites the arguments text a reminder quotes (detection compares the real ones).
     ``fast_path=False`` reads every span the general way (the fast path's reference). ``record_facts=True``
-    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.facts`)."""
+    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.decide.facts`)."""
 
     def __init__(
         self,

@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from otel_repeat_guard import GuardConfig, ReminderInbox, RepeatGuardSpanProcessor, RepeatGuardStop
+from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.integrations import due_reminders
-from otel_repeat_guard.reminders import Reminder
 
 RUN = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}
 TOOL = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grep", "gen_ai.tool.call.arguments": '{"q":"x"}'}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.ports import busy_port
+from otel_repeat_guard.cli.ports import busy_port
 from otel_repeat_guard.store import open_for_writing
 
 
@@ -25,7 +25,11 @@ def listener() -> Iterator[int]:
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "otel_repeat_guard.cli", *argv], check=False, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "otel_repeat_guard.cli.main", *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -63,7 +63,7 @@ def test_shell_blocks_name_real_targets_and_commands(where: str, code: str) -> N
         if words[0] == "make":
             assert set(words[1:]) <= _targets(), f"{where}: no such make target in {line!r}"
         elif words[0] == "otel-repeat-guard":
-            command = [sys.executable, "-m", "otel_repeat_guard.cli", *words[1:2], "--help"]
+            command = [sys.executable, "-m", "otel_repeat_guard.cli.main", *words[1:2], "--help"]
             done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
             assert done.returncode == 0, f"{where}: {line!r}: {done.stderr}"
             for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):

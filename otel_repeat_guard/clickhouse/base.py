@@ -24,9 +24,9 @@ from otel_repeat_guard.clickhouse.rollup import (
     Rollup,
 )
 from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.dashboard.queries.filters import Filters
-from otel_repeat_guard.patterns import ToolFilter
 
 _FAR = 2**62
 LOOK_S = 1.0

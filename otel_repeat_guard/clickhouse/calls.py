@@ -15,7 +15,6 @@ byte must not cost a page its rows.
 
 from __future__ import annotations
 
-from otel_repeat_guard.blind_spots import NO_GUARD
 from otel_repeat_guard.conventions.base import EXECUTE_TOOL_PREFIX, TOOL_NAME_KEYS
 from otel_repeat_guard.conventions.genai import INVOCATIONS
 from otel_repeat_guard.conventions.usage import (
@@ -29,8 +28,9 @@ from otel_repeat_guard.conventions.vercel_ai import ARGUMENTS_KEY as VERCEL_ARGU
 from otel_repeat_guard.conventions.vercel_ai import STEPS as VERCEL_STEPS
 from otel_repeat_guard.conventions.vercel_ai import TOOL_CALL as VERCEL_TOOL
 from otel_repeat_guard.conventions.vercel_ai import TOOL_NAME_KEY as VERCEL_TOOL_NAME
-from otel_repeat_guard.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
-from otel_repeat_guard.recorder import (
+from otel_repeat_guard.decide.blind_spots import NO_GUARD
+from otel_repeat_guard.decide.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
+from otel_repeat_guard.decide.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,
     PARALLEL_DUPLICATE_EVENT,

@@ -10,8 +10,6 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 
-from otel_repeat_guard.blind_spots import explain as explain_reason
-from otel_repeat_guard.blind_spots import fix_for
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Client, connect
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
@@ -20,6 +18,8 @@ from otel_repeat_guard.clickhouse.rollup import Rollup
 from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
 from otel_repeat_guard.dashboard.queries.filters import Filters
+from otel_repeat_guard.decide.blind_spots import explain as explain_reason
+from otel_repeat_guard.decide.blind_spots import fix_for
 
 MAX_NS = 2**63 - 1
 """The end of every range: the table's whole span, for ``ingest --from``."""

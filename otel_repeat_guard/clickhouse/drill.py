@@ -10,14 +10,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from otel_repeat_guard.canonical import arguments_digest, canonical_or_none
 from otel_repeat_guard.clickhouse.base import TableReader
 from otel_repeat_guard.clickhouse.calls import SLACK_NS
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.reminders import arguments_preview
 from otel_repeat_guard.dashboard.queries.conversations import RECENT_MODEL_CALLS
 from otel_repeat_guard.dashboard.queries.filters import Filters, tiers_shown
 from otel_repeat_guard.dashboard.queries.runs import _annotate_timeline
-from otel_repeat_guard.reminders import arguments_preview
 
 _FAR = 2**62
 _OUTCOME_COLUMNS = ["tier", "tool", "agent", "model", "outcome", "reminders"]

@@ -189,7 +189,7 @@ class SpanRouter:
         self._models: dict[int, RequestReader | None] = {}
 
     def route(self, name: str, attributes: dict[str, Any]) -> int:
-        """The span's bit mask. ``attributes`` is the plain dict :mod:`otel_repeat_guard.span_events` reads (a dict's
+        """The span's bit mask. ``attributes`` is the plain dict :mod:`otel_repeat_guard.spans.span_events` reads (a dict's
         lookups compile to the dict's own; a Mapping's, to a generic method call per mark)."""
         mask = self._always | self._by_name.get(name, 0)
         for key, values in self._by_attribute:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import (
     MISSING,
     TOOL_NAME_KEYS,
@@ -26,6 +25,7 @@ from otel_repeat_guard.conventions.base import (
 )
 from otel_repeat_guard.conventions.requests import openinference_output_messages
 from otel_repeat_guard.conventions.responses import openinference_input_messages
+from otel_repeat_guard.core.canonical import parse_exactly
 
 _KIND: Final = "openinference.span.kind"
 _CALL_WRAPPER: Final = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import MISSING, EventLike, event_name, first_present
+from otel_repeat_guard.core.canonical import parse_exactly
 
 RESULT_KEYS: Final = (
     "gen_ai.tool.call.result",

@@ -8,7 +8,7 @@ content capture on. Model-call spans are a few per agent step, so these readers 
 
 A bad value costs only itself: a message, part or call of the wrong type (``"parts": 5``, a part
 that is a number) is skipped and its siblings are read; a number no float or int holds is kept
-exactly (:func:`~otel_repeat_guard.canonical.parse_exactly`), never failing the whole text.
+exactly (:func:`~otel_repeat_guard.core.canonical.parse_exactly`), never failing the whole text.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall, event_name, str_or_none
+from otel_repeat_guard.core.canonical import parse_exactly
 
 _OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.canonical import parse_exactly
 from otel_repeat_guard.conventions.base import (
     MISSING,
     TOOL_NAME_KEYS,
@@ -24,6 +23,7 @@ from otel_repeat_guard.conventions.base import (
 )
 from otel_repeat_guard.conventions.requests import gen_ai_output_messages, traceloop_completions
 from otel_repeat_guard.conventions.responses import gen_ai_input_messages, traceloop_prompts
+from otel_repeat_guard.core.canonical import parse_exactly
 
 _KIND: Final = "traceloop.span.kind"
 _ARGUMENT_KEYS: Final = ("gen_ai.tool.call.arguments", "traceloop.entity.input")

@@ -6,8 +6,8 @@ import sys
 import threading
 from typing import TextIO
 
+from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.demo.runner import Counts
-from otel_repeat_guard.reminders import Reminder
 
 
 class Console:

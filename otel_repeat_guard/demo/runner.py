@@ -21,8 +21,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, SpanRouter, find_tool_call
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.patterns import ToolFilter
+from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.demo.scenario import (
     MODEL_LATENCY_MS,
     AgentScript,
@@ -33,9 +35,7 @@ from otel_repeat_guard.demo.scenario import (
     model_output,
     model_tokens,
 )
-from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
-from otel_repeat_guard.reminders import Reminder
 from otel_repeat_guard.store.exporter import SQLiteSpanExporter
 
 ReminderSink = Callable[[Reminder], None]

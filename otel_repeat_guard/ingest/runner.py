@@ -16,7 +16,7 @@ from typing import TextIO
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.ingest.framing import Record
 from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_record
 from otel_repeat_guard.ingest.progress import Progress

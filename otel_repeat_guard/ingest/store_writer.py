@@ -20,7 +20,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id, format_trace_id
 
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.store import SQLiteSpanExporter, StoreError
 from otel_repeat_guard.store.store_file import WritingConnection
 

@@ -21,10 +21,10 @@ import xxhash
 from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode, Tracer
 
+from otel_repeat_guard.core.patterns import ToolFilter
+from otel_repeat_guard.core.reminders import Reminder
+from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.integrations._claude_calls import OpenCall, due
-from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.reminders import Reminder
-from otel_repeat_guard.rules import put_bounded
 
 DEFAULT_EXCLUDE = ("TodoWrite",)
 """Claude Code's own bookkeeping tool: a list the model rewrites as it works is no loop. Added to the

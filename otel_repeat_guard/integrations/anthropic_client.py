@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._clients import (
     Conversation,
     Sources,

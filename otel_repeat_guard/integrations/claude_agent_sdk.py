@@ -43,8 +43,9 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_repeat_guard.canonical import canonical_arguments
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.core.canonical import canonical_arguments
+from otel_repeat_guard.core.reminders import Reminder
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import (
     DEFAULT_EXCLUDE,
     Exclusions,
@@ -57,7 +58,6 @@ from otel_repeat_guard.integrations._claude import (
 from otel_repeat_guard.integrations._claude_calls import wait_for_results
 from otel_repeat_guard.integrations._common import check_sources, logger, unguarded
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.reminders import Reminder
 
 __all__ = ["DEFAULT_EXCLUDE", "RepeatGuardHooks"]
 TRACER_NAME = "otel_repeat_guard.integrations.claude_agent_sdk"

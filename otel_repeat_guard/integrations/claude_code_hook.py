@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from otel_repeat_guard.config import ENV_PREFIX, GuardConfig
+from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig
 from otel_repeat_guard.integrations._claude import (
     DEFAULT_EXCLUDE,
     TOOL_EVENTS,
@@ -127,7 +127,7 @@ def export(
 ) -> None:
     """Send the call's span over OTLP when the environment configures it, else into the embedded store."""
     if any(environ.get(name) for name in OTLP_VARIABLES):
-        from otel_repeat_guard.wiring import span_exporters
+        from otel_repeat_guard.setup.configure import span_exporters
 
         exporters = span_exporters(environ)
     else:

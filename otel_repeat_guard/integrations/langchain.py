@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.core.reminders import Reminder
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import (
     check_sources,
     due_reminders,
@@ -44,7 +45,6 @@ from otel_repeat_guard.integrations._common import (
     stop_if_due,
 )
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.reminders import Reminder
 
 if TYPE_CHECKING:
     _AgentMiddleware = object

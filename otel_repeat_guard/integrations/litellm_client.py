@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._clients import MARK, Conversation, Sources, request_wrapper, with_reminders
 from otel_repeat_guard.integrations._common import check_sources
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor

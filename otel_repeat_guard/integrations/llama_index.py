@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.core.reminders import Reminder
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.reminders import Reminder
 
 if TYPE_CHECKING:  # what the adapters use of their bases
 

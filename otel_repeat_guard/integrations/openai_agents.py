@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import (
     check_sources,
     check_then,

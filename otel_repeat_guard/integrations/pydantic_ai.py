@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message, stop_if_due
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 

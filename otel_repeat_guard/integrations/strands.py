@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from otel_repeat_guard.inbox import ReminderInbox
+from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import check_sources, due_reminders, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 

@@ -13,13 +13,13 @@ Selected by ``GuardConfig(chain_store="redis://...")`` (``OTEL_REPEAT_GUARD_STOR
   Every write renews the key's idle expiry; ``reset`` and ``forget`` delete it, from any process.
 - The connection and its failures (timeouts, the failure counter, the outage log) are
   :mod:`otel_repeat_guard.state.connection`'s, shared with
-  :class:`~otel_repeat_guard.inbox.RedisReminderInbox` (in ``inbox``) is a ``ReminderInbox`` whose boxes are
+  :class:`~otel_repeat_guard.decide.inbox.RedisReminderInbox` (in ``inbox``) is a ``ReminderInbox`` whose boxes are
   Redis lists, so the agent process drains what its workers' guards raised; a drain is one script
   (read and delete), so each reminder is delivered once.
 
 Neither ever blocks the agent or raises into it: each call to Redis has a short timeout
 (``store_timeout_ms``, 50 ms by default); a failed call falls back to this process's own state for
-that call (a :class:`~otel_repeat_guard.chains.ChainTracker` it wraps), is counted on ``repeat_tool_guard.store_failures`` and logged once
+that call (a :class:`~otel_repeat_guard.core.chains.ChainTracker` it wraps), is counted on ``repeat_tool_guard.store_failures`` and logged once
 per outage; for a second after a failure calls go straight to the fallback, then Redis is tried
 again, and state continues where Redis has it.
 """
@@ -34,11 +34,11 @@ from typing import Any
 import msgspec
 from opentelemetry.metrics import MeterProvider
 
-from otel_repeat_guard.chains import ChainStore, ChainTracker, ReminderOutcome, RunEnded
-from otel_repeat_guard.config import GuardConfig
-from otel_repeat_guard.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
-from otel_repeat_guard.detectors.repeat import key_if_same_raw
-from otel_repeat_guard.rules import put_bounded
+from otel_repeat_guard.core.chains import ChainStore, ChainTracker, ReminderOutcome, RunEnded
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
+from otel_repeat_guard.core.detectors.repeat import key_if_same_raw
+from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, reconnect, store_health, text_of, wire
 from otel_repeat_guard.state.deadline import Deadline
 
@@ -67,7 +67,7 @@ if old[4] then waiting = old[4]; redis.call('HDEL', key, 'p') end
 redis.call('PEXPIRE', key, ARGV[3])
 return {run, ended_tool, ended_run, waiting}
 """
-"""The exact-repeat chain, atomically: compare the call with the run's last (:func:`~otel_repeat_guard.rules.same_call`,
+"""The exact-repeat chain, atomically: compare the call with the run's last (:func:`~otel_repeat_guard.core.rules.same_call`,
 which tests/distributed/test_rules.py holds the function here to), increment or restart, take the
 repeat reminders that waited for this call. Returns (run length, ended tool, ended run length, waiting)."""
 
@@ -148,8 +148,8 @@ def load_state(blob: bytes | None, detectors: Sequence[Detector] = (), parallel:
 
 class RedisChainStore(ChainStore):
     """The guard's per-run state in Redis (see the module docstring). It wraps this process's own state, a
-    :class:`~otel_repeat_guard.chains.ChainTracker` made with the same arguments, as the fallback for a call
-    that cannot reach Redis; both are a :class:`~otel_repeat_guard.chains.ChainStore`."""
+    :class:`~otel_repeat_guard.core.chains.ChainTracker` made with the same arguments, as the fallback for a call
+    that cannot reach Redis; both are a :class:`~otel_repeat_guard.core.chains.ChainStore`."""
 
     __slots__ = (
         "_cas",

@@ -14,10 +14,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import format_span_id, format_trace_id
 
-from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, SpanRouter, tool_call_reader
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.inputs import checked_flag
-from otel_repeat_guard.patterns import ToolFilter
 from otel_repeat_guard.store.records import (
     AgentRunRow,
     CallRow,

@@ -7,7 +7,7 @@ went over the wire, not a second opinion. Every detection a call carries (a repe
 no progress, a parallel duplicate) becomes a :class:`DetectionRow`, with the reminder of its
 kind when the call fired one; an odd event attribute is stored as unknown (None), never raised.
 
-Agent identity. A span carrying the guard's facts (:data:`otel_repeat_guard.facts.RUN`) is stored under the run
+Agent identity. A span carrying the guard's facts (:data:`otel_repeat_guard.decide.facts.RUN`) is stored under the run
 the guard decided, and nothing below applies. Without them, an exporter sees one span at a time, not its
 ancestors, so the agent of a tool call is taken, in order, from:
 
@@ -30,8 +30,6 @@ from typing import Any, TypeVar
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
 
-from otel_repeat_guard.blind_spots import NO_AGENT
-from otel_repeat_guard.canonical import arguments_digest, canonical_or_none
 from otel_repeat_guard.conventions import (
     MISSING,
     AgentRun,
@@ -43,9 +41,12 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
-from otel_repeat_guard.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
-from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.recorder import (
+from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
+from otel_repeat_guard.core.patterns import ToolFilter
+from otel_repeat_guard.core.reminders import arguments_preview
+from otel_repeat_guard.decide.blind_spots import NO_AGENT
+from otel_repeat_guard.decide.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
+from otel_repeat_guard.decide.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,
     PARALLEL_DUPLICATE_EVENT,
@@ -53,8 +54,7 @@ from otel_repeat_guard.recorder import (
     REPEAT_EVENT,
     UNGUARDED_EVENT,
 )
-from otel_repeat_guard.reminders import arguments_preview
-from otel_repeat_guard.span_events import contents_of, end_ns, start_ns
+from otel_repeat_guard.spans.span_events import contents_of, end_ns, start_ns
 from otel_repeat_guard.store.model_calls import read_model_call
 from otel_repeat_guard.store.storable import _int_or_none, _storable_or_none, _str_or_none, storable_int, storable_text
 
@@ -126,7 +126,7 @@ class ToolCallRow(CallRow):
     unguarded_reason: str | None = None
     detections: tuple[DetectionRow, ...] = ()
     issuer_span_id: str | None = None
-    """The model call that asked for this call, as the guard decided it (:data:`otel_repeat_guard.facts.ISSUER`)."""
+    """The model call that asked for this call, as the guard decided it (:data:`otel_repeat_guard.decide.facts.ISSUER`)."""
     charges_issuer: bool = False
     """The guard charged the issuer's tokens as wasted on this call (each model call on one call)."""
     decided: bool = False
@@ -312,7 +312,7 @@ def tool_call_row(
     preview_chars: int,
 ) -> ToolCallRow | None:
     """The row for ``span`` if ``read_tool_call`` reads it as a tool span, else None (also for a span the guard
-    found inside a tool span of the same call, :data:`otel_repeat_guard.facts.NESTED`: that one is the row)."""
+    found inside a tool span of the same call, :data:`otel_repeat_guard.decide.facts.NESTED`: that one is the row)."""
     name, attributes, events = contents_of(span)
     call = read_tool_call(name, attributes, events)
     context = span.context
@@ -399,9 +399,9 @@ def model_call_row(
     span: ReadableSpan, router: SpanRouter, *, store_outputs: bool, preview_chars: int
 ) -> ModelCallRow | None:
     """The row for ``span`` if the conventions' router marks it as a model call, else None (also for a span
-    the guard marked as only wrapping the model call of record, :data:`otel_repeat_guard.facts.WRAPPER`).
+    the guard marked as only wrapping the model call of record, :data:`otel_repeat_guard.decide.facts.WRAPPER`).
 
-    Its agent: the run the guard decided (:data:`otel_repeat_guard.facts.RUN`) when its facts are on the span;
+    Its agent: the run the guard decided (:data:`otel_repeat_guard.decide.facts.RUN`) when its facts are on the span;
     else its own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key of its parent, exactly
     as for a first tool call, so the exporter gives it its run's key when the agent-run span arrives and a
     run's model calls and tool calls share one key.

@@ -17,10 +17,10 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id, format_trace_id
 
-from otel_repeat_guard.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
-from otel_repeat_guard.patterns import ToolFilter
-from otel_repeat_guard.recorder import CYCLE_EVENT, NO_PROGRESS_EVENT, REMINDER_EVENT
-from otel_repeat_guard.span_events import contents_of, start_ns
+from otel_repeat_guard.core.patterns import ToolFilter
+from otel_repeat_guard.decide.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
+from otel_repeat_guard.decide.recorder import CYCLE_EVENT, NO_PROGRESS_EVENT, REMINDER_EVENT
+from otel_repeat_guard.spans.span_events import contents_of, start_ns
 from otel_repeat_guard.store.records import REPEAT, DetectionRow, GuardEvents, ToolCallRow, service_name, storable
 from otel_repeat_guard.store.storable import _int_or_none, _str_or_none
 

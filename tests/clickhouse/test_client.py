@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.cli import main
+from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, ServerClient, explain
 from otel_repeat_guard.clickhouse.target import PASSWORD_ENV, PASSWORD_FILE_ENV, TargetError, parse
 

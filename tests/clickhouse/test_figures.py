@@ -155,8 +155,8 @@ def test_spans_no_guard_saw_are_a_blind_spot(tmp_path: Path, capsys: pytest.Capt
     assert frame.to_dict("records") == [{"reason": "no_guard", "tool": "search", "calls": 3}]
 
     # The page's Why and doctor's line say the guard was not there, and what fixes it.
-    from otel_repeat_guard.blind_spots import explain
-    from otel_repeat_guard.cli import main
+    from otel_repeat_guard.cli.main import main
+    from otel_repeat_guard.decide.blind_spots import explain
 
     assert explain("no_guard") == "no guard facts or events on the span: the guard was not in the process that made it"
     assert main(["doctor", "--store", f"chdb://{target.path}?database=other&table=spans"]) == 1
@@ -168,7 +168,7 @@ def test_spans_no_guard_saw_are_a_blind_spot(tmp_path: Path, capsys: pytest.Capt
 def test_doctor_reports_what_the_guard_could_not_see(
     demo_pair: tuple[Path, Target], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from otel_repeat_guard.cli import main
+    from otel_repeat_guard.cli.main import main
 
     store, target = demo_pair
     assert main(["doctor", "--store", f"chdb://{target.path}"]) == 1  # the demo's http_get has no arguments
@@ -184,8 +184,8 @@ def test_doctor_reads_the_time_range_it_is_given(
     """``--since`` and ``--until`` bound the calls doctor reads as the dashboard's range does (by their ends)."""
     from datetime import datetime, timezone
 
-    from otel_repeat_guard.cli import main
-    from otel_repeat_guard.ingest_cli import time_point
+    from otel_repeat_guard.cli.ingest import time_point
+    from otel_repeat_guard.cli.main import main
 
     store, target = demo_pair
     bounds = SQLiteReader(store).time_bounds().iloc[0]
@@ -218,7 +218,7 @@ def test_a_time_is_a_duration_ago_or_an_iso_date_utc_unless_it_says_otherwise() 
     import argparse
     import time
 
-    from otel_repeat_guard.ingest_cli import time_point
+    from otel_repeat_guard.cli.ingest import time_point
 
     assert time_point("2026-12-05") == 1_796_428_800 * 10**9
     assert time_point("2026-12-05T10:00:00.5") == (1_796_428_800 + 36_000) * 10**9 + 500_000_000

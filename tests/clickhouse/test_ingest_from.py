@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_repeat_guard.cli import main
+from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.clickhouse.target import Target
 from tests.clickhouse.filling import fill
 from tests.ingest.otlp import batches, otlp_json_line, record_workload, store_rows, write_lines

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
-from otel_repeat_guard.cli import main
+from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.clickhouse.client import ChdbClient
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target

@@ -169,7 +169,7 @@ def test_the_store_url_names_the_rollup_database() -> None:
 def test_the_rollup_command_rolls_up_and_refuses_in_one_line(
     demo_pair: tuple[Path, Target], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from otel_repeat_guard.cli import main
+    from otel_repeat_guard.cli.main import main
 
     _store, target = demo_pair
     url = f"chdb://{target.path}"
@@ -197,7 +197,7 @@ def test_the_tracked_tools_follow_the_configuration_through_the_rollup(
     demo_pair: tuple[Path, Target], include: tuple[str, ...], exclude: tuple[str, ...]
 ) -> None:
     """Tracked tools are not rolled up: the same rollup answers for any include/exclude patterns, as the table."""
-    from otel_repeat_guard.config import GuardConfig
+    from otel_repeat_guard.core.config import GuardConfig
 
     store, target = demo_pair
     through, _report = rolled(target, "guard_demo")

@@ -39,7 +39,7 @@ def free_port() -> int:
 def cli() -> list[str]:
     """The command line of ``otel-repeat-guard`` from the package these tests import (a checkout's source
     or the installed build), whatever else is on PATH."""
-    return [sys.executable, "-m", "otel_repeat_guard.cli"]
+    return [sys.executable, "-m", "otel_repeat_guard.cli.main"]
 
 
 def environment() -> dict[str, str]:

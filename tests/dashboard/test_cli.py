@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.cli import dashboard_command, main
+from otel_repeat_guard.cli.main import dashboard_command, main
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.store import (

@@ -15,7 +15,7 @@ CAPTURE = Path(__file__).parent.parent / "fixtures" / "langchain_openinference" 
 def _refused(argv: list[str], env: dict[str, str], tmp_path: Path) -> str:
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env}
     done = subprocess.run(
-        [sys.executable, "-m", "otel_repeat_guard.cli", *argv],
+        [sys.executable, "-m", "otel_repeat_guard.cli.main", *argv],
         capture_output=True, text=True, timeout=120, env=environment, cwd=tmp_path, check=False,
     )  # fmt: skip
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr

@@ -22,9 +22,9 @@ from opentelemetry.trace import Span, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.inbox import RedisReminderInbox
-from otel_repeat_guard.propagation import RunBaggagePropagator
-from otel_repeat_guard.redis_store import STORE_FAILURES
+from otel_repeat_guard.decide.inbox import RedisReminderInbox
+from otel_repeat_guard.setup.propagation import RunBaggagePropagator
+from otel_repeat_guard.state.connection import STORE_FAILURES
 
 WORKER = Path(__file__).with_name("worker.py")
 

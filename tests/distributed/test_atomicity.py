@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter
 
-from otel_repeat_guard.redis_store import RedisChainStore
+from otel_repeat_guard.state.redis import RedisChainStore
 from tests.distributed.servers import RedisServer
 
 PROCESSES = 8
@@ -25,7 +25,7 @@ SHARED_RUNS = 4
 
 UPDATER = """
 import json, sys, time
-from otel_repeat_guard.redis_store import RedisChainStore
+from otel_repeat_guard.state.redis import RedisChainStore
 
 url, index, updates, runs, start_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 store = RedisChainStore(url, 1000, timeout_ms=2000)

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.baggage import RUN_BAGGAGE_KEY, run_in, with_run
-from otel_repeat_guard.propagation import RunBaggagePropagator, propagate_run, run_context
+from otel_repeat_guard.setup.propagation import RunBaggagePropagator, propagate_run, run_context
+from otel_repeat_guard.spans.baggage import RUN_BAGGAGE_KEY, run_in, with_run
 
 W3C = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
@@ -94,7 +94,7 @@ def test_the_entry_point_that_otel_propagators_names_is_the_propagator() -> None
 
 
 def test_the_installed_guard_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_repeat_guard import installed
+    from otel_repeat_guard.setup import installed
 
     agent = Process(GuardConfig())
     monkeypatch.setattr(installed, "_guard", agent.guard)

@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from otel_repeat_guard import GuardConfig, Reminder
-from otel_repeat_guard.inbox import RedisReminderInbox
-from otel_repeat_guard.redis_store import RETRY_AFTER_SECONDS, STORE_FAILURES
+from otel_repeat_guard.decide.inbox import RedisReminderInbox
+from otel_repeat_guard.state.connection import RETRY_AFTER_SECONDS, STORE_FAILURES
 from tests.distributed.fleet import AgentProcess
 from tests.distributed.servers import RedisServer, TrickleProxy
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from otel_repeat_guard import GuardConfig, Reminder
-from otel_repeat_guard.inbox import RedisReminderInbox
-from otel_repeat_guard.redis_store import RedisChainStore
+from otel_repeat_guard.decide.inbox import RedisReminderInbox
+from otel_repeat_guard.state.redis import RedisChainStore
 from tests.distributed.servers import RedisServer
 from tests.guard.test_fork import Agent, busy, fork_once, pytestmark
 

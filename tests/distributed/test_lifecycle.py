@@ -9,8 +9,9 @@ import time
 import redis
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.inbox import RedisReminderInbox
-from otel_repeat_guard.redis_store import INBOX_PREFIX, RUN_PREFIX, RedisChainStore
+from otel_repeat_guard.decide.inbox import RedisReminderInbox
+from otel_repeat_guard.state.connection import INBOX_PREFIX, RUN_PREFIX
+from otel_repeat_guard.state.redis import RedisChainStore
 from tests.distributed.fleet import AgentProcess
 from tests.distributed.servers import RedisServer
 
@@ -109,8 +110,8 @@ def test_zero_code_setup_with_a_shared_store_drains_a_redis_inbox(redis_server: 
     """Under opentelemetry-instrument, an agent process's adapters drain what its workers raised."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    from otel_repeat_guard import installed
-    from otel_repeat_guard.zero_code import install
+    from otel_repeat_guard.setup import installed
+    from otel_repeat_guard.setup.zero_code import install
 
     previous_guard, previous_inbox = installed.installed_guard(), installed.default_inbox()
     try:

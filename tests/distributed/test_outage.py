@@ -10,7 +10,7 @@ import time
 import pytest
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.redis_store import RETRY_AFTER_SECONDS
+from otel_repeat_guard.state.connection import RETRY_AFTER_SECONDS
 from tests.distributed.fleet import AgentProcess
 from tests.distributed.servers import RedisServer
 

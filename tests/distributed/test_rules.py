@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_repeat_guard.canonical import arguments_key, raw_key
-from otel_repeat_guard.chains import ChainTracker
-from otel_repeat_guard.rules import same_call
+from otel_repeat_guard.core.canonical import arguments_key, raw_key
+from otel_repeat_guard.core.chains import ChainTracker
+from otel_repeat_guard.core.rules import same_call
 from tests.distributed.servers import RedisServer
 
 TOOLS = st.sampled_from(["read_file", "grep", "Read_file", "read_file ", "", "é", "工具"]) | st.text(

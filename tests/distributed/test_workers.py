@@ -1,7 +1,7 @@
 """One run's tool calls executed by three worker processes: one chain, one inbox, in Redis.
 
 The agent process injects the W3C headers (``traceparent`` and ``baggage``, the run added by
-:class:`~otel_repeat_guard.propagation.RunBaggagePropagator`); each worker extracts them and runs the call
+:class:`~otel_repeat_guard.setup.propagation.RunBaggagePropagator`); each worker extracts them and runs the call
 as a tool span with a remote parent. Calls go round-robin, so no worker sees two in a row.
 """
 
@@ -11,7 +11,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.baggage import RUN_BAGGAGE_KEY
+from otel_repeat_guard.spans.baggage import RUN_BAGGAGE_KEY
 from tests.distributed.fleet import AgentProcess, workers
 from tests.distributed.servers import RedisServer
 

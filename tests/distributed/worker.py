@@ -22,8 +22,8 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.inbox import RedisReminderInbox
-from otel_repeat_guard.redis_store import failure_counter
+from otel_repeat_guard.decide.inbox import RedisReminderInbox
+from otel_repeat_guard.state.connection import failure_counter
 
 PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 

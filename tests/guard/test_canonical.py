@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_repeat_guard.canonical import (
+from otel_repeat_guard.core.canonical import (
     arguments_digest,
     arguments_key,
     canonical_arguments,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
-from otel_repeat_guard.chains import ChainTracker
-from otel_repeat_guard.detectors import Call
+from otel_repeat_guard.core.chains import ChainTracker
+from otel_repeat_guard.core.detectors import Call
 
 
 def test_a_restored_chain_goes_on_counting_where_the_last_process_left_it() -> None:

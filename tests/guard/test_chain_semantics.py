@@ -8,7 +8,7 @@ import xxhash
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags, use_span
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS, arguments_digest, canonical_bytes
+from otel_repeat_guard.core.canonical import RAW_KEY_MIN_CHARS, arguments_digest, canonical_bytes
 
 from .conftest import Harness, make_harness
 

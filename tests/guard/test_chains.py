@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.core.chains import ChainTracker
 
 
 def make(max_agents: int = 100) -> tuple[ChainTracker, list[tuple[str, int]]]:
@@ -88,7 +88,7 @@ def test_the_raw_key_hint_gives_back_the_key_of_the_same_text() -> None:
 
 
 def test_detectors_and_reminder_outcomes_live_in_the_run_state() -> None:
-    from otel_repeat_guard.detectors import Call, CycleDetector
+    from otel_repeat_guard.core.detectors import Call, CycleDetector
 
     tracker = ChainTracker(10)  # no detectors, no outcome callback
     assert tracker.detect("a", Call("t", b"k")) == []
@@ -117,7 +117,7 @@ def test_detectors_and_reminder_outcomes_live_in_the_run_state() -> None:
 
 
 def test_a_cycle_never_continues_with_unknown_arguments_or_before_it_has_a_past() -> None:
-    from otel_repeat_guard.detectors import Call, CycleDetector, ParallelCollapse
+    from otel_repeat_guard.core.detectors import Call, CycleDetector, ParallelCollapse
 
     cycle = CycleDetector((2,), 4)
     assert cycle.continues(Call("t", b"A"), 2) is False  # no history yet
@@ -131,7 +131,13 @@ def test_a_cycle_never_continues_with_unknown_arguments_or_before_it_has_a_past(
 
 
 def test_every_detector_moves_its_state_through_state_and_restore() -> None:
-    from otel_repeat_guard.detectors import Call, CycleDetector, NoProgressDetector, ParallelCollapse, RepeatDetector
+    from otel_repeat_guard.core.detectors import (
+        Call,
+        CycleDetector,
+        NoProgressDetector,
+        ParallelCollapse,
+        RepeatDetector,
+    )
 
     repeat = RepeatDetector()
     assert repeat.observe(Call("t", b"k")) is None
@@ -166,7 +172,7 @@ def test_every_detector_moves_its_state_through_state_and_restore() -> None:
 def test_a_state_that_does_not_fit_raises_and_leaves_the_detector_as_it_was() -> None:
     import pytest
 
-    from otel_repeat_guard.detectors import Call, CycleDetector, RepeatDetector
+    from otel_repeat_guard.core.detectors import Call, CycleDetector, RepeatDetector
 
     repeat = RepeatDetector("t", b"k", None, 2)
     for bad in (["t", b"k"], [1, b"k", 2], ["t", "k", 2], ["t", b"k", "2"]):
@@ -183,7 +189,7 @@ def test_a_state_that_does_not_fit_raises_and_leaves_the_detector_as_it_was() ->
 def test_the_bounded_map_helpers() -> None:
     from collections import OrderedDict
 
-    from otel_repeat_guard.rules import evict_oldest, put_bounded
+    from otel_repeat_guard.core.rules import evict_oldest, put_bounded
 
     assert evict_oldest({}) is None
     mapping: OrderedDict[str, int] = OrderedDict(a=1, b=2)
@@ -195,7 +201,7 @@ def test_the_bounded_map_helpers() -> None:
 
 
 def test_a_parallel_windows_first_call_makes_a_chain_within_max_agents() -> None:
-    from otel_repeat_guard.detectors import Call
+    from otel_repeat_guard.core.detectors import Call
 
     chains, ended = make(max_agents=2)
     chains.observe("a", "t", b"k")

@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import Status, StatusCode
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.reminders import cycle_text, no_progress_text, stop_text
+from otel_repeat_guard.core.reminders import cycle_text, no_progress_text, stop_text
 
 from .conftest import Harness, make_harness, reminder_outcomes
 

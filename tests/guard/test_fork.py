@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
-from otel_repeat_guard.inbox import ReminderInbox
-from otel_repeat_guard.metrics import REPEATED_CALLS
+from otel_repeat_guard.decide.inbox import ReminderInbox
+from otel_repeat_guard.decide.metrics import REPEATED_CALLS
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
 

@@ -16,7 +16,7 @@ from otel_repeat_guard.conventions.responses import (
     openinference_input_messages,
     traceloop_prompts,
 )
-from otel_repeat_guard.detectors import Call, NoProgressDetector
+from otel_repeat_guard.core.detectors import Call, NoProgressDetector
 
 from .conftest import Harness, make_harness
 
@@ -195,7 +195,7 @@ def test_calls_counted_from_the_requests_take_their_outcomes_from_the_next_one(v
 
 
 def test_past_the_bound_the_oldest_waiting_call_is_taken_as_having_no_outcome() -> None:
-    from otel_repeat_guard.detectors.no_progress import MAX_AWAITING
+    from otel_repeat_guard.core.detectors.no_progress import MAX_AWAITING
 
     detector = NoProgressDetector((2,))
     for i in range(MAX_AWAITING + 1):
@@ -206,8 +206,8 @@ def test_past_the_bound_the_oldest_waiting_call_is_taken_as_having_no_outcome() 
 
 
 def test_a_run_with_no_detector_state_has_nothing_to_answer() -> None:
-    from otel_repeat_guard.chains import ChainTracker
-    from otel_repeat_guard.guard_parts import detectors_for
+    from otel_repeat_guard.core.chains import ChainTracker
+    from otel_repeat_guard.decide.guard_parts import detectors_for
 
     tracker = ChainTracker(10, None, detectors=detectors_for(NO_PROGRESS))
     assert tracker.outcomes("never seen", {"id": b"x"}) == []
@@ -215,6 +215,6 @@ def test_a_run_with_no_detector_state_has_nothing_to_answer() -> None:
 
 
 def test_shapes_of_calls_have_no_outcomes_to_wait_for() -> None:
-    from otel_repeat_guard.detectors import CycleDetector, RepeatDetector
+    from otel_repeat_guard.core.detectors import CycleDetector, RepeatDetector
 
     assert RepeatDetector().outcomes({"id": b"x"}) == [] and CycleDetector((2,), 3).outcomes({"id": b"x"}) == []

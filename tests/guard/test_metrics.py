@@ -11,7 +11,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import set_span_in_context
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.blind_spots import NO_USAGE_WARNING
+from otel_repeat_guard.decide.blind_spots import NO_USAGE_WARNING
 
 from .conftest import make_harness
 
@@ -70,7 +70,7 @@ def test_nothing_is_recorded_without_repeats() -> None:
 
 
 def test_tools_past_the_series_limit_share_the_overflow_series() -> None:
-    from otel_repeat_guard.metrics import MAX_SERIES, GuardMetrics
+    from otel_repeat_guard.decide.metrics import MAX_SERIES, GuardMetrics
 
     reader = InMemoryMetricReader()
     metrics = GuardMetrics(MeterProvider(metric_readers=[reader]))
@@ -88,7 +88,7 @@ def test_tools_past_the_series_limit_share_the_overflow_series() -> None:
 
 
 def test_finished_runs_reach_every_reader_even_past_the_pending_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import otel_repeat_guard.metrics as guard_metrics
+    import otel_repeat_guard.decide.metrics as guard_metrics
 
     monkeypatch.setattr(guard_metrics, "MAX_PENDING_RUNS", 2)
     first, second = InMemoryMetricReader(), InMemoryMetricReader()
@@ -105,7 +105,7 @@ def test_repeats_logged_from_many_threads_are_all_counted() -> None:
     """The repeat log takes appends without a lock; folding (past MAX_REPEAT_LOG, or at collection) loses none."""
     import threading
 
-    from otel_repeat_guard.metrics import MAX_REPEAT_LOG, GuardMetrics
+    from otel_repeat_guard.decide.metrics import MAX_REPEAT_LOG, GuardMetrics
 
     reader = InMemoryMetricReader()
     metrics = GuardMetrics(MeterProvider(metric_readers=[reader]))

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from otel_repeat_guard.canonical import (
+from otel_repeat_guard.core.canonical import (
     arguments_key,
     canonical_arguments,
     canonical_bytes,

@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_repeat_guard.canonical import arguments_key
 from otel_repeat_guard.conventions import MISSING
 from otel_repeat_guard.conventions.base import AgentRun, EventLike, Mark, RequestedCall, ToolCall
 from otel_repeat_guard.conventions.genai import GenAIConvention
@@ -30,6 +29,7 @@ from otel_repeat_guard.conventions.requests import (
     traceloop_completions,
 )
 from otel_repeat_guard.conventions.traceloop import unwrap_langchain_inputs, unwrap_mcp_input
+from otel_repeat_guard.core.canonical import arguments_key
 
 from .conftest import Harness, make_harness
 

@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.canonical import arguments_key, canonical_arguments
-from otel_repeat_guard.span_events import nanoseconds
+from otel_repeat_guard.core.canonical import arguments_key, canonical_arguments
+from otel_repeat_guard.spans.span_events import nanoseconds
 from otel_repeat_guard.store import SQLiteSpanExporter
 
 

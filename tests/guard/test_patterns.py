@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_repeat_guard.patterns import ToolFilter, compile_patterns
+from otel_repeat_guard.core.patterns import ToolFilter, compile_patterns
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor, build_mode
-from otel_repeat_guard.canonical import RAW_KEY_MIN_CHARS
+from otel_repeat_guard.core.canonical import RAW_KEY_MIN_CHARS
 
 from .conftest import reminder_outcomes
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from otel_repeat_guard.reminders import (
+from otel_repeat_guard.core.reminders import (
     REMINDER_SOURCE,
     TOOL_NAME_CHARS,
     Reminder,

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from otel_repeat_guard import GuardConfig, Reminder, ToolCall
-from otel_repeat_guard.blind_spots import CallAudit
-from otel_repeat_guard.canonical import canonical_or_none
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, AgentRun, EventLike
+from otel_repeat_guard.core.canonical import canonical_or_none
+from otel_repeat_guard.decide.blind_spots import CallAudit
 
 from .conftest import Harness, make_harness
 

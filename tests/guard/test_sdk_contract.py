@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import INVALID_SPAN_CONTEXT, SpanKind, StatusCode, set_span_in_context
 
-from otel_repeat_guard.span_events import (
+from otel_repeat_guard.spans.span_events import (
     IS_VALID,
     SPAN_ID,
     _event,

@@ -25,7 +25,7 @@ def _cli(*args: str, without_override: bool = False, timeout: float = 60) -> sub
     so a file of another user's with mode 600 is unreadable, as it is for an ordinary user."""
     drop = [str(SETPRIV), "--bounding-set=-dac_override,-dac_read_search", "--"] if without_override else []
     return subprocess.run(
-        [*drop, sys.executable, "-m", "otel_repeat_guard.cli", *args],
+        [*drop, sys.executable, "-m", "otel_repeat_guard.cli.main", *args],
         check=False,
         capture_output=True,
         text=True,

@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.cli import main
-from otel_repeat_guard.doctor import diagnose
-from otel_repeat_guard.patterns import ToolFilter
+from otel_repeat_guard.cli.doctor import diagnose
+from otel_repeat_guard.cli.main import main
+from otel_repeat_guard.core.patterns import ToolFilter
 
 from .otlp import otlp_json_line, record_workload, write_lines
 
@@ -98,7 +98,7 @@ def test_a_reader_that_stops_reading_ends_doctor_without_a_traceback() -> None:
     """``otel-repeat-guard doctor FILE | head -1``: the pipe closes before doctor writes. It ends as a tool that
     SIGPIPE ends (141), saying nothing: no BrokenPipeError traceback under the reader's output."""
     capture = Path(__file__).parent.parent / "fixtures" / "langchain_openinference" / "spans.jsonl"
-    command = [sys.executable, "-m", "otel_repeat_guard.cli", "doctor", str(capture)]
+    command = [sys.executable, "-m", "otel_repeat_guard.cli.main", "doctor", str(capture)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # before the interpreter has even started: every write finds no reader

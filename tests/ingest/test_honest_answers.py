@@ -28,7 +28,11 @@ MODEL: dict[str, str | int] = {
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "otel_repeat_guard.cli", *args], check=False, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "otel_repeat_guard.cli.main", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_repeat_guard.doctor import diagnose
+from otel_repeat_guard.cli.doctor import diagnose
 from otel_repeat_guard.ingest import Ingest, IngestOptions, decode_line
 from otel_repeat_guard.ingest.progress import Progress
 from otel_repeat_guard.store import SQLiteSpanExporter
@@ -328,7 +328,11 @@ def test_replay_passes_guarded_traces_through(tmp_path: Path, guarded: list[Read
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "otel_repeat_guard.cli", *args], check=False, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "otel_repeat_guard.cli.main", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -18,12 +18,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import set_span_in_context
 
-from otel_repeat_guard.cli import main
+from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import scenario
 from otel_repeat_guard.ingest import Ingest, IngestOptions
-from otel_repeat_guard.playback import play
-from otel_repeat_guard.span_events import replace_events
+from otel_repeat_guard.ingest.playback import play
+from otel_repeat_guard.spans.span_events import replace_events
 from tests.ingest.otlp import batches, otlp_json_line, write_lines
 
 

@@ -29,14 +29,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.canonical import canonical_arguments
-from otel_repeat_guard.cli import main
+from otel_repeat_guard.cli.doctor import read_files
+from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, VercelAIConvention, find_agent_run, find_tool_call
 from otel_repeat_guard.conventions.usage import cache_usage, token_usage
+from otel_repeat_guard.core.canonical import canonical_arguments
 from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.doctor import read_files
 from otel_repeat_guard.ingest import Ingest, IngestOptions
-from otel_repeat_guard.playback import play
+from otel_repeat_guard.ingest.playback import play
 from otel_repeat_guard.store import open_for_reading
 from tests.integrations.scenario import metric_points
 

@@ -204,7 +204,7 @@ def assert_interleaved_under_outer(g: Guarded) -> None:
 
 def diagnosed(g: Guarded) -> Any:
     """The doctor's report on everything exported."""
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     return diagnose(list(g.exporter.get_finished_spans()))
 

@@ -210,7 +210,7 @@ def assert_arguments_not_on_tool_spans(g: Guarded) -> None:
 
 def assert_fully_guarded(g: Guarded) -> None:
     """Nothing the guard recognised went uncompared: counter and doctor agree."""
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     assert g.unguarded() == {}, g.unguarded()
     report = diagnose(list(g.exporter.get_finished_spans()))
@@ -220,7 +220,7 @@ def assert_fully_guarded(g: Guarded) -> None:
 
 def assert_blind(g: Guarded, scope: str, expected: dict[tuple[str, str], int], fixes: Sequence[str]) -> None:
     """The guard compared nothing, and said so: counter, doctor (reason, calls, a fix naming one of ``fixes``)."""
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     tools = [s for s in g.exporter.get_finished_spans() if is_tool_span(s)]
     assert run_lengths(tools) == [1] * len(tools), [(s.name, _repeat(s)) for s in tools]

@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import GuardConfig, Reminder, ReminderInbox, RepeatGuardSpanProcessor
-from otel_repeat_guard.canonical import canonical_arguments
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, find_tool_call
+from otel_repeat_guard.core.canonical import canonical_arguments
 from otel_repeat_guard.store import SQLiteSpanExporter
 
 PARIS = {"city": "Paris", "units": "metric"}
@@ -451,8 +451,8 @@ def whole_chain(g: Guarded, tool: str = "lookup") -> Figures:
     """The figures of :func:`expected_whole_chain` as the store (through the dashboard's queries) and the
     guard's metrics give them. The run of the timeline is the one the dashboard drills into: that of
     the longest run of ``tool``."""
-    from otel_repeat_guard import metrics as names
     from otel_repeat_guard.dashboard import queries
+    from otel_repeat_guard.decide import metrics as names
     from otel_repeat_guard.store import open_for_reading
 
     assert g.store is not None, "make the guard with make_guarded(store=...) or the `stored` fixture"

@@ -243,7 +243,7 @@ def test_with_inputs_and_outputs_hidden_the_counter_and_doctor_report_the_blind_
 ) -> None:
     """Inputs and outputs hidden: neither the tool span nor the model's request says the arguments, so every
     call is one the guard recognised but could not compare."""
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     instrumented.reinstrument(TraceConfig(hide_inputs=True, hide_outputs=True))
     try:
@@ -262,7 +262,7 @@ def test_with_inputs_and_outputs_hidden_the_counter_and_doctor_report_the_blind_
 
 
 def test_doctor_finds_no_blind_spot_in_a_plain_run(g: Guarded, server: FakeOpenAI) -> None:
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     _check_outputs([make_agent(server).run("Weather in Paris?")])
     report = diagnose(g.exporter.get_finished_spans())

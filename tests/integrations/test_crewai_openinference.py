@@ -257,7 +257,7 @@ def test_under_one_outer_span_two_concurrent_runs_of_one_crew_have_separate_chai
 
 
 def test_doctor_finds_no_blind_spot(g: Guarded, server: FakeOpenAI) -> None:
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     make_crew(server, cache=True).kickoff()
     report = diagnose(g.exporter.get_finished_spans())

@@ -287,7 +287,7 @@ def test_under_one_outer_span_two_concurrent_runs_of_one_crew_have_separate_chai
 
 
 def test_doctor_finds_no_blind_spot(g: Guarded, server: FakeOpenAI) -> None:
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     make_crew(server).kickoff()
     report = diagnose(g.exporter.get_finished_spans())
@@ -299,7 +299,7 @@ def test_with_content_tracing_off_the_blind_spot_is_reported(
 ) -> None:
     """TRACELOOP_TRACE_CONTENT=false: the model spans say only that the model asked for a tool
     (``gen_ai.response.finish_reasons = ('tool_call',)``), not which tool or with what arguments."""
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "false")
     assert kickoff(make_crew(server)) == FINAL_ANSWER

@@ -329,7 +329,7 @@ def test_under_one_outer_span_two_concurrent_runs_of_one_agent_have_separate_cha
 
 
 def test_doctor_finds_no_blind_spot(g: Guarded, server: FakeOpenAI) -> None:
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     make_agent(server).run(messages=PROMPT)
     report = diagnose(g.exporter.get_finished_spans())

@@ -251,7 +251,7 @@ def test_with_inputs_hidden_a_function_agents_model_request_stands_in(
         ("lookup", 5, "detailed"),
     ]
     assert g.unguarded() == {}
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     report = diagnose(spans)
     assert report.exit_code == 0
@@ -277,7 +277,7 @@ def test_with_inputs_hidden_the_counter_and_doctor_report_a_react_agents_blind_s
     assert {(s.attributes or {}).get("input.value") for s in tools} == {"__REDACTED__"}
     assert run_lengths(tools) == [1] * 8 and g.reminders == []
     assert g.unguarded() == {("no_arguments", "lookup"): 6, ("no_arguments", "broken_lookup"): 2}
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     report = diagnose(spans)
     assert report.exit_code == 1
@@ -290,7 +290,7 @@ def test_with_inputs_hidden_the_counter_and_doctor_report_a_react_agents_blind_s
 def test_doctor_finds_no_blind_spot_in_a_plain_run(g: Guarded, server: FakeOpenAI, agent_kind: str) -> None:
     assert answers([run_once(make_agent(agent_kind, server))]) == [FINAL_ANSWER]
     assert len(runs(g, False)) == 1
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     report = diagnose(g.exporter.get_finished_spans())
     assert (report.exit_code, list(report.blind_spots)) == (0, [])

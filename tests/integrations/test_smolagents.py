@@ -212,7 +212,7 @@ def test_with_inputs_hidden_the_models_request_stands_in(
         ("lookup", 5, "detailed"),
     ]
     assert g.unguarded() == {}
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     report = diagnose(spans)
     assert report.exit_code == 0
@@ -224,7 +224,7 @@ def test_with_inputs_hidden_the_models_request_stands_in(
 
 
 def test_doctor_finds_no_blind_spot_in_a_plain_run(g: Guarded, server: SmolFakeOpenAI) -> None:
-    from otel_repeat_guard.doctor import diagnose
+    from otel_repeat_guard.cli.doctor import diagnose
 
     assert make_agent(server).run("Weather in Paris?") == FINAL_ANSWER
     assert len(runs(g, False)) == 1

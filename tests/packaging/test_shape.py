@@ -151,7 +151,7 @@ def describe(cycle: list[Arrow]) -> str:
 
 def test_the_sources_read_are_the_imported_package_on_either_build() -> None:
     """On the compiled build, every extension module has its source beside it, and that is what is read."""
-    assert f"{NAME}.processor" in MODULES and f"{NAME}.baggage" in MODULES
+    assert f"{NAME}.processor" in MODULES and f"{NAME}.spans.baggage" in MODULES
     assert all(path.is_relative_to(PACKAGE) for path in MODULES.values())
     extensions = [
         path
@@ -170,18 +170,18 @@ def test_the_graph_sees_lazy_relative_nested_and_type_only_imports() -> None:
         "from typing import TYPE_CHECKING\n"
         "from . import records\n"
         "from ..conventions import base, DEFAULT_CONVENTIONS\n"
-        "import otel_repeat_guard.canonical\n"
+        "import otel_repeat_guard.core.canonical\n"
         "if TYPE_CHECKING:\n"
         "    from otel_repeat_guard.processor import RepeatGuardSpanProcessor\n"
         "else:\n"
-        "    from otel_repeat_guard.patterns import Pattern\n"
+        "    from otel_repeat_guard.core.patterns import Pattern\n"
         "def later():\n"
-        "    from otel_repeat_guard.installed import installed_guard\n"
+        "    from otel_repeat_guard.setup.installed import installed_guard\n"
         "    class Inner:\n"
         "        def deeper(self):\n"
         "            from .. import inbox\n"
         "try:\n"
-        "    from otel_repeat_guard.chains import nothing_such\n"
+        "    from otel_repeat_guard.core.chains import nothing_such\n"
         "except ImportError:\n"
         "    import otel_repeat_guard.ingest.nothing_such\n"
     )
@@ -190,12 +190,12 @@ def test_the_graph_sees_lazy_relative_nested_and_type_only_imports() -> None:
         ("store.records", 3),
         ("conventions.base", 4),
         ("conventions", 4),  # a name from the package's __init__
-        ("canonical", 5),
+        ("core.canonical", 5),
         ("processor", 7),
-        ("patterns", 9),
-        ("installed", 11),
+        ("core.patterns", 9),
+        ("setup.installed", 11),
         ("inbox", 14),
-        ("chains", 16),
+        ("core.chains", 16),
         ("ingest", 18),  # the nearest module of a dotted name
     ]
     graph = {"a": [Arrow("a", "b", 1)], "b": [Arrow("b", "c", 2)], "c": [Arrow("c", "a", 3), Arrow("c", "d", 4)]}

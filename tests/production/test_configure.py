@@ -191,7 +191,7 @@ def test_exporter_lists_and_every_installed_exporter_are_the_sdks_own(monkeypatc
     from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-    from otel_repeat_guard.wiring import metric_readers, span_exporters
+    from otel_repeat_guard.setup.configure import metric_readers, span_exporters
 
     with otlp_receiver() as (endpoint, received):
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.chains import ChainTracker
+from otel_repeat_guard.core.chains import ChainTracker
 
 THREADS, SPANS_PER_THREAD, AGENTS = 16, 5_000, 512
 THRESHOLDS = (3, 5, 8)

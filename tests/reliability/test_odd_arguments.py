@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import AgentRun, GuardConfig, ReminderInbox, RepeatGuardSpanProcessor, ToolCall, configure
-from otel_repeat_guard.baggage import run_in
 from otel_repeat_guard.integrations.google_adk import repeat_guard_before_model_callback
 from otel_repeat_guard.integrations.openai_agents import repeat_guard_input_filter
-from otel_repeat_guard.propagation import RunBaggagePropagator, run_context
+from otel_repeat_guard.setup.propagation import RunBaggagePropagator, run_context
+from otel_repeat_guard.spans.baggage import run_in
 
 ODD = [None, 5, 2.5, b"agent", ["agent"], {"agent": 1}, True, object()]
 """Values a harness may pass where a string (an agent id) or a Context is meant."""

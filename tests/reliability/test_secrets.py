@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from streamlit.testing.v1 import AppTest
 
-from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor, cli
+from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
+from otel_repeat_guard.cli import main as cli
 from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_reading

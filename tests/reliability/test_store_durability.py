@@ -26,7 +26,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from streamlit.testing.v1 import AppTest
 
-from otel_repeat_guard import RepeatGuardSpanProcessor, cli
+from otel_repeat_guard import RepeatGuardSpanProcessor
+from otel_repeat_guard.cli import main as cli
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_writing
 from otel_repeat_guard.store.schema import SCHEMA_VERSION
 from tests.ingest.otlp import otlp_json_line, record_workload, write_lines
@@ -296,7 +297,7 @@ def test_dashboard_shows_a_message_for_a_damaged_store(
 AS_READ_ONLY = """
 import json, os, sys
 from streamlit.testing.v1 import AppTest
-from otel_repeat_guard import cli
+from otel_repeat_guard.cli import main as cli
 cli.subprocess.Popen = None  # the dashboard command must not get as far as starting a server
 codes = {command: cli.main(argv) for command, argv in json.loads(sys.argv[2]).items()}
 os.environ["OTEL_REPEAT_GUARD_DB"] = sys.argv[3]

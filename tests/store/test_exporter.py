@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.canonical import arguments_digest, canonical_bytes
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, ToolCall
+from otel_repeat_guard.core.canonical import arguments_digest, canonical_bytes
 from otel_repeat_guard.store import (
     DB_ENV,
     SCHEMA_VERSION,

@@ -22,11 +22,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
-from otel_repeat_guard.blind_spots import NO_USAGE_WARNING
-from otel_repeat_guard.canonical import arguments_key
 from otel_repeat_guard.conventions.usage import MAX_TOKENS
+from otel_repeat_guard.core.canonical import arguments_key
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.queries.hotspots import model_tokens
+from otel_repeat_guard.decide.blind_spots import NO_USAGE_WARNING
 from otel_repeat_guard.store import SQLiteSpanExporter
 
 HUGE = "9" * 5_000

@@ -102,7 +102,7 @@ def test_a_span_that_still_cannot_be_stored_is_dropped_alone_and_reported(
 
 def _ingest(path: Path, db: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "otel_repeat_guard.cli", "ingest", str(path), "--db", str(db), "--quiet"],
+        [sys.executable, "-m", "otel_repeat_guard.cli.main", "ingest", str(path), "--db", str(db), "--quiet"],
         check=False,
         capture_output=True,
         text=True,
@@ -132,7 +132,7 @@ def test_concurrent_ingests_of_one_file_store_each_span_once(tmp_path: Path, pro
     lines = [otlp_json_line(record_workload(guard=True)[0]) for _ in range(200)]
     path = write_lines(tmp_path / "traces.json", lines)
     db = tmp_path / "store.db"
-    command = [sys.executable, "-m", "otel_repeat_guard.cli", "ingest", str(path), "--db", str(db), "--quiet"]
+    command = [sys.executable, "-m", "otel_repeat_guard.cli.main", "ingest", str(path), "--db", str(db), "--quiet"]
     running = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(processes)]
     for process in running:
         assert process.wait(timeout=300) == 0, process.stderr.read() if process.stderr else ""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from otel_repeat_guard.blind_spots import explain
 from otel_repeat_guard.dashboard.sections.wording import plural
+from otel_repeat_guard.decide.blind_spots import explain
 
 
 def draw_excluded(excluded: pd.DataFrame) -> None:

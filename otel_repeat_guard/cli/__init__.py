@@ -1,0 +1,1 @@
+"""The ``otel-repeat-guard`` command line."""

@@ -1,0 +1,494 @@
+"""The guard's decisions: one entry per span kind, each returning a :class:`Decision`.
+
+The processor (:mod:`otel_repeat_guard.processor`) holds the SDK's hooks and hands every span
+here. A span that ends is read once (:meth:`Guard.ended`): a tool span becomes a call of its run
+(:meth:`Guard.tool_call`), a model span the run's last step (:meth:`Guard.model_ended`), and a
+span that stood for a run counts what its last step requested without tool spans
+(:meth:`Guard.run_ended`). Each decision carries the **facts** every other part shows (the run,
+the model call that issued a call, whether it charged that call's tokens as wasted) as span
+attributes (see :mod:`otel_repeat_guard.decide.recorder`), so the store, the metrics and ``doctor`` use the
+guard's answer and never derive it again.
+
+A plain tool call (nothing pending, nothing opt-in) is counted by one lean plan
+(:class:`otel_repeat_guard.decide.fastpath.PlainToolSpans`): a GenAI span read in place, any other vocabulary's after
+its convention's reader. Its reference is :meth:`Guard.tool_call`: ``fast_path=False`` on the processor
+switches it off, and a property test holds the two equal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span
+from opentelemetry.trace import SpanContext, StatusCode, format_span_id
+
+from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
+from otel_repeat_guard.conventions.openinference import langgraph_node
+from otel_repeat_guard.conventions.usage import token_usage
+from otel_repeat_guard.core.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
+from otel_repeat_guard.core.chains import ChainStore
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.detectors import Call
+from otel_repeat_guard.core.patterns import ToolFilter
+from otel_repeat_guard.core.rules import evict_oldest
+from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce, tell
+from otel_repeat_guard.decide.facts import ISSUER, UNGUARDED
+from otel_repeat_guard.decide.fastpath import GENERAL, PlainToolSpans
+from otel_repeat_guard.decide.guard_parts import (
+    chain_store,
+    checked_options,
+    detectors_for,
+    merge,
+    model_facts,
+    open_tool_reader,
+    opt_in,
+    scope_of,
+)
+from otel_repeat_guard.decide.metrics import GuardMetrics
+from otel_repeat_guard.decide.recorder import (
+    PARALLEL_DUPLICATE_EVENT,
+    UNGUARDED_EVENT,
+    CountedCall,
+    Decision,
+    Recorder,
+    call_event,
+)
+from otel_repeat_guard.spans import span_events as times  # the span's times, whole nanoseconds (start_ns, end_ns)
+from otel_repeat_guard.spans.agents import AgentChains
+from otel_repeat_guard.spans.awaited import AwaitedOutcomes
+from otel_repeat_guard.spans.nesting import nested_facts
+from otel_repeat_guard.spans.requested import PendingSteps, Step, may_request
+from otel_repeat_guard.spans.runs import BAGGAGE, Run, RunResolver
+from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, EventSpec, context_of, marks_of, rest_of, timing_of
+
+logger = logging.getLogger("otel_repeat_guard")
+
+_ERROR: Final = StatusCode.ERROR  # an enum member read once: the compiled build looks it up on the class each time
+UNKNOWN_TOOL = "(unknown)"
+"""The tool name of a call the model asked for when its request's content was not recorded."""
+
+
+class Guard:
+    """Decides, once per span, what it means: its run, the call, its issuer, what it wasted, and what to say."""
+
+    def __init__(
+        self,
+        config: GuardConfig,
+        *,
+        meter_provider: MeterProvider | None,
+        max_agents: object,
+        max_live_spans: object,
+        conventions: Sequence[Convention],
+        redact: Callable[[str], str] | None,
+        audit: Callable[[CallAudit], None] | None,
+        fast_path: bool = True,
+        record_facts: bool = False,
+    ) -> None:
+        max_agents, max_live_spans = checked_options(config, redact, audit, max_agents, max_live_spans)
+        self.config = config
+        self.facts = record_facts  # facts on spans, and an event per call counted from a request
+        self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
+        self._conventions = tuple(conventions)
+        self._router = router = SpanRouter(self._conventions)
+        self.model_bits = router.model_bits
+        self._tool_bits = router.tool_bits
+        self._call_bits = router.tool_bits | router.model_bits  # what an ending span is read for
+        self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
+        self._issues_while_open = router.issues_while_open  # model calls whose tool spans may end in them
+        self.tracked = ToolFilter(config.include, config.exclude)
+        self.metrics = GuardMetrics(meter_provider)
+        self._recorder = Recorder(config, self.metrics, redact)
+        detectors = detectors_for(config)
+        self._detecting = detectors is not None
+        self._collapse_parallel = config.collapse_parallel
+        self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
+        self.runs = RunResolver(
+            self._conventions,
+            max_live_spans,
+            self._run_over,
+            is_model_call=router.is_model_call,
+            read_tool=open_tool_reader(router),
+        )
+        self.steps = PendingSteps(max_agents)
+        self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
+        self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
+        self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
+        self._warn = WarnOnce(logger)
+        # A common tool span is read in place by its vocabulary's read plan (fastpath.py) when nothing opt-in
+        # needs more of it than the repeat chain.
+        self._plain = None
+        if fast_path and not (self._detecting or self._collapse_parallel or audit is not None):
+            plans = router.read_plans()
+            self._plain = PlainToolSpans(
+                self.steps,
+                self.chains,
+                self.runs,
+                self.tracked,
+                plans,
+                self.facts,
+                self.repeated,
+                self.agents,
+                config,
+            )
+
+    def after_fork(self) -> None:
+        """In a forked child (:mod:`otel_repeat_guard.setup.forks`): every part starts afresh, the configuration stays."""
+        self._model_runs.clear()
+        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn, self._awaited):
+            part.after_fork()
+
+    # -- the harness's questions ---------------------------------------------------------
+
+    def harness(self, what: str, agent_id: str) -> None:
+        """``reset`` or ``forget`` a chain key, or a ``gen_ai.agent.id`` with the keys of its runs. Never raises."""
+        try:
+            for key in self._keys_of(agent_id):
+                if what == "reset":
+                    self.chains.reset(key)
+                else:
+                    self.chains.forget(key)
+                    self.steps.forget(key)
+        except Exception:
+            logger.exception("repeat guard failed in %s(%r)", what, agent_id)
+
+    def run_length(self, agent_id: str) -> int:
+        """The consecutive count of a chain key, or the longest of a ``gen_ai.agent.id``'s runs (see agents.py)."""
+        return max(self.chains.run_length(key) for key in self._keys_of(agent_id))
+
+    def _keys_of(self, agent_id: str) -> tuple[str, ...]:
+        return (*self.agents.keys(agent_id), *self.runs.runs_of_agent(agent_id))
+
+    def current_run(self, current: Any) -> str | None:
+        """The chain key of the run of the open span ``current``, as for a tool span started under it. Never raises."""
+        try:
+            run = self.runs.resolve(current.get_span_context())
+        except Exception:
+            logger.exception("repeat guard failed to resolve the current agent run")
+            return None
+        return None if run is None else run.key
+
+    def model_call_due(self, current: Any) -> tuple[str | None, Decision | None]:
+        """A model request is about to go out from the open span ``current``: its run's key, and the calls
+        its last step requested that no tool span answered, counted now (see the processor's method)."""
+        run = self.runs.resolve(current.get_span_context())  # as for a tool span started here
+        if run is None:
+            return None, None
+        return run.key, (self._count_unanswered(run) if self.steps.steps else None)
+
+    # -- a span starts -------------------------------------------------------------------
+
+    def started(self, span: Span, name: str, attributes: Attributes) -> Decision | None:
+        """A span started with attributes: an agent run resets its agent's chain; a model call marks its run
+        and counts what the run's last step requested without tool spans (its events go on this span)."""
+        router = self._router
+        mask = router.route(name, attributes)  # its model marks and agent-run marks, in one pass
+        if router.may_name_agent_id(name, attributes, mask):
+            agent_id = self.runs.agent_id_at_start(name, attributes)
+            if agent_id is not None:  # each agent run is a new prompt for a harness keyed by that id
+                self.chains.reset(agent_id)
+                over = self.agents.started(agent_id)
+                if over is not None:
+                    self._over(over)
+        if not mask & self.model_bits:
+            return None
+        parent = span.parent
+        self.runs.mark_model_call(parent)
+        run = self.runs.resolve(parent, langgraph_node(attributes))
+        if run is None:
+            return None
+        model_runs = self._model_runs
+        model_runs[span.context[SPAN_ID]] = run
+        if len(model_runs) > self.runs.max_live_spans:
+            evict_oldest(model_runs)
+        if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
+            self.steps.opened(run.key, span.context, name, scope_of(span), times.start_ns(span))
+            return None  # for its end: a coarse clock can start it before the last step's tool span ends
+        return self._count_unanswered(run) if self.steps.steps else None
+
+    # -- a span ends ---------------------------------------------------------------------
+
+    def ended(self, span: ReadableSpan) -> Decision | None:
+        """Read an ending span once and decide what it is; None for nearly every span."""
+        name, attributes = marks_of(span)
+        mask = self._router.route(name, attributes) & self._call_bits  # not the agent-run mark
+        if not mask:  # nearly every span stops here
+            return self.run_ended(span) if self.steps.steps else None
+        events, parent, ended = rest_of(span)
+        tools, plain = mask & self._tool_bits, self._plain
+        if tools and plain is not None and (plan := plain.plans[tools]) is not None:
+            decided = plain.read(plan, span, attributes, events, parent, ended)
+            if decided is not GENERAL:
+                return decided  # type: ignore[no-any-return]
+        reader = self._tool_readers[tools]
+        call = None if reader is None else reader(name, attributes, events)
+        if call is not None:
+            decided = GENERAL if plain is None else plain.call(span, call, attributes, events, ended)
+            return self.tool_call(span, call, attributes, events) if decided is GENERAL else decided
+        if mask & self.model_bits:
+            return self.model_ended(span, mask, name, attributes, events, parent)
+        return None
+
+    def tool_call(
+        self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
+    ) -> Decision | None:
+        """A tool span ended: count the call in its run, and say which model call issued it."""
+        tool, arguments, agent_id, agent_name, error, call_id = call
+        run = self.agents.run_of(span.parent, agent_id, agent_name)
+        tracked = self.tracked[tool]
+        if run is None:
+            return self._no_run(tool, span, arguments) if tracked else None
+        outer = self.runs.same_call_above(span.parent, run, tool, arguments, call_id)
+        if outer is not None or (call_id is not None and self.steps.was_counted(run.key, call_id)):
+            # the enclosing tool span of the same call counts it, or it was counted from its request already
+            return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
+        steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
+        ends = steps.tool_ends
+        ends[run.key] = times.end_ns(span)
+        if len(ends) > steps.max_runs:
+            evict_oldest(ends)
+        step = self._answered_step(span, run, call_id) if steps.steps or steps.open else None
+        facts = None
+        if self.facts:
+            facts = run.facts
+            if step is not None:
+                facts[ISSUER] = format_span_id(step.span_context[SPAN_ID])
+        if not tracked:
+            return self._quiet(facts)
+        source = "tool_span"
+        if arguments is MISSING:
+            requested = None if step is None else step.by_id(call_id) if call_id else step.by_name(tool)
+            if requested is None or requested.arguments is MISSING:
+                decision = self._unguarded(NO_ARGUMENTS, tool, span, "none", run, facts=facts)
+                unknown = CountedCall(run, tool, MISSING, span, attributes, events, error=error)
+                counted = self._count(unknown)  # it still breaks runs
+                merge(decision, counted)
+                return decision
+            arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
+            call_id = call_id or requested.call_id
+        if self._audit is not None:
+            tell(self._audit, CallAudit(scope_of(span), tool, source, run.how, None))
+        counted = self._count(
+            CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
+        )
+        if counted is None:
+            return self._quiet(facts)
+        if step is not None:
+            self._wasted(step, tool, counted, facts)
+        return counted
+
+    def _no_run(self, tool: str, span: ReadableSpan, arguments: Any) -> Decision | None:
+        """A tracked call with no run to count it in (its parent in another process, a replay's trace without its
+        root, or none): counted as not compared, and said on its span as a fact, never an event (the chain
+        semantics keep such a span's events as they were)."""
+        self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
+        return Decision([], [], {UNGUARDED: NO_AGENT}) if self.facts else None
+
+    def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
+        """A tool span of ``run`` ended: the run's last model step is answered by tool spans (returned). A tool
+        span keyed by its own agent id answers the step of the run its parent stands for, where that run's
+        model calls keep their steps, when its own key has none. A step still open (``issues_while_open``)
+        that started before it issued it, unless the last step asked for its call id."""
+        step = self.steps.answered(run.key)
+        if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
+            step = self.steps.open_issuer(run.key, times.start_ns(span)) or step
+        if step is None and run.how == "agent_id":
+            enclosing = self.agents.run_of(span.parent, None, None)
+            if enclosing is not None:
+                step = self.steps.answered(enclosing.key)
+        return step
+
+    def _count(self, call: CountedCall, awaits: str | None = None) -> Decision | None:
+        """Count one tracked call in its run (every detector), and word what it extends; None when it extends
+        nothing. ``awaits`` (else the call's ``call_id``) is the id under which the run's next model request
+        carries the call's outcome back, if no span records it."""
+        chains, run, arguments = self.chains, call.run, call.arguments
+        raw = None  # unknown or not JSON-like arguments have no key: never identical to others
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
+            call.key = chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
+        elif arguments is not MISSING:
+            call.key = arguments_key(arguments)
+        detected = outcome = None
+        if self._collapse_parallel or chains.pending or self._detecting:
+            detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id)
+            if detected is None and call.key is not None:  # the extra copy of a call made twice in one step
+                return Decision([self._recorder.parallel_duplicate(call.tool, call.key)], [], call.facts)
+            if detected is not None and detected.awaits is not None:
+                self._awaited.waits(run.key)
+        length = chains.observe(run.key, call.tool, call.key, raw)
+        if length < 2 and detected is None:
+            return None  # nearly every call: no repeat, no detector to ask
+        return self.repeated(call, length, detected, outcome)
+
+    def repeated(
+        self, call: CountedCall, length: int, detected: Call | None = None, outcome: Any = None
+    ) -> Decision | None:
+        """Word a counted call that repeats (``length`` >= 2) or that a detector may speak for (``detected``: the
+        call as detectors see it, with its ``outcome``)."""
+        took, status, span = 0, None, call.span
+        if span is not None:
+            start, end, status, call.context = timing_of(span)
+            took = end - start if end and start else 0
+        decision = None
+        key = call.key
+        if length >= 2 and key is not None:
+            call.error = call.error or status is _ERROR or (span is not None and failed(call.attributes, call.events))
+            decision = self._recorder.repeat(call, key, length, took)
+        if detected is not None and self._detecting:
+            for found in self.chains.detect(call.run.key, detected):
+                if decision is None:
+                    decision = Decision([], [], call.facts)
+                merge(decision, self._recorder.detection(call, found, outcome))
+        if decision is None or not decision.events:
+            return None
+        for reminder in decision.reminders:
+            self.chains.reminded(call.run.key, reminder.kind, reminder.tier, reminder.period)
+        return decision
+
+    # -- model calls, and the calls they requested -------------------------------------
+
+    def model_ended(
+        self,
+        span: ReadableSpan,
+        mask: int,
+        name: str,
+        attributes: Attributes,
+        events: Sequence[Any],
+        parent: SpanContext | None,
+    ) -> Decision | None:
+        """A model span ended: its run (a fact on the span), and what it requested, kept unread as the run's
+        last step.
+
+        A model call nested in this one (the client's span under a framework's) already left its step,
+        with the content: that step stays, and this span is marked its wrapper (``WRAPPER``). A span marked
+        as a model call only after it started (Haystack's synchronous components, Semantic Kernel's ``chat``)
+        is handled as starting now: the run's unanswered calls are counted, their events on it. So is a step
+        declared ``issues_while_open``, which issued the tool spans that ended while it was open: what it
+        wasted is counted now that its usage is known.
+        """
+        context = context_of(span)
+        if context is None:
+            return None
+        span_id = context[SPAN_ID]
+        started_run = self._model_runs.pop(span_id, None) if self._model_runs else None
+        opened = self.steps.closed(span_id) if self.steps.open else None
+        if opened is not None and opened.wasted_tool is not None:  # charged while open: its usage is known now
+            self._tokens_wasted(opened.wasted_tool, opened.scope, attributes)
+        wraps = self.runs.wraps_model_call(span_id)  # taken out as it ends, facts or not
+        late = started_run is None
+        due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
+        if late and parent is not None and parent[SPAN_ID] not in self.runs.marked:  # marked once per run span
+            self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
+        keep = may_request(attributes, events)
+        idle = not keep and not (due and self.steps.steps) and not self._awaited.runs  # a text answer, nothing pending
+        if idle and not self.facts:
+            return None  # not even its run to resolve: nothing records it
+        run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
+        if run is None:
+            return None
+        started = times.start_ns(span)
+        inside = opened is None and not idle and self.steps.latest_end(run.key) >= started  # from a call inside
+        read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
+        decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
+        if inside:
+            return decision
+        if due and self.steps.steps:
+            merge(decision, self._count_unanswered(run))
+        if self._awaited.runs and run.key in self._awaited.runs:
+            merge(decision, self._awaited.answered(run, mask, name, attributes, events, context))
+        if read is not None:
+            step = Step(read, name, attributes, events, context, scope_of(span), times.end_ns(span))
+            step.wasted = opened is not None and opened.wasted  # charged while it was open
+            self.steps.add(run.key, step, started)
+        return decision
+
+    def run_ended(self, span: ReadableSpan) -> Decision | None:
+        """A span that stood for a run ends: count what its last step requested without tool spans."""
+        context = context_of(span)
+        run = None if context is None else self.runs.owner(context[SPAN_ID])
+        if run is None or run.how in ("enclosing_span", BAGGAGE):  # an enclosing span may end before its tools run
+            return None
+        decision = self._count_unanswered(run)
+        return decision if decision.events else None
+
+    def _count_unanswered(self, run: Run) -> Decision:
+        """The calls the run's last step requested that no tool span answered, counted as the run's calls: each
+        gets a ``repeat_tool_guard.call`` event (the store's row for it), repeats their own events too."""
+        decision = Decision([], [])
+        step, calls = self.steps.unanswered(run.key)
+        if step is None:
+            return decision
+        if not calls and step.asked_for_tools():  # content capture off: the model asked, but for what is unknown
+            self._unguarded(NO_ARGUMENTS, UNKNOWN_TOOL, None, "none", run, step.scope)
+        issuer = format_span_id(step.span_context[SPAN_ID])
+        for call in calls:
+            if not self.tracked[call.tool_name]:
+                continue
+            if call.arguments is MISSING:
+                merge(decision, self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope))
+            elif self._audit is not None:
+                tell(self._audit, CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
+            facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
+            requested = CountedCall(
+                run, call.tool_name, call.arguments, call_id=call.call_id, context=step.span_context, facts=facts
+            )
+            counted = self._count(requested)
+            if counted is not None:
+                self._wasted(step, call.tool_name, counted, facts)
+                merge(decision, counted)
+            if facts is not None:
+                decision.events.append(call_event(run, call, counted, facts))
+        return decision
+
+    def _quiet(self, facts: dict[str, Any] | None) -> Decision | None:
+        """A call that extends nothing: only its facts, when they are recorded."""
+        return Decision([], [], facts) if self.facts else None
+
+    def _wasted(self, step: Step, tool: str, counted: Decision, facts: dict[str, Any] | None) -> None:
+        """A call that repeats or extends a loop wastes its issuer's tokens; not a parallel duplicate's: the same
+        model call asked for the original."""
+        if counted.events[0][0] != PARALLEL_DUPLICATE_EVENT:
+            step.charge(tool, facts, self._tokens_wasted)
+
+    def _tokens_wasted(self, tool: str, scope: str, attributes: Mapping[str, Any]) -> None:
+        """The tokens of the model call that issued a wasted call to ``tool``, to the metric. A model call that
+        records no usage adds nothing, and its scope is warned of once: its wasted tokens are unknown, not 0."""
+        input_tokens, output_tokens = token_usage(attributes)
+        if input_tokens is None and output_tokens is None:
+            self._warn.no_usage(scope)
+        self.metrics.wasted_tokens(tool, input_tokens, output_tokens)
+
+    def _run_over(self, run: Run) -> None:
+        over = self.agents.ended(run)
+        if over is not None:
+            self._over(over)
+
+    def _over(self, key: str) -> None:
+        self.chains.forget(key)
+        self.steps.forget(key)
+        self._awaited.forget(key)
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def _unguarded(
+        self,
+        reason: str,
+        tool: str,
+        span: ReadableSpan | None,
+        source: str,
+        run: Run | None = None,
+        scope: str | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> Decision:
+        """A recognised tool call the guard cannot compare: count it, say why on its span, and say once per
+        scope what fixes it."""
+        self.metrics.unguarded(reason, tool)
+        scope = scope_of(span) if scope is None else scope
+        if self._audit is not None:
+            tell(self._audit, CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
+        self._warn(reason, scope, tool)
+        event: EventSpec = (UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})
+        return Decision([event], [], facts)

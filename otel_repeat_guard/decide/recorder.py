@@ -1,0 +1,282 @@
+"""The record step: what a detected loop becomes, as span events, metrics and a ``Reminder``.
+
+The processor decides (chains and detectors); the recorder words it. Reminder texts and tiers
+live in :mod:`otel_repeat_guard.core.reminders`; the names of the guard's span events are here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
+from opentelemetry.util.types import AttributeValue
+
+from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
+from otel_repeat_guard.core.canonical import arguments_key, canonical_arguments, canonical_or_none
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.detectors import Detection
+from otel_repeat_guard.core.reminders import (
+    Kind,
+    Reminder,
+    Tier,
+    arguments_preview,
+    cycle_text,
+    no_progress_text,
+    reminder_text,
+    stop_text,
+    tier_for,
+)
+from otel_repeat_guard.decide.facts import CALL_EVENT
+from otel_repeat_guard.decide.metrics import GuardMetrics
+from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.span_events import EventSpec
+
+logger = logging.getLogger("otel_repeat_guard")
+
+REPEAT_EVENT = "repeat_tool_guard.repeat"
+REMINDER_EVENT = "repeat_tool_guard.reminder"
+UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
+CYCLE_EVENT = "repeat_tool_guard.cycle"
+NO_PROGRESS_EVENT = "repeat_tool_guard.no_progress"
+PARALLEL_DUPLICATE_EVENT = "repeat_tool_guard.parallel_duplicate"
+REDACTION_FAILED = "[arguments withheld: redaction failed]"
+"""What a reminder quotes when the ``redact=`` callable raised."""
+
+
+class Decision:
+    """What the guard decided about one span: the events for it, the reminders for the harness, and the
+    facts (:mod:`otel_repeat_guard.decide.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again.
+
+    A plain class, not a named tuple: the compiled build makes it natively, where a named tuple's ``__new__``
+    stays interpreted (a repeat makes one)."""
+
+    __slots__ = ("events", "facts", "reminders")
+
+    def __init__(self, events: list[EventSpec], reminders: list[Reminder], facts: dict[str, Any] | None = None) -> None:
+        self.events = events
+        self.reminders = reminders
+        self.facts = facts
+
+    def __repr__(self) -> str:
+        return f"Decision(events={self.events!r}, reminders={self.reminders!r}, facts={self.facts!r})"
+
+
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+class CountedCall:
+    """One tracked tool call as its run counts it: what keying it, the opt-in detectors and wording a repeat
+    need of it. ``span`` is its own tool span, None for a call counted from its model's request (its events
+    go on the span ``context`` names: the request's); ``key`` is its arguments' key once counted (None: its
+    arguments are unknown or not JSON-like, never identical to others); ``facts`` what is recorded of it."""
+
+    __slots__ = (
+        "arguments",
+        "attributes",
+        "call_id",
+        "context",
+        "error",
+        "events",
+        "facts",
+        "key",
+        "run",
+        "span",
+        "tool",
+    )
+
+    def __init__(
+        self,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        span: ReadableSpan | None = None,
+        attributes: Mapping[str, Any] = _NOTHING,
+        events: Sequence[EventLike] = (),
+        *,
+        key: bytes | None = None,
+        error: bool = False,
+        call_id: str | None = None,
+        context: SpanContext | None = None,
+        facts: dict[str, Any] | None = None,
+    ) -> None:
+        self.run, self.tool, self.arguments, self.key = run, tool, arguments, key
+        self.span, self.attributes, self.events = span, attributes, events
+        self.error, self.call_id, self.context, self.facts = error, call_id, context, facts
+
+
+def _reminder(
+    call: CountedCall, *, kind: Kind, tier: Tier, run_length: int, threshold: int, period: int, text: str, preview: str
+) -> Reminder:
+    """The reminder of ``call``'s loop, for the run, tool and span of the call."""
+    context = call.context
+    return Reminder(
+        agent_id=call.run.address,
+        agent_name=call.run.name,
+        tool_name=call.tool,
+        run_length=run_length,
+        threshold=threshold,
+        tier=tier,
+        text=text,
+        arguments_preview=preview,
+        trace_id=format_trace_id(context.trace_id) if context else "0" * 32,
+        span_id=format_span_id(context.span_id) if context else "0" * 16,
+        kind=kind,
+        period=period,
+    )
+
+
+def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:
+    return {t: tier_for(t, thresholds) for t in thresholds}
+
+
+class Recorder:
+    """Turns the run's answers into events, metric updates and reminders, per the configuration."""
+
+    __slots__ = ("_config", "_cycle_tiers", "_metrics", "_no_progress_tiers", "_redact", "_tiers")
+
+    def __init__(self, config: GuardConfig, metrics: GuardMetrics, redact: Callable[[str], str] | None) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._redact = redact
+        self._tiers = _tiers(config.thresholds)
+        if config.stop_at is not None:
+            self._tiers[config.stop_at] = "stop"
+        self._cycle_tiers = _tiers(config.cycle_thresholds)
+        self._no_progress_tiers = _tiers(config.no_progress_thresholds)
+
+    def repeat(self, call: CountedCall, key: bytes, length: int, duration_ns: int) -> Decision:
+        """The events and reminder of a repeated call (the ``length``-th identical one in a row, its ``key``
+        the call's own), which took ``duration_ns`` (0: it had no tool span to time)."""
+        repeat: dict[str, AttributeValue] = {
+            "repeat_tool_guard.run_length": length,
+            "repeat_tool_guard.agent_id": call.run.address,
+            "gen_ai.tool.name": call.tool,
+            "repeat_tool_guard.arguments_digest": key.hex(),  # the key is the canonical form's digest
+            "repeat_tool_guard.error": call.error,
+        }
+        if call.call_id is not None:  # a call with no tool span of its own: its events sit on another span
+            repeat["gen_ai.tool.call.id"] = call.call_id
+        events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
+        self._metrics.repeated_call(call.tool, duration_ns)
+        tier = self._tiers.get(length)
+        if tier is None:
+            return Decision(events, [], call.facts)
+        preview = self._preview(canonical_arguments(call.arguments))  # only now: the key spared it on every call
+        text = stop_text(call.tool, length) if tier == "stop" else reminder_text(tier, call.tool, length, preview)
+        reminder = _reminder(
+            call, kind="repeat", tier=tier, run_length=length, threshold=length, period=1, text=text, preview=preview
+        )
+        return self._remind(events, reminder, call, call.facts)
+
+    def detection(self, call: CountedCall, found: Detection, outcome: Any) -> Decision:
+        """The event of a call that extends a cycle or a no-progress run, and its reminder when one is due."""
+        if found.kind == "cycle":
+            event: dict[str, AttributeValue] = {
+                "repeat_tool_guard.period": found.period,
+                "repeat_tool_guard.repetitions": found.threshold,
+                "repeat_tool_guard.cycle_tools": found.tools,
+            }
+            events: list[EventSpec] = [(CYCLE_EVENT, event)]
+            tier = self._cycle_tiers.get(found.threshold) if found.fires else None
+        else:
+            event = {
+                "repeat_tool_guard.run_length": found.run_length,
+                "repeat_tool_guard.outcome_digest": found.outcome.hex() if found.outcome else "",
+            }
+            events = [(NO_PROGRESS_EVENT, event)]
+            tier = self._no_progress_tiers.get(found.threshold) if found.fires else None
+        if call.call_id is not None:
+            event["gen_ai.tool.call.id"] = call.call_id
+        if tier is None:
+            return Decision(events, [])
+        shown = canonical_or_none(call.arguments) or b""  # unknown arguments: nothing to quote
+        preview = self._preview(shown.decode("utf-8", "surrogatepass"))
+        if found.kind == "cycle":
+            text = cycle_text(found.tools, found.threshold)
+        else:
+            told = (canonical_or_none(outcome) or b"").decode("utf-8", "surrogatepass")
+            text = no_progress_text(call.tool, found.run_length, self._preview(told))
+        reminder = _reminder(
+            call,
+            kind=found.kind,
+            tier=tier,
+            run_length=found.run_length,
+            threshold=found.threshold,
+            period=found.period,
+            text=text,
+            preview=preview,
+        )
+        return self._remind(events, reminder, call, None)
+
+    @staticmethod
+    def parallel_duplicate(tool: str, key: bytes) -> EventSpec:
+        return (
+            PARALLEL_DUPLICATE_EVENT,
+            {"gen_ai.tool.name": tool, "repeat_tool_guard.arguments_digest": key.hex()},
+        )
+
+    def _remind(
+        self, events: list[EventSpec], reminder: Reminder, call: CountedCall, facts: dict[str, Any] | None
+    ) -> Decision:
+        """``events`` with the reminder's own event, its metric counted, the reminder for the harness."""
+        reminder_event: dict[str, AttributeValue] = {
+            "repeat_tool_guard.run_length": reminder.run_length,
+            "repeat_tool_guard.threshold": reminder.threshold,
+            "repeat_tool_guard.tier": reminder.tier,
+            "repeat_tool_guard.reminder_text": reminder.text,
+        }
+        if call.call_id is not None:
+            reminder_event["gen_ai.tool.call.id"] = call.call_id
+        reminder_event["repeat_tool_guard.kind"] = reminder.kind
+        events.append((REMINDER_EVENT, reminder_event))
+        self._metrics.reminder(reminder.tool_name, reminder.tier, reminder.threshold, reminder.kind)
+        return Decision(events, [reminder], facts)
+
+    def _preview(self, text: str) -> str:
+        if self._redact is not None:
+            text = redacted(self._redact, text)
+        preview = arguments_preview(text, self._config.arguments_preview_chars)
+        try:
+            preview.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ('\\ud83d' in ASCII arguments): no exporter writes it as is
+            return preview.encode("utf-8", "backslashreplace").decode("utf-8")
+        return preview
+
+
+def redacted(redact: Callable[[str], str], text: str) -> str:
+    """The redactor's text; if it fails, a fixed marker: no unredacted text leaks, and only the
+    preview is lost, never the detection."""
+    try:
+        shown = redact(text)
+        if isinstance(shown, str):
+            return shown
+        raise TypeError(f"redact returned {type(shown).__name__}, not str")
+    except Exception:
+        logger.exception("repeat guard's redact= callable failed; the reminder quotes %s instead", REDACTION_FAILED)
+        return REDACTION_FAILED
+
+
+def call_event(
+    run: Run, call: RequestedCall, counted: Decision | None, facts: Mapping[str, AttributeValue]
+) -> EventSpec:
+    """The ``repeat_tool_guard.call`` event of a call counted from a model's request (it has no tool span):
+    everything the store keeps of a tool call, as the guard decided it."""
+    attributes: dict[str, AttributeValue] = {"gen_ai.tool.name": call.tool_name, **run.facts, **facts}
+    if call.call_id is not None:
+        attributes["gen_ai.tool.call.id"] = call.call_id
+    key = None if call.arguments is MISSING else arguments_key(call.arguments)
+    if key is not None:
+        attributes["repeat_tool_guard.arguments_digest"] = key.hex()
+    length = 1
+    for name, event in counted.events if counted is not None else ():
+        if name == REPEAT_EVENT:
+            length = int(event.get("repeat_tool_guard.run_length", 1))  # type: ignore[arg-type]
+        elif name == REMINDER_EVENT and event.get("repeat_tool_guard.kind") == "repeat":
+            attributes["repeat_tool_guard.tier"] = event["repeat_tool_guard.tier"]
+            attributes["repeat_tool_guard.threshold"] = event["repeat_tool_guard.threshold"]
+    attributes["repeat_tool_guard.run_length"] = length
+    return CALL_EVENT, attributes

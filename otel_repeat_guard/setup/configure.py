@@ -1,0 +1,339 @@
+"""``configure()``: a tracer and a meter provider with the guard and OTLP exporters, in one call.
+
+A convenience for programs that do not own their providers yet. It follows the standard
+SDK environment variables, so one build runs unchanged against any OTel backend:
+
+- ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``_TRACES_ENDPOINT`` / ``_METRICS_ENDPOINT``, ``_HEADERS``,
+  ``_TIMEOUT``, ``_COMPRESSION``, certificates: read by the OTLP exporters themselves;
+- ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and the per-signal ``_TRACES_PROTOCOL`` /
+  ``_METRICS_PROTOCOL``): ``http/protobuf`` (the default) or ``grpc``;
+- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: a comma-separated list (``otlp`` by default, ``none``
+  for none) of exporter names, resolved exactly as the SDK's own configurator resolves them: through the
+  ``opentelemetry_traces_exporter`` / ``opentelemetry_metrics_exporter`` entry points that exporter
+  packages register (``otlp``, ``console``, ``prometheus`` from ``opentelemetry-exporter-prometheus``,
+  ``zipkin``, ...). ``otlp`` follows the protocol variables below;
+- ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``: they override the
+  ``service_name`` and ``resource_attributes`` given in code, so a deployment can rename
+  a service without a rebuild;
+- ``OTEL_METRIC_EXPORT_INTERVAL``: read by the periodic metric reader;
+- ``OTEL_REPEAT_GUARD_*``: the guard's own configuration, when ``config`` is not given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.util.types import AttributeValue
+
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.decide.inbox import ReminderInbox
+from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
+from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
+from otel_repeat_guard.setup.installed import default_inbox, set_installed_guard
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricExporter
+
+_PROTOCOLS = ("http/protobuf", "grpc")
+logger = logging.getLogger("otel_repeat_guard")
+_global_lock = threading.Lock()
+_global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
+
+
+def _after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent's may have held this one)."""
+    global _global_lock  # noqa: PLW0603 - the module's own lock, renewed
+    _global_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+@dataclass(frozen=True)
+class GuardTelemetry:
+    """What ``configure()`` built. ``inbox`` is None when you passed your own ``on_reminder``."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    guard: RepeatGuardSpanProcessor
+    inbox: ReminderInbox | None
+
+    def force_flush(self, timeout_millis: float = 30_000) -> bool:
+        """Flush both providers; ``timeout_millis`` as the SDK takes it (an int or a float; anything else: 30 s)."""
+        timeout = flush_timeout(timeout_millis)
+        traces = self.tracer_provider.force_flush(timeout)
+        return self.meter_provider.force_flush(timeout) and traces
+
+    def shutdown(self) -> None:
+        """Flush and stop both providers (do this before the process exits)."""
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
+
+
+def _env(name: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def _protocol(signal: str, environ: Mapping[str, str]) -> str:
+    variable = f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"
+    value = _env(variable, environ)
+    if value is None:
+        variable = "OTEL_EXPORTER_OTLP_PROTOCOL"
+        value = _env(variable, environ) or "http/protobuf"
+    if value not in _PROTOCOLS:
+        raise ValueError(f"{variable} must be one of {', '.join(_PROTOCOLS)}, got {value!r}")
+    return value
+
+
+_SIGNALS = {
+    "TRACES": ("OTEL_TRACES_EXPORTER", "opentelemetry_traces_exporter"),
+    "METRICS": ("OTEL_METRICS_EXPORTER", "opentelemetry_metrics_exporter"),
+}
+_OTLP_ENTRY_POINTS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
+
+
+def exporter_names(signal: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """The entry-point names ``OTEL_<signal>_EXPORTER`` asks for: a comma-separated list, ``otlp`` by default
+    (over ``http/protobuf`` unless the protocol variables say ``grpc``), ``none`` for none."""
+    environ = os.environ if environ is None else environ
+    variable, _ = _SIGNALS[signal]
+    raw = _env(variable, environ) or "otlp"
+    names = [name.strip().lower() for name in raw.split(",")]
+    if not all(names):
+        raise ValueError(f"{variable} has an empty item: {raw!r}")
+    if "none" in names:
+        if len(names) > 1:
+            raise ValueError(f"{variable}: none cannot be combined with other exporters, got {raw!r}")
+        return []
+    return [_OTLP_ENTRY_POINTS[_protocol(signal, environ)] if name == "otlp" else name for name in names]
+
+
+def _exporter_classes(signal: str, environ: Mapping[str, str]) -> list[type[Any]]:
+    """The exporter (or, for metrics, reader) classes named by ``OTEL_<signal>_EXPORTER``, loaded through the
+    SDK configurator's own entry-point lookup."""
+    from opentelemetry.sdk._configuration import _import_exporters  # noqa: PLC0415 - the SDK configurator's lookup
+
+    variable, group = _SIGNALS[signal]
+    names = exporter_names(signal, environ)
+    try:
+        traces, metrics_, _ = _import_exporters(
+            names if signal == "TRACES" else [], names if signal == "METRICS" else [], []
+        )
+    except RuntimeError as exc:  # a name no installed package registers
+        name = next((n for n in names if f"'{n}'" in str(exc)), "")
+        if name in _OTLP_ENTRY_POINTS.values():
+            protocol = next(p for p, n in _OTLP_ENTRY_POINTS.items() if n == name)
+            raise _missing_extra(ModuleNotFoundError(name=name), protocol) from None
+        raise ValueError(
+            f"{variable} names {name or names!r}, which no installed package provides as an {group} entry point "
+            f"(installed: {', '.join(_installed(group)) or 'none'})"
+        ) from None
+    except ImportError as exc:  # the package is there but cannot be imported
+        protocol = "grpc" if "grpc" in str(exc.name or exc) else "http/protobuf"
+        raise _missing_extra(exc, protocol) from None
+    found: dict[str, type[Any]] = dict(traces if signal == "TRACES" else metrics_)
+    return [found[name] for name in names]
+
+
+def _installed(group: str) -> list[str]:
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    return sorted({entry.name for entry in entry_points(group=group)})
+
+
+def span_exporters(environ: Mapping[str, str] | None = None) -> list[SpanExporter]:
+    """The span exporters ``OTEL_TRACES_EXPORTER`` asks for (each reads its own settings from the environment)."""
+    environ = os.environ if environ is None else environ
+    return [cls() for cls in _exporter_classes("TRACES", environ)]
+
+
+def metric_readers(
+    environ: Mapping[str, str] | None = None, *, export_interval_millis: float | None = None
+) -> list[MetricReader]:
+    """The metric readers ``OTEL_METRICS_EXPORTER`` asks for: pull readers (``prometheus``) as they are, push
+    exporters behind a periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, unless ``export_interval_millis``)."""
+    environ = os.environ if environ is None else environ
+    readers: list[MetricReader] = []
+    try:
+        for cls in _exporter_classes("METRICS", environ):
+            if issubclass(cls, MetricReader):
+                readers.append(cls())
+            else:
+                exporter: MetricExporter = cls()
+                readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
+    except BaseException:
+        for reader in readers:  # their threads would outlive the error
+            reader.shutdown()
+        raise
+    return readers
+
+
+def _missing_extra(exc: ImportError, protocol: str) -> ValueError:
+    package = "opentelemetry-exporter-otlp-proto-grpc" if protocol == "grpc" else "otel-repeat-guard[otlp]"
+    return ValueError(f"the OTLP {protocol} exporter is not installed ({exc.name}): pip install '{package}'")
+
+
+def build_resource(service_name: str | None, attributes: Mapping[str, AttributeValue] | None) -> Resource:
+    """The SDK's default resource, then the code's attributes, then ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME``."""
+    code: dict[str, AttributeValue] = dict(attributes or {})
+    if service_name is not None:
+        code[SERVICE_NAME] = service_name
+    return Resource.create(code).merge(OTELResourceDetector().detect())
+
+
+_env_span_exporters = span_exporters  # configure()'s keyword arguments of the same names shadow them
+_env_metric_readers = metric_readers
+
+
+def _store_exporter(store: str | Path | bool, config: GuardConfig, store_arguments: bool) -> SpanExporter:
+    from otel_repeat_guard.store import SQLiteSpanExporter  # noqa: PLC0415 - only programs that keep a store
+    from otel_repeat_guard.store.schema import StoreError  # noqa: PLC0415 - as above
+
+    path = None if store is True else Path(str(store))
+    try:
+        exporter: SpanExporter = SQLiteSpanExporter(path, config=config, store_arguments=store_arguments)
+    except StoreError as error:  # a missing folder, a directory, a file of another program: bad input
+        raise ValueError(f"store cannot be used: {error}") from error
+    return exporter
+
+
+def configure(
+    config: GuardConfig | None = None,
+    *,
+    on_reminder: ReminderCallback | None = None,
+    service_name: str | None = None,
+    resource_attributes: Mapping[str, AttributeValue] | None = None,
+    span_exporters: Sequence[SpanExporter] | None = None,
+    metric_readers: Sequence[MetricReader] | None = None,
+    store: str | Path | bool = False,
+    store_arguments: bool = True,
+    set_global: bool = True,
+) -> GuardTelemetry:
+    """Build providers with the guard and exporters; by default make them global.
+
+    - ``config``: the guard's configuration; default ``GuardConfig.from_env()``.
+    - ``on_reminder``: the harness callback; default the process-wide
+      :func:`~otel_repeat_guard.setup.installed.default_inbox`, returned as ``.inbox``.
+    - ``span_exporters`` / ``metric_readers``: replace the ones the environment asks for
+      (OTLP by default); pass ``[]`` for none.
+    - ``store``: also write tool calls to the SQLite store the dashboard reads: ``True``
+      for the default path (``$OTEL_REPEAT_GUARD_DB`` or ``./repeat-guard.db``), or a path.
+      ``store_arguments=False`` keeps argument text out of it.
+    - ``set_global``: set the global tracer and meter providers and make this guard the
+      process-wide one (what framework adapters use when not given a guard).
+
+    OpenTelemetry sets its global providers once. So with ``set_global``, a second call (a re-run
+    notebook cell, a library and the application both calling it) returns what the first built,
+    with a warning, so the installed guard is always the one on the provider that receives the
+    spans; and when some other code set the global tracer provider first, it raises
+    ``ValueError``: a guard on a provider that receives no spans would never see a call.
+    """
+    if checked_flag("set_global", set_global):  # "no" is a text, and bool("no") would install globals
+        with _global_lock:
+            if _global:
+                logger.warning(
+                    "configure() was called before in this process; returning what that call built "
+                    "(OpenTelemetry keeps the first global providers). Pass set_global=False for providers of your own."
+                )
+                return _global[0]
+            current = trace.get_tracer_provider()
+            if isinstance(current, TracerProvider):
+                raise ValueError(
+                    "a global tracer provider is already set, so configure() cannot install one: add "
+                    "RepeatGuardSpanProcessor to that provider (provider.add_span_processor(guard)), "
+                    "or call configure(set_global=False)"
+                )
+            telemetry = _build(
+                config,
+                on_reminder,
+                service_name,
+                resource_attributes,
+                span_exporters,
+                metric_readers,
+                store,
+                store_arguments,
+            )
+            trace.set_tracer_provider(telemetry.tracer_provider)
+            metrics.set_meter_provider(telemetry.meter_provider)
+            set_installed_guard(telemetry.guard)
+            _global.append(telemetry)
+            return telemetry
+    return _build(
+        config, on_reminder, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
+    )
+
+
+def _check_options(
+    service_name: object,
+    resource_attributes: object,
+    span_exporters: object,
+    metric_readers: object,
+    store: object,
+    store_arguments: object,
+) -> tuple[tuple[SpanExporter, ...] | None, tuple[MetricReader, ...] | None]:
+    """configure()'s options that would otherwise fail deep in the SDK (an exporter is shut down at exit, far
+    from its cause) or be read as something else: a ValueError naming the one that is wrong. The exporters and
+    readers, as tuples."""
+    if service_name is not None and not (isinstance(service_name, str) and service_name):
+        raise ValueError(f"service_name must be a non-empty string or None, got {service_name!r}")
+    checked_flag("store_arguments", store_arguments)
+    if resource_attributes is not None and not isinstance(resource_attributes, Mapping):
+        raise ValueError(f"resource_attributes must be a mapping or None, got {resource_attributes!r}")
+    exporters = None
+    if span_exporters is not None:
+        exporters = checked_sequence("span_exporters", span_exporters, ("export", "shutdown"), "span exporters")
+    readers = None
+    if metric_readers is not None:
+        readers = checked_sequence("metric_readers", metric_readers, ("collect", "shutdown"), "metric readers")
+    if not isinstance(store, (bool, str, Path)) or store == "" or "\0" in str(store):  # NUL: no file has one
+        raise ValueError(f"store must be True, False or a path, got {store!r}")
+    return exporters, readers
+
+
+def _build(
+    config: GuardConfig | None,
+    on_reminder: ReminderCallback | None,
+    service_name: str | None,
+    resource_attributes: Mapping[str, AttributeValue] | None,
+    span_exporters: Sequence[SpanExporter] | None,
+    metric_readers: Sequence[MetricReader] | None,
+    store: str | Path | bool,
+    store_arguments: bool,
+) -> GuardTelemetry:
+    environ = os.environ
+    span_exporters, metric_readers = _check_options(
+        service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
+    )
+    config = GuardConfig.from_env(environ) if config is None else config
+    resource = build_resource(service_name, resource_attributes)
+    exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)
+    if store is not False:
+        exporters.append(_store_exporter(store, config, store_arguments))
+    # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
+    # would warn "Cannot call collect" every interval for the rest of the process
+    readers = list(_env_metric_readers(environ) if metric_readers is None else metric_readers)
+
+    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+    inbox = default_inbox() if on_reminder is None else None
+    guard = RepeatGuardSpanProcessor(
+        config, inbox.put if inbox is not None else on_reminder, meter_provider=meter_provider, record_facts=True
+    )
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export
+    for exporter in exporters:
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    return GuardTelemetry(tracer_provider, meter_provider, guard, inbox)
