@@ -15,9 +15,9 @@ from otel_repeat_guard.core.canonical import canonical_arguments
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import Reminder, RepeatGuardStop
 from otel_repeat_guard.decide.inbox import ReminderInbox
+from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
 from otel_repeat_guard.setup.configure import GuardTelemetry, configure
-from otel_repeat_guard.setup.installed import default_inbox, installed_guard
 from otel_repeat_guard.version import __version__, build_mode
 
 __all__ = [

@@ -17,8 +17,8 @@ from otel_repeat_guard.decide.blind_spots import CallAudit
 from otel_repeat_guard.decide.guard import Guard
 from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
 from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
+from otel_repeat_guard.forks import ForkHandle
 from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
-from otel_repeat_guard.setup.forks import ForkHandle
 from otel_repeat_guard.spans.baggage import run_in
 from otel_repeat_guard.spans.span_events import EventSpec, copy_with_events, ended_id, record_on_ending_span, start_of
 
@@ -34,8 +34,8 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
     Reminders go to ``on_reminder`` on the thread that ends the tool span, events on the tool span; with
     ``downstream`` it wraps those processors and hands them a copy of each span with the events added.
     ``redact`` rewrites the arguments text a reminder quotes (detection compares the real ones).
-    ``fast_path=False`` reads every span the general way (the fast path's reference). ``record_facts=True``
-    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.decide.facts`)."""
+    ``fast_path=False`` sends every tool call through the general body of ``Guard.tool_call`` (its plain case's reference). ``record_facts=True``
+    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.core.facts`)."""
 
     def __init__(
         self,

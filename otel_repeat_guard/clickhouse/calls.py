@@ -28,8 +28,8 @@ from otel_repeat_guard.conventions.vercel_ai import ARGUMENTS_KEY as VERCEL_ARGU
 from otel_repeat_guard.conventions.vercel_ai import STEPS as VERCEL_STEPS
 from otel_repeat_guard.conventions.vercel_ai import TOOL_CALL as VERCEL_TOOL
 from otel_repeat_guard.conventions.vercel_ai import TOOL_NAME_KEY as VERCEL_TOOL_NAME
+from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.decide.blind_spots import NO_GUARD
-from otel_repeat_guard.decide.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
 from otel_repeat_guard.decide.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,

@@ -25,7 +25,7 @@ MAX_NS = 2**63 - 1
 """The end of every range: the table's whole span, for ``ingest --from``."""
 
 
-_TABLES = "SELECT count() AS tables FROM system.tables WHERE database = {db:String} AND name IN {names:Array(String)}"
+TABLES = "SELECT count() AS tables FROM system.tables WHERE database = {db:String} AND name IN {names:Array(String)}"
 _COLUMNS = "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {tbl:String}"
 MAP_COLUMNS = ("SpanAttributes", "ResourceAttributes")
 """The columns the reader reads as ``Map(…, String)``, as the exporter's default schema makes them."""
@@ -55,7 +55,7 @@ def _check_rollup(client: Client, target: Target, store: str) -> None:
         return
     names = Rollup(target.rollup, target.table, "").params()
     tables = [names[key] for key in ("rcalls", "rmodels", "rruns", "rwindows")]
-    if int(client.frame(_TABLES, {"db": target.rollup, "names": tables})["tables"].iloc[0]) < len(tables):
+    if int(client.frame(TABLES, {"db": target.rollup, "names": tables})["tables"].iloc[0]) < len(tables):
         client.close()
         raise ClickHouseStoreError(
             f"ClickHouse at {target.describe()} holds no rollup of {target.database}.{target.table} in database "

@@ -17,7 +17,7 @@ from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import arguments_preview
 from otel_repeat_guard.dashboard.queries.conversations import RECENT_MODEL_CALLS
 from otel_repeat_guard.dashboard.queries.filters import Filters, tiers_shown
-from otel_repeat_guard.dashboard.queries.runs import _annotate_timeline
+from otel_repeat_guard.dashboard.queries.runs import annotate_timeline
 
 _FAR = 2**62
 _OUTCOME_COLUMNS = ["tier", "tool", "agent", "model", "outcome", "reminders"]
@@ -239,4 +239,4 @@ def run_timeline(reader: TableReader, agent_key: str, *, focus_ns: int | None, b
         f"WITH runs AS ({reader.agent_run_keys()}) SELECT count() AS ended FROM runs WHERE agent_key = {{key:String}}"
     )
     ended = int(reader.frame(ended_sql, params)["ended"].iloc[0]) > 0
-    return _annotate_timeline(frame, ended=ended and not len(frame) >= limit)
+    return annotate_timeline(frame, ended=ended and not len(frame) >= limit)

@@ -15,7 +15,7 @@ from typing import Final
 
 from otel_repeat_guard.conventions.genai import IS_NESTED
 from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
-from otel_repeat_guard.decide.facts import WASTED, WRAPPER
+from otel_repeat_guard.core.facts import WASTED, WRAPPER
 from otel_repeat_guard.store.model_calls import TOTAL_TOKEN_KEYS
 
 INT_KEYS: Final = frozenset(

@@ -20,7 +20,6 @@ from otel_repeat_guard.conventions.base import (
     EventLike,
     Mark,
     RawToolCall,
-    ReadPlan,
     RequestedCall,
     ToolCall,
     agent_run_key,
@@ -222,16 +221,6 @@ class SpanRouter:
             return False
         return not any(name.endswith(endings) for _, endings in self._not_models)  # marked but calls no model
 
-    def read_plans(self) -> tuple[ReadPlan | None, ...]:
-        """Per tool mask, the :class:`ReadPlan` of the first convention it names, when that one declares one
-        (its ``read`` is then what the plan stands for): built once, so the fast path picks a span's plan
-        by one index, and a span carrying the marks of several vocabularies goes by the configured order."""
-        plans: list[ReadPlan | None] = [None]
-        for mask in range(1, self.tool_bits + 1):
-            first = self.conventions[(mask & -mask).bit_length() - 1]
-            plans.append(_plan_of(first))
-        return tuple(plans)
-
     def tool_reader(self, mask: int) -> ToolCallReader | None:
         """One reader asking, in their configured order, the conventions whose tool bits are in ``mask``."""
         mask &= self.tool_bits
@@ -278,15 +267,6 @@ class SpanRouter:
                 if found:
                     return found
         return {}
-
-
-def _plan_of(convention: Convention) -> ReadPlan | None:
-    """The read plan declared by the class that defines the convention's ``read``, if any."""
-    for cls in type(convention).__mro__:
-        if "read" in vars(cls):
-            plan = vars(cls).get("read_plan")
-            return plan if isinstance(plan, ReadPlan) else None
-    return None
 
 
 def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
@@ -336,7 +316,6 @@ __all__ = [
     "OpenInferenceConvention",
     "PydanticAIV2Convention",
     "RawToolCall",
-    "ReadPlan",
     "RequestReader",
     "RequestedCall",
     "SpanMatcher",

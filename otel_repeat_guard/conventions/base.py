@@ -75,26 +75,6 @@ class Mark(NamedTuple):
     value: str
 
 
-class ReadPlan(NamedTuple):
-    """How the guard's fast path reads a vocabulary's common tool span in place (``fastpath.py``), declared
-    beside the ``read`` it stands for: exactly what ``read`` answers for a span with the vocabulary's tool mark
-    whose tool name is under one of ``names`` and whose arguments are a text none of ``wrapped`` is in and, with
-    ``wrapper_keys``, JSON whose object has none of them. Any other span goes to ``read``."""
-
-    names: tuple[str, ...]
-    """The tool name: the first of these attributes that is a non-empty string."""
-    arguments: tuple[str, ...]
-    """The arguments: the first of these attributes present."""
-    wrapped: tuple[str, ...] = ()
-    """Texts in the arguments that ``read`` would unwrap or drop (a wrapper's key, a redaction)."""
-    wrapper_keys: tuple[str, ...] = ()
-    """Keys of a JSON object in the arguments that ``read`` would unwrap it by: the fast path reads the object (it
-    reads it for the arguments' key anyway) and leaves one with any of them, or a text its parser cannot read, to
-    ``read``. Exact where ``wrapped`` must also stop an escaped spelling of a key."""
-    own_agent: bool = False
-    """Whether the span's own ``gen_ai.agent.id`` / ``gen_ai.agent.name`` name its agent."""
-
-
 class AgentRun(NamedTuple):
     """What an agent-run span says about its agent; both fields may be unknown."""
 
@@ -204,13 +184,10 @@ class BuiltInConvention:
     not_model_names: ClassVar[tuple[str, ...]] = ()
     step_names: ClassVar[tuple[str, ...]] = ()
     issues_while_open: ClassVar[tuple[str, ...]] = ()
-    read_plan: ClassVar[ReadPlan | None] = None
     agent_id_marks: ClassVar[tuple[Mark, ...]] = ()
     """The attribute marks of the spans whose ``gen_ai.agent.id`` its ``agent_run`` reads as the run's agent id."""
     agent_id_name_starts: ClassVar[tuple[str, ...]] = ()
     """How the names of such spans start, for spans that carry their mark only at their end."""
-    """How the fast path reads this class's common tool span without ``read`` (:class:`ReadPlan`); used only
-    for the class that declares ``read`` (a subclass with its own ``read`` and no plan of its own has none)."""
 
     def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""

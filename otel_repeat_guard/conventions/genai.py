@@ -11,13 +11,11 @@ from typing import Any, Final
 
 from otel_repeat_guard.conventions.base import (
     MISSING,
-    TOOL_NAME_KEYS,
     AgentRun,
     BuiltInConvention,
     EventLike,
     Mark,
     RawToolCall,
-    ReadPlan,
     RequestedCall,
     call_id_of,
     event_name,
@@ -68,7 +66,6 @@ class GenAIConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(OPERATION, EXECUTE_TOOL),)
     model_marks = tuple(Mark("gen_ai.operation.name", op) for op in ("chat", "text_completion", "generate_content"))
-    read_plan = ReadPlan(TOOL_NAME_KEYS, (TOOL_ARGUMENTS,), own_agent=True)  # as read: the first name, its arguments
     agent_id_marks = tuple(Mark(OPERATION, operation) for operation in INVOCATIONS)  # as agent_run reads them
     agent_id_name_starts = INVOCATIONS
 

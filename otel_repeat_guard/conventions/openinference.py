@@ -11,13 +11,11 @@ from typing import Any, Final
 
 from otel_repeat_guard.conventions.base import (
     MISSING,
-    TOOL_NAME_KEYS,
     AgentRun,
     BuiltInConvention,
     EventLike,
     Mark,
     RawToolCall,
-    ReadPlan,
     RequestedCall,
     call_id_of,
     str_or_none,
@@ -77,7 +75,6 @@ class OpenInferenceConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(_KIND, "TOOL"),)
     model_marks = (Mark(_KIND, "LLM"),)
-    read_plan = ReadPlan(TOOL_NAME_KEYS, ("input.value",), wrapped=('"kwargs"', _REDACTED))  # read's unwrap, redaction
     model_request_keys = ("llm.input_messages.0.message.role", "llm.model_name", "llm.invocation_parameters")
     """Attributes of LLM spans only. The Haystack instrumentor sets the request's messages as a chat generator's
     span starts and its kind only at its end, after the client's own model-call span inside it."""

@@ -7,13 +7,11 @@ from typing import Any, Final
 
 from otel_repeat_guard.conventions.base import (
     MISSING,
-    TOOL_NAME_KEYS,
     AgentRun,
     BuiltInConvention,
     EventLike,
     Mark,
     RawToolCall,
-    ReadPlan,
     RequestedCall,
     call_id_of,
     first_present,
@@ -86,7 +84,6 @@ class TraceloopConvention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(_KIND, "tool"),)
     model_marks = (Mark("llm.request.type", "chat"), Mark("llm.request.type", "completion"))
-    read_plan = ReadPlan(TOOL_NAME_KEYS, _ARGUMENT_KEYS, wrapper_keys=("input_str", "tool_name"), own_agent=True)
     """The two unwrappers' keys: an object with neither is the arguments as they are."""
     agent_id_marks = tuple(Mark(_KIND, kind) for kind in _RUN_KINDS)  # the kinds agent_run reads
 

@@ -90,7 +90,7 @@ class ChainStore(ABC):
 
     @abstractmethod
     def after_fork(self) -> None:
-        """In a forked child (:mod:`otel_repeat_guard.setup.forks`): fresh locks and connections, no run of the parent's."""
+        """In a forked child (:mod:`otel_repeat_guard.forks`): fresh locks and connections, no run of the parent's."""
 
     def reset(self, agent_id: str) -> None:
         """End the agent's run, for example because a new user prompt arrived."""

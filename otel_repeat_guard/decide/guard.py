@@ -9,10 +9,10 @@ the model call that issued a call, whether it charged that call's tokens as wast
 attributes (see :mod:`otel_repeat_guard.decide.recorder`), so the store, the metrics and ``doctor`` use the
 guard's answer and never derive it again.
 
-A plain tool call (nothing pending, nothing opt-in) is counted by one lean plan
-(:class:`otel_repeat_guard.decide.fastpath.PlainToolSpans`): a GenAI span read in place, any other vocabulary's after
-its convention's reader. Its reference is :meth:`Guard.tool_call`: ``fast_path=False`` on the processor
-switches it off, and a property test holds the two equal.
+There is one tool path: the router picks a span's reader once per shape (its vocabulary's marks), and
+:meth:`Guard.tool_call` decides. It opens with the plain case (nothing pending, nothing opt-in, the span
+straight under its run's span), which counts the call without the general body's questions; ``fast_path=False``
+on the processor sends every call through the general body, and a property test holds the two equal.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from otel_repeat_guard.core.canonical import RAW_KEY_MIN_CHARS, arguments_key, r
 from otel_repeat_guard.core.chains import ChainStore
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Call
+from otel_repeat_guard.core.facts import ISSUER, UNGUARDED
 from otel_repeat_guard.core.patterns import ToolFilter
-from otel_repeat_guard.core.rules import evict_oldest
+from otel_repeat_guard.core.rules import put_bounded
+from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce, tell
-from otel_repeat_guard.decide.facts import ISSUER, UNGUARDED
-from otel_repeat_guard.decide.fastpath import GENERAL, PlainToolSpans
 from otel_repeat_guard.decide.guard_parts import (
     chain_store,
     checked_options,
@@ -58,7 +58,6 @@ from otel_repeat_guard.decide.recorder import (
 )
 from otel_repeat_guard.spans import span_events as times  # the span's times, whole nanoseconds (start_ns, end_ns)
 from otel_repeat_guard.spans.agents import AgentChains
-from otel_repeat_guard.spans.awaited import AwaitedOutcomes
 from otel_repeat_guard.spans.nesting import nested_facts
 from otel_repeat_guard.spans.requested import PendingSteps, Step, may_request
 from otel_repeat_guard.spans.runs import BAGGAGE, Run, RunResolver
@@ -117,25 +116,11 @@ class Guard:
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
         self._warn = WarnOnce(logger)
-        # A common tool span is read in place by its vocabulary's read plan (fastpath.py) when nothing opt-in
-        # needs more of it than the repeat chain.
-        self._plain = None
-        if fast_path and not (self._detecting or self._collapse_parallel or audit is not None):
-            plans = router.read_plans()
-            self._plain = PlainToolSpans(
-                self.steps,
-                self.chains,
-                self.runs,
-                self.tracked,
-                plans,
-                self.facts,
-                self.repeated,
-                self.agents,
-                config,
-            )
+        self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
+        """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 
     def after_fork(self) -> None:
-        """In a forked child (:mod:`otel_repeat_guard.setup.forks`): every part starts afresh, the configuration stays."""
+        """In a forked child (:mod:`otel_repeat_guard.forks`): every part starts afresh, the configuration stays."""
         self._model_runs.clear()
         for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn, self._awaited):
             part.after_fork()
@@ -199,10 +184,7 @@ class Guard:
         run = self.runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        model_runs = self._model_runs
-        model_runs[span.context[SPAN_ID]] = run
-        if len(model_runs) > self.runs.max_live_spans:
-            evict_oldest(model_runs)
+        put_bounded(self._model_runs, span.context[SPAN_ID], run, self.runs.max_live_spans)
         if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
             self.steps.opened(run.key, span.context, name, scope_of(span), times.start_ns(span))
             return None  # for its end: a coarse clock can start it before the last step's tool span ends
@@ -216,17 +198,11 @@ class Guard:
         mask = self._router.route(name, attributes) & self._call_bits  # not the agent-run mark
         if not mask:  # nearly every span stops here
             return self.run_ended(span) if self.steps.steps else None
-        events, parent, ended = rest_of(span)
-        tools, plain = mask & self._tool_bits, self._plain
-        if tools and plain is not None and (plan := plain.plans[tools]) is not None:
-            decided = plain.read(plan, span, attributes, events, parent, ended)
-            if decided is not GENERAL:
-                return decided  # type: ignore[no-any-return]
-        reader = self._tool_readers[tools]
+        events, parent, _ = rest_of(span)
+        reader = self._tool_readers[mask & self._tool_bits]
         call = None if reader is None else reader(name, attributes, events)
         if call is not None:
-            decided = GENERAL if plain is None else plain.call(span, call, attributes, events, ended)
-            return self.tool_call(span, call, attributes, events) if decided is GENERAL else decided
+            return self.tool_call(span, call, attributes, events)
         if mask & self.model_bits:
             return self.model_ended(span, mask, name, attributes, events, parent)
         return None
@@ -234,21 +210,26 @@ class Guard:
     def tool_call(
         self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
     ) -> Decision | None:
-        """A tool span ended: count the call in its run, and say which model call issued it."""
+        """A tool span ended: count the call in its run, and say which model call issued it.
+
+        The plain case first, nearly every call: nothing opt-in, no model step pending, its arguments recorded and
+        the span straight under its run's span (so no tool span of the same call encloses it, and no model call
+        is to be answered). It is counted as the general body would count it, without that body's questions."""
         tool, arguments, agent_id, agent_name, error, call_id = call
-        run = self.agents.run_of(span.parent, agent_id, agent_name)
+        parent = span.parent
+        run = self._plain_run(parent, tool, arguments, agent_id) if self._plain else None
+        if run is not None:
+            return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error))
+        run = self.agents.run_of(parent, agent_id, agent_name)
         tracked = self.tracked[tool]
         if run is None:
             return self._no_run(tool, span, arguments) if tracked else None
-        outer = self.runs.same_call_above(span.parent, run, tool, arguments, call_id)
+        outer = self.runs.same_call_above(parent, run, tool, arguments, call_id)
         if outer is not None or (call_id is not None and self.steps.was_counted(run.key, call_id)):
             # the enclosing tool span of the same call counts it, or it was counted from its request already
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
-        ends = steps.tool_ends
-        ends[run.key] = times.end_ns(span)
-        if len(ends) > steps.max_runs:
-            evict_oldest(ends)
+        steps.tool_ended(run.key, times.end_ns(span))
         step = self._answered_step(span, run, call_id) if steps.steps or steps.open else None
         facts = None
         if self.facts:
@@ -273,11 +254,30 @@ class Guard:
         counted = self._count(
             CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
         )
-        if counted is None:
-            return self._quiet(facts)
-        if step is not None:
+        if counted is not None and step is not None:
             self._wasted(step, tool, counted, facts)
-        return counted
+        return self._quiet(facts) if counted is None else counted
+
+    def _plain_run(self, parent: SpanContext | None, tool: str, arguments: Any, agent_id: str | None) -> Run | None:
+        """The run of a plain call (see :meth:`tool_call`): the one its parent stands for, when nothing is pending,
+        its arguments were recorded, its tool is tracked and no reminder of the run waits for it; else None."""
+        if agent_id is not None or parent is None or arguments is MISSING or not self.steps.idle():
+            return None
+        run = self.agents.run_of(parent, None, None)
+        if run is None or run.span_id != parent[SPAN_ID] or not self.tracked[tool]:
+            return None  # no run, a run above a span between (maybe a tool span of the same call), or untracked
+        return None if self.chains.pending and self.chains.waiting(run.key) else run
+
+    def _count_plain(self, call: CountedCall) -> Decision | None:
+        """Count a plain call in its run, as :meth:`_count` would with nothing opt-in and nothing pending."""
+        run, span = call.run, call.span
+        self.steps.tool_ended(run.key, 0 if span is None else times.end_ns(span))
+        call.key, raw = self._key_of(run, call.arguments)
+        length = self.chains.observe(run.key, call.tool, call.key, raw)
+        call.facts = run.facts if self.facts else None
+        if length < 2:
+            return self._quiet(call.facts)
+        return self.repeated(call, length)
 
     def _no_run(self, tool: str, span: ReadableSpan, arguments: Any) -> Decision | None:
         """A tracked call with no run to count it in (its parent in another process, a replay's trace without its
@@ -304,13 +304,8 @@ class Guard:
         """Count one tracked call in its run (every detector), and word what it extends; None when it extends
         nothing. ``awaits`` (else the call's ``call_id``) is the id under which the run's next model request
         carries the call's outcome back, if no span records it."""
-        chains, run, arguments = self.chains, call.run, call.arguments
-        raw = None  # unknown or not JSON-like arguments have no key: never identical to others
-        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
-            raw = raw_key(arguments)  # a long text received unchanged need not be canonicalized again
-            call.key = chains.key_if_same_raw(run.key, raw) or arguments_key(arguments)
-        elif arguments is not MISSING:
-            call.key = arguments_key(arguments)
+        chains, run = self.chains, call.run
+        call.key, raw = self._key_of(run, call.arguments)
         detected = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
             detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id)
@@ -322,6 +317,14 @@ class Guard:
         if length < 2 and detected is None:
             return None  # nearly every call: no repeat, no detector to ask
         return self.repeated(call, length, detected, outcome)
+
+    def _key_of(self, run: Run, arguments: Any) -> tuple[bytes | None, bytes | None]:
+        """The call's arguments key, and the raw key of a long text (received unchanged, it need not be
+        canonicalized again); unknown or not JSON-like arguments have no key: never identical to others."""
+        if type(arguments) is str and len(arguments) >= RAW_KEY_MIN_CHARS:
+            raw = raw_key(arguments)
+            return self.chains.key_if_same_raw(run.key, raw) or arguments_key(arguments), raw
+        return (None if arguments is MISSING else arguments_key(arguments)), None
 
     def repeated(
         self, call: CountedCall, length: int, detected: Call | None = None, outcome: Any = None

@@ -18,7 +18,7 @@ from otel_repeat_guard.core.canonical import canonical_or_none
 from otel_repeat_guard.core.chains import ChainStore, ChainTracker
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Call, CycleDetector, Detector, NoProgressDetector
-from otel_repeat_guard.decide.facts import WRAPPER
+from otel_repeat_guard.core.facts import WRAPPER
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.recorder import CountedCall, Decision
 from otel_repeat_guard.inputs import checked_callable, positive_int
@@ -42,7 +42,7 @@ def checked_options(
 def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) -> dict[str, Any]:
     """A model span's run (``run``, resolved through its ancestors), as its tool spans are keyed: by its own
     ``gen_ai.agent.id`` when it has one and no run of that agent encloses it; and ``WRAPPER`` when it only
-    wraps the model call of record (see :data:`otel_repeat_guard.decide.facts.WRAPPER`)."""
+    wraps the model call of record (see :data:`otel_repeat_guard.core.facts.WRAPPER`)."""
     agent_id, name = gen_ai_agent(attributes)  # as a tool span's are read
     if agent_id is not None:
         run = run_of_agent(run, agent_id, name)

@@ -13,8 +13,8 @@ from opentelemetry.metrics import MeterProvider
 
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import REMINDER_SOURCE, Reminder
+from otel_repeat_guard.forks import renew_after_fork
 from otel_repeat_guard.inputs import positive_int
-from otel_repeat_guard.setup.forks import renew_after_fork
 from otel_repeat_guard.state.connection import (
     INBOX_DRAIN,
     INBOX_PREFIX,
@@ -54,7 +54,7 @@ class ReminderInbox:
         renew_after_fork(self)
 
     def after_fork(self) -> None:
-        """In a forked child (:mod:`otel_repeat_guard.setup.forks`): a fresh lock, and no reminder (they were for the
+        """In a forked child (:mod:`otel_repeat_guard.forks`): a fresh lock, and no reminder (they were for the
         parent's runs)."""
         self._lock = threading.Lock()
         self._boxes.clear()

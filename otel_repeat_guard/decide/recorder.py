@@ -19,6 +19,7 @@ from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
 from otel_repeat_guard.core.canonical import arguments_key, canonical_arguments, canonical_or_none
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Detection
+from otel_repeat_guard.core.facts import CALL_EVENT
 from otel_repeat_guard.core.reminders import (
     Kind,
     Reminder,
@@ -30,7 +31,6 @@ from otel_repeat_guard.core.reminders import (
     stop_text,
     tier_for,
 )
-from otel_repeat_guard.decide.facts import CALL_EVENT
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.spans.runs import Run
 from otel_repeat_guard.spans.span_events import EventSpec
@@ -49,7 +49,7 @@ REDACTION_FAILED = "[arguments withheld: redaction failed]"
 
 class Decision:
     """What the guard decided about one span: the events for it, the reminders for the harness, and the
-    facts (:mod:`otel_repeat_guard.decide.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again.
+    facts (:mod:`otel_repeat_guard.core.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again.
 
     A plain class, not a named tuple: the compiled build makes it natively, where a named tuple's ``__new__``
     stays interpreted (a repeat makes one)."""

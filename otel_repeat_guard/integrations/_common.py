@@ -12,9 +12,9 @@ from opentelemetry.metrics import NoOpMeterProvider
 
 from otel_repeat_guard.core.reminders import Reminder, RepeatGuardStop
 from otel_repeat_guard.decide.inbox import ReminderInbox
+from otel_repeat_guard.installed import default_inbox, installed_guard, not_installed
 from otel_repeat_guard.integrations import _unseen as unseen
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.setup.installed import default_inbox, installed_guard, not_installed
 
 logger = logging.getLogger("otel_repeat_guard")
 

@@ -40,8 +40,8 @@ from opentelemetry.util.types import AttributeValue
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
+from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
-from otel_repeat_guard.setup.installed import default_inbox, set_installed_guard
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
@@ -227,7 +227,7 @@ def configure(
 
     - ``config``: the guard's configuration; default ``GuardConfig.from_env()``.
     - ``on_reminder``: the harness callback; default the process-wide
-      :func:`~otel_repeat_guard.setup.installed.default_inbox`, returned as ``.inbox``.
+      :func:`~otel_repeat_guard.installed.default_inbox`, returned as ``.inbox``.
     - ``span_exporters`` / ``metric_readers``: replace the ones the environment asks for
       (OTLP by default); pass ``[]`` for none.
     - ``store``: also write tool calls to the SQLite store the dashboard reads: ``True``

@@ -22,8 +22,8 @@ from opentelemetry.context import Context, attach, detach, get_current
 from opentelemetry.propagators import textmap
 
 from otel_repeat_guard.inputs import context_or_none
+from otel_repeat_guard.installed import installed_guard
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.setup.installed import installed_guard
 from otel_repeat_guard.spans.baggage import run_in, with_run
 
 _W3C_BAGGAGE = W3CBaggagePropagator()

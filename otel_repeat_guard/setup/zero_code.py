@@ -6,7 +6,7 @@
 ``opentelemetry_post_instrument`` entry point, with no arguments. The guard hooks in at
 that last step, through :func:`post_instrument`, so it works with whichever distro and
 configurator the user has: it adds itself to the global provider that already exists.
-Reminders go to the process-wide :func:`~otel_repeat_guard.setup.installed.default_inbox`.
+Reminders go to the process-wide :func:`~otel_repeat_guard.installed.default_inbox`.
 
 This must never break the instrumented program: every failure is logged, not raised (a
 raise would also skip the post-instrument hooks of other packages).
@@ -23,15 +23,15 @@ from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 
 from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig, warn_unknown_variables
 from otel_repeat_guard.decide.inbox import reminder_inbox
-from otel_repeat_guard.integrations._clients import client_adapters, enable_client_adapters
-from otel_repeat_guard.processor import RepeatGuardSpanProcessor
-from otel_repeat_guard.setup.installed import (
+from otel_repeat_guard.installed import (
     default_inbox,
     installed_guard,
     set_installed_guard,
     set_not_installed,
     use_default_inbox,
 )
+from otel_repeat_guard.integrations._clients import client_adapters, enable_client_adapters
+from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -86,7 +86,7 @@ def _no_spans(why: str) -> None:
 def post_instrument(*_args: object, **_kwargs: object) -> None:
     """The ``opentelemetry_post_instrument`` entry point. Never raises: a bad value is one error line naming
     the variable and the value, the program runs unguarded, and framework adapters built without a guard
-    pass their calls through, saying why (:func:`~otel_repeat_guard.setup.installed.not_installed`)."""
+    pass their calls through, saying why (:func:`~otel_repeat_guard.installed.not_installed`)."""
     try:
         warn_unknown_variables()  # a misspelled ENABLED installs nothing: say why
         if enabled():

@@ -4,7 +4,7 @@ When an MCP client and its server run in one process and both are instrumented, 
 on each side, the server's inside the client's (OpenLLMetry's ``<tool>.tool`` on both sides of FastMCP; a
 framework's ``execute_tool`` span around the one the MCP server's middleware makes). The inner span ends
 first; the enclosing one has the caller's view (the call id, the arguments as the model sent them), so it is
-the call of record. The inner one is not counted, and carries :data:`otel_repeat_guard.decide.facts.NESTED`, so
+the call of record. The inner one is not counted, and carries :data:`otel_repeat_guard.core.facts.NESTED`, so
 the store keeps no row for it.
 
 The same call: the same tool, and the same call id where both spans have one, else the same arguments where
@@ -20,7 +20,7 @@ from typing import Any
 
 from otel_repeat_guard.conventions import MISSING, RawToolCall
 from otel_repeat_guard.core.canonical import arguments_key
-from otel_repeat_guard.decide.facts import NESTED
+from otel_repeat_guard.core.facts import NESTED
 
 
 def same_call(tool: str, arguments: Any, call_id: str | None, outer: RawToolCall) -> bool:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from otel_repeat_guard.conventions.base import EventLike, RequestedCall
-from otel_repeat_guard.core.rules import evict_oldest
-from otel_repeat_guard.decide.facts import WASTED
+from otel_repeat_guard.core.facts import WASTED
+from otel_repeat_guard.core.rules import evict_oldest, put_bounded
 
 logger = logging.getLogger("otel_repeat_guard")
 _FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
@@ -180,12 +180,20 @@ class PendingSteps:
         self.counted: dict[tuple[str, str], None] = {}
         """(run, call id) of the calls counted from a request, oldest first; empty for runtimes with tool spans."""
         self.tool_ends: dict[str, int] = {}
-        """Run key -> when its last tool span ended; the processor writes it on every tool span (no call)."""
+        """Run key -> when its last tool span ended (:meth:`tool_ended`)."""
         self.open: dict[int, OpenStep] = {}
         """Model span id -> a step still open (``issues_while_open``); empty for most runtimes."""
         self._lock = threading.Lock()
         self.max_runs = max_runs
         self._max_counted = max_counted
+
+    def idle(self) -> bool:
+        """Whether nothing is pending: no model step to answer, no call counted from a request, no step open."""
+        return not (self.steps or self.counted or self.open)
+
+    def tool_ended(self, run_key: str, ended_ns: int) -> None:
+        """A tool span of the run ended: a model span of it that ends later is answered already."""
+        put_bounded(self.tool_ends, run_key, ended_ns, self.max_runs)
 
     def opened(self, run_key: str, span_context: Any, name: str, scope: str, started_ns: int) -> None:
         """A model call whose tool spans may end in it started: until it ends, it is its run's issuer."""

@@ -49,8 +49,8 @@ from otel_repeat_guard.conventions import (
     agent_run_key,
     find_agent_run,
 )
+from otel_repeat_guard.core.facts import run_facts
 from otel_repeat_guard.core.rules import evict_oldest
-from otel_repeat_guard.decide.facts import run_facts
 from otel_repeat_guard.spans.nesting import same_call
 from otel_repeat_guard.spans.span_events import IS_VALID, SPAN_ID, Attributes, LiveSpan, name_of
 
@@ -122,7 +122,7 @@ class Run:
 
     @property
     def facts(self) -> dict[str, Any]:
-        """What every span of the run carries (:func:`otel_repeat_guard.decide.facts.run_facts`): a new dict."""
+        """What every span of the run carries (:func:`otel_repeat_guard.core.facts.run_facts`): a new dict."""
         return run_facts(self.key, self.name)
 
 

@@ -211,7 +211,7 @@ def record_on_ending_span(
 ) -> None:
     """Put the guard's events and facts on a span inside ``SpanProcessor._on_ending``.
 
-    The facts are attributes (:mod:`otel_repeat_guard.decide.facts`): written into the span's own attribute
+    The facts are attributes (:mod:`otel_repeat_guard.core.facts`): written into the span's own attribute
     dict, which ``end()`` has frozen for ``set_attribute`` but which is what ``on_end`` hands every
     processor and exporter. The span's attribute limit holds: a span already at its limit keeps its
     own attributes and counts the fact dropped, as ``BoundedAttributes`` counts what it drops.

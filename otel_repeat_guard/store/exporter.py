@@ -28,24 +28,24 @@ from otel_repeat_guard.store.records import (
     tool_call_row,
 )
 from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
-from otel_repeat_guard.store.rollup import _label, _ModelRollup, _rolled_up, _Rollup
+from otel_repeat_guard.store.rollup import CallRollup, ModelRollup, agent_label, rolled_up
 from otel_repeat_guard.store.schema import default_db_path, written_by_another
 from otel_repeat_guard.store.sql import (
-    _DROP_UNUSED_AGENT,
-    _INSERT_ARGUMENTS,
-    _INSERT_CALL,
-    _INSERT_DETECTION,
-    _INSERT_DIMENSION,
-    _INSERT_MODEL_CALL,
-    _INSERT_OUTPUT,
-    _INSERT_RUN,
-    _ISSUER_BY_AGENT,
-    _ISSUER_BY_ID,
-    _ISSUER_BY_PARENT,
-    _PENDING_MODELS_UNDER,
-    _PENDING_UNDER,
-    _RESOLVE_PENDING,
-    _RESOLVE_PENDING_MODELS,
+    DROP_UNUSED_AGENT,
+    INSERT_ARGUMENTS,
+    INSERT_CALL,
+    INSERT_DETECTION,
+    INSERT_DIMENSION,
+    INSERT_MODEL_CALL,
+    INSERT_OUTPUT,
+    INSERT_RUN,
+    ISSUER_BY_AGENT,
+    ISSUER_BY_ID,
+    ISSUER_BY_PARENT,
+    PENDING_MODELS_UNDER,
+    PENDING_UNDER,
+    RESOLVE_PENDING,
+    RESOLVE_PENDING_MODELS,
 )
 from otel_repeat_guard.store.store_file import WritingConnection
 
@@ -261,10 +261,10 @@ class SQLiteSpanExporter(SpanExporter):
         try:
             self._claim(conn)
             dimensions: set[tuple[str, str]] = set()
-            rollup = _Rollup()
+            rollup = CallRollup()
             runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}
             duplicates = 0
-            models = _ModelRollup()
+            models = ModelRollup()
             for model in batch.models:
                 if not self._insert_model(conn, model, runs_seen, models):
                     duplicates += 1
@@ -292,31 +292,33 @@ class SQLiteSpanExporter(SpanExporter):
                     dimensions.add(("agent", agent))
             rollup.apply(conn)  # before any run below moves some of these calls to another label
             for run in runs:
-                conn.execute(_INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
+                conn.execute(INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
                 old, new = self._relabelled(conn, run)
                 resolved = conn.execute(
-                    _RESOLVE_PENDING,
+                    RESOLVE_PENDING,
                     {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
                 ).rowcount
                 new.apply(conn)
                 old.take_from(conn)
-                pending_models = conn.execute(_PENDING_MODELS_UNDER, (run.trace_id, run.span_id)).fetchall()
+                pending_models = conn.execute(PENDING_MODELS_UNDER, (run.trace_id, run.span_id)).fetchall()
                 conn.execute(
-                    _RESOLVE_PENDING_MODELS,
+                    RESOLVE_PENDING_MODELS,
                     {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
                 )
                 for row in pending_models:  # now final: into the roll-up under the run's label
                     key, name, known, tokens_in, wasted = row[3], row[4], row[5], row[9], row[12]
-                    if _rolled_up(False, tokens_in):
-                        label = _label(name if name is not None else run.agent_name, key if known else run.agent_key)
+                    if rolled_up(False, tokens_in):
+                        label = agent_label(
+                            name if name is not None else run.agent_name, key if known else run.agent_key
+                        )
                         models.add(row, label, wasted)
                 if resolved:
                     dimensions.add(("agent", run.agent_name or run.agent_key))
                 for label in old.labels() - new.labels():  # e.g. `coder#32845f6266c53a36`, now `coder`
                     dimensions.discard(("agent", label))
-                    conn.execute(_DROP_UNUSED_AGENT, (label, label))
+                    conn.execute(DROP_UNUSED_AGENT, (label, label))
             models.apply(conn)
-            conn.executemany(_INSERT_DIMENSION, sorted(dimensions))
+            conn.executemany(INSERT_DIMENSION, sorted(dimensions))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -325,18 +327,18 @@ class SQLiteSpanExporter(SpanExporter):
         return total - duplicates, duplicates
 
     @staticmethod
-    def _relabelled(conn: sqlite3.Connection, run: AgentRunRow) -> tuple[_Rollup, _Rollup]:
-        """The calls ``run`` is about to resolve (see _RESOLVE_PENDING) whose agent label changes.
+    def _relabelled(conn: sqlite3.Connection, run: AgentRunRow) -> tuple[CallRollup, CallRollup]:
+        """The calls ``run`` is about to resolve (see RESOLVE_PENDING) whose agent label changes.
 
         Returns them grouped under their old labels and under their new ones; read before the
         UPDATE, applied after it (so a recount of an old group no longer sees them).
         """
-        old, new = _Rollup(), _Rollup()
+        old, new = CallRollup(), CallRollup()
         for end_ns, service, key, name, known, tool, tracked, run_length, tier, duration_ns in conn.execute(
-            _PENDING_UNDER, (run.trace_id, run.span_id)
+            PENDING_UNDER, (run.trace_id, run.span_id)
         ):
-            before = _label(name, key)
-            after = _label(name if name is not None else run.agent_name, key if known else run.agent_key)
+            before = agent_label(name, key)
+            after = agent_label(name if name is not None else run.agent_name, key if known else run.agent_key)
             if after != before:
                 figures = (end_ns, service, tool, bool(tracked), run_length, tier, duration_ns)
                 old.add(figures[0], service, before, *figures[2:])
@@ -344,21 +346,21 @@ class SQLiteSpanExporter(SpanExporter):
         return old, new
 
     @staticmethod
-    def _link_issuer(conn: sqlite3.Connection, call: ToolCallRow, models: _ModelRollup) -> None:
+    def _link_issuer(conn: sqlite3.Connection, call: ToolCallRow, models: ModelRollup) -> None:
         """Mark the model call that issued ``call`` (a repeated call, or one in a detected cycle or no-progress
         run: :attr:`ToolCallRow.in_loop`) as wasted, under the first such call's tool."""
         issuer = None
         if call.decided:  # the guard named the model call it charged
-            issuer = conn.execute(_ISSUER_BY_ID, (call.trace_id, call.issuer_span_id)).fetchone()
+            issuer = conn.execute(ISSUER_BY_ID, (call.trace_id, call.issuer_span_id)).fetchone()
         elif call.parent_span_id is not None:
-            issuer = conn.execute(_ISSUER_BY_PARENT, (call.trace_id, call.parent_span_id, call.end_ns)).fetchone()
+            issuer = conn.execute(ISSUER_BY_PARENT, (call.trace_id, call.parent_span_id, call.end_ns)).fetchone()
         if issuer is None and call.agent_known and not call.decided:
-            issuer = conn.execute(_ISSUER_BY_AGENT, (call.agent_key, call.end_ns)).fetchone()
+            issuer = conn.execute(ISSUER_BY_AGENT, (call.agent_key, call.end_ns)).fetchone()
         if issuer is None or issuer[12] is not None:  # none found, or it issued an earlier repeat already
             return
         conn.execute("UPDATE model_calls SET wasted_tool = ? WHERE id = ?", (call.tool_name, issuer[0]))
-        if _rolled_up(issuer[6], issuer[9]):
-            label = _label(issuer[4], issuer[3])
+        if rolled_up(issuer[6], issuer[9]):
+            label = agent_label(issuer[4], issuer[3])
             models.add(issuer, label, None, sign=-1)
             models.add(issuer, label, call.tool_name)
 
@@ -367,13 +369,13 @@ class SQLiteSpanExporter(SpanExporter):
         conn: sqlite3.Connection,
         model: ModelCallRow,
         runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-        models: _ModelRollup,
+        models: ModelRollup,
     ) -> bool:
         """Insert one model call (its agent from an already exported run span if it has one); False when
         the store holds the span already."""
         key, name, known, pending = self._agent_of(conn, model, runs_seen)
         cursor = conn.execute(
-            _INSERT_MODEL_CALL,
+            INSERT_MODEL_CALL,
             (
                 *_call_columns(model, key, name, known, pending),
                 model.model,
@@ -390,8 +392,8 @@ class SQLiteSpanExporter(SpanExporter):
         if cursor.rowcount == 0:
             return False
         if model.output_preview is not None:
-            conn.execute(_INSERT_OUTPUT, (cursor.lastrowid, model.output_preview))
-        if _rolled_up(pending, model.input_tokens):
+            conn.execute(INSERT_OUTPUT, (cursor.lastrowid, model.output_preview))
+        if rolled_up(pending, model.input_tokens):
             figures = (
                 cursor.lastrowid,
                 model.end_ns,
@@ -409,7 +411,7 @@ class SQLiteSpanExporter(SpanExporter):
                 model.cache_read_tokens,
                 model.cache_write_tokens,
             )
-            models.add(figures, _label(name, key), None)
+            models.add(figures, agent_label(name, key), None)
         return True
 
     def _agent_of(
@@ -458,7 +460,7 @@ class SQLiteSpanExporter(SpanExporter):
         """
         key, name, known, pending = self._agent_of(conn, call, runs_seen)
         cursor = conn.execute(
-            _INSERT_CALL,
+            INSERT_CALL,
             (
                 *_call_columns(call, key, name, known, pending),
                 call.tool_name,
@@ -474,9 +476,9 @@ class SQLiteSpanExporter(SpanExporter):
         if cursor.rowcount == 0:
             return None
         if call.arguments_preview is not None:
-            conn.execute(_INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
+            conn.execute(INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
         conn.executemany(
-            _INSERT_DETECTION,
+            INSERT_DETECTION,
             [
                 (
                     cursor.lastrowid,
@@ -494,5 +496,5 @@ class SQLiteSpanExporter(SpanExporter):
             ],
         )
         if pending and not known:
-            return _label(name, key), None  # labelled when its agent-run span arrives
-        return _label(name, key), name or key
+            return agent_label(name, key), None  # labelled when its agent-run span arrives
+        return agent_label(name, key), name or key

@@ -7,7 +7,7 @@ went over the wire, not a second opinion. Every detection a call carries (a repe
 no progress, a parallel duplicate) becomes a :class:`DetectionRow`, with the reminder of its
 kind when the call fired one; an odd event attribute is stored as unknown (None), never raised.
 
-Agent identity. A span carrying the guard's facts (:data:`otel_repeat_guard.decide.facts.RUN`) is stored under the run
+Agent identity. A span carrying the guard's facts (:data:`otel_repeat_guard.core.facts.RUN`) is stored under the run
 the guard decided, and nothing below applies. Without them, an exporter sees one span at a time, not its
 ancestors, so the agent of a tool call is taken, in order, from:
 
@@ -41,11 +41,12 @@ from otel_repeat_guard.conventions import (
     failed,
     find_agent_run,
 )
+from otel_repeat_guard.conventions.base import str_or_none
 from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
+from otel_repeat_guard.core.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.reminders import arguments_preview
 from otel_repeat_guard.decide.blind_spots import NO_AGENT
-from otel_repeat_guard.decide.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
 from otel_repeat_guard.decide.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,
@@ -56,7 +57,7 @@ from otel_repeat_guard.decide.recorder import (
 )
 from otel_repeat_guard.spans.span_events import contents_of, end_ns, start_ns
 from otel_repeat_guard.store.model_calls import read_model_call
-from otel_repeat_guard.store.storable import _int_or_none, _storable_or_none, _str_or_none, storable_int, storable_text
+from otel_repeat_guard.store.storable import int_or_none, storable_int, storable_or_none, storable_text
 
 UNKNOWN_SERVICE = "unknown_service"
 
@@ -126,7 +127,7 @@ class ToolCallRow(CallRow):
     unguarded_reason: str | None = None
     detections: tuple[DetectionRow, ...] = ()
     issuer_span_id: str | None = None
-    """The model call that asked for this call, as the guard decided it (:data:`otel_repeat_guard.decide.facts.ISSUER`)."""
+    """The model call that asked for this call, as the guard decided it (:data:`otel_repeat_guard.core.facts.ISSUER`)."""
     charges_issuer: bool = False
     """The guard charged the issuer's tokens as wasted on this call (each model call on one call)."""
     decided: bool = False
@@ -251,9 +252,9 @@ class GuardEvents:
     def reminder(self, kind: str) -> tuple[str | None, int | None]:
         """The tier and threshold of the call's reminder of ``kind``, if it fired one."""
         attributes = self.reminders.get(kind, {})
-        tier = _str_or_none(attributes.get("repeat_tool_guard.tier"))
-        threshold = _int_or_none(attributes.get("repeat_tool_guard.threshold"))
-        return (None if tier is None else storable_text(tier)), _storable_or_none(threshold)
+        tier = str_or_none(attributes.get("repeat_tool_guard.tier"))
+        threshold = int_or_none(attributes.get("repeat_tool_guard.threshold"))
+        return (None if tier is None else storable_text(tier)), storable_or_none(threshold)
 
     def rows(self, run_length: int | None) -> tuple[DetectionRow, ...]:
         """One row per kind detected on the call (``run_length``: the call's position in its run of identical calls)."""
@@ -273,8 +274,8 @@ def _detection(
     if kind == REPEAT:
         return DetectionRow(kind, run_length=run_length, reminder_tier=tier, reminder_threshold=threshold)
     if kind == CYCLE:
-        period = _storable_or_none(_int_or_none(attributes.get("repeat_tool_guard.period")))
-        repetitions = _storable_or_none(_int_or_none(attributes.get("repeat_tool_guard.repetitions")))
+        period = storable_or_none(int_or_none(attributes.get("repeat_tool_guard.period")))
+        repetitions = storable_or_none(int_or_none(attributes.get("repeat_tool_guard.repetitions")))
         return DetectionRow(
             kind,
             run_length=None if period is None or repetitions is None else storable_int(period * repetitions),
@@ -285,10 +286,10 @@ def _detection(
             reminder_threshold=threshold,
         )
     if kind == NO_PROGRESS:
-        digest = _str_or_none(attributes.get("repeat_tool_guard.outcome_digest"))
+        digest = str_or_none(attributes.get("repeat_tool_guard.outcome_digest"))
         return DetectionRow(
             kind,
-            run_length=_storable_or_none(_int_or_none(attributes.get("repeat_tool_guard.run_length"))),
+            run_length=storable_or_none(int_or_none(attributes.get("repeat_tool_guard.run_length"))),
             outcome_digest=None if digest is None else storable_text(digest),
             reminder_tier=tier,
             reminder_threshold=threshold,
@@ -312,7 +313,7 @@ def tool_call_row(
     preview_chars: int,
 ) -> ToolCallRow | None:
     """The row for ``span`` if ``read_tool_call`` reads it as a tool span, else None (also for a span the guard
-    found inside a tool span of the same call, :data:`otel_repeat_guard.decide.facts.NESTED`: that one is the row)."""
+    found inside a tool span of the same call, :data:`otel_repeat_guard.core.facts.NESTED`: that one is the row)."""
     name, attributes, events = contents_of(span)
     call = read_tool_call(name, attributes, events)
     context = span.context
@@ -325,7 +326,7 @@ def tool_call_row(
     repeat, unguarded = guard.repeat, guard.unguarded
     is_tracked = tracked[tool]
 
-    digest: str | None = _str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
+    digest: str | None = str_or_none(repeat.get("repeat_tool_guard.arguments_digest"))
     preview: str | None = None
     if arguments is not MISSING:
         canonical = canonical_or_none(arguments)  # None: not JSON-like, the guard cannot compare it either
@@ -334,18 +335,18 @@ def tool_call_row(
             if store_arguments:
                 preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), preview_chars)
 
-    decided_run = _str_or_none(attributes.get(RUN))  # the guard's own answer, when it recorded its facts
-    event_agent = _str_or_none(repeat.get("repeat_tool_guard.agent_id"))
+    decided_run = str_or_none(attributes.get(RUN))  # the guard's own answer, when it recorded its facts
+    event_agent = str_or_none(repeat.get("repeat_tool_guard.agent_id"))
     agent_key = decided_run or agent_id or event_agent
     if decided_run is not None:
-        agent_name = _str_or_none(attributes.get(RUN_NAME)) or agent_name
+        agent_name = str_or_none(attributes.get(RUN_NAME)) or agent_name
     elif agent_name is None and agent_key is event_agent and event_agent is not None:
         agent_name = agent_run_label(event_agent)  # the run's own name, as the guard keyed it: never the key
     known = agent_key is not None
     if agent_key is None:
         agent_key = provisional_agent_key(trace_id, parent_span_id)
 
-    run_length = _int_or_none(repeat.get("repeat_tool_guard.run_length"))
+    run_length = int_or_none(repeat.get("repeat_tool_guard.run_length"))
     if run_length is None and is_tracked:
         run_length = 1
     start = start_ns(span)
@@ -370,11 +371,11 @@ def tool_call_row(
             run_length=run_length,
             reminder_tier=tier,
             reminder_threshold=threshold,
-            unguarded_reason=_str_or_none(unguarded.get("repeat_tool_guard.reason"))
-            or _str_or_none(attributes.get(UNGUARDED))  # the guard's decision, where its run was not to be found
+            unguarded_reason=str_or_none(unguarded.get("repeat_tool_guard.reason"))
+            or str_or_none(attributes.get(UNGUARDED))  # the guard's decision, where its run was not to be found
             or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
             detections=guard.rows(storable_int(run_length) if run_length is not None else None),
-            issuer_span_id=_str_or_none(attributes.get(ISSUER)),
+            issuer_span_id=str_or_none(attributes.get(ISSUER)),
             charges_issuer=attributes.get(WASTED) is True,
             decided=decided_run is not None,
         )
@@ -399,9 +400,9 @@ def model_call_row(
     span: ReadableSpan, router: SpanRouter, *, store_outputs: bool, preview_chars: int
 ) -> ModelCallRow | None:
     """The row for ``span`` if the conventions' router marks it as a model call, else None (also for a span
-    the guard marked as only wrapping the model call of record, :data:`otel_repeat_guard.decide.facts.WRAPPER`).
+    the guard marked as only wrapping the model call of record, :data:`otel_repeat_guard.core.facts.WRAPPER`).
 
-    Its agent: the run the guard decided (:data:`otel_repeat_guard.decide.facts.RUN`) when its facts are on the span;
+    Its agent: the run the guard decided (:data:`otel_repeat_guard.core.facts.RUN`) when its facts are on the span;
     else its own ``gen_ai.agent.id`` (and name) if it has one, else the provisional key of its parent, exactly
     as for a first tool call, so the exporter gives it its run's key when the agent-run span arrives and a
     run's model calls and tool calls share one key.
@@ -415,8 +416,8 @@ def model_call_row(
     info = read_model_call(attributes)
     trace_id = format_trace_id(context.trace_id)
     parent_span_id = format_span_id(span.parent.span_id) if span.parent is not None else None
-    agent_id = _str_or_none(attributes.get(RUN)) or _str_or_none(attributes.get("gen_ai.agent.id"))
-    agent_name = _str_or_none(attributes.get(RUN_NAME)) or _str_or_none(attributes.get("gen_ai.agent.name"))
+    agent_id = str_or_none(attributes.get(RUN)) or str_or_none(attributes.get("gen_ai.agent.id"))
+    agent_name = str_or_none(attributes.get(RUN_NAME)) or str_or_none(attributes.get("gen_ai.agent.name"))
     start = start_ns(span)
     end = end_ns(span) or start
     preview = None

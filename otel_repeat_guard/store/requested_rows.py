@@ -17,12 +17,13 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id, format_trace_id
 
+from otel_repeat_guard.conventions.base import str_or_none
+from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
 from otel_repeat_guard.core.patterns import ToolFilter
-from otel_repeat_guard.decide.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
 from otel_repeat_guard.decide.recorder import CYCLE_EVENT, NO_PROGRESS_EVENT, REMINDER_EVENT
 from otel_repeat_guard.spans.span_events import contents_of, start_ns
 from otel_repeat_guard.store.records import REPEAT, DetectionRow, GuardEvents, ToolCallRow, service_name, storable
-from otel_repeat_guard.store.storable import _int_or_none, _str_or_none
+from otel_repeat_guard.store.storable import int_or_none
 
 _MAX_HELD = 4096
 
@@ -41,7 +42,7 @@ class LateDetections:
     def hold(self, trace_id: str, events: Sequence[Any]) -> None:
         for event in events:
             attributes = event.attributes or {}
-            call_id = _str_or_none(attributes.get("gen_ai.tool.call.id"))
+            call_id = str_or_none(attributes.get("gen_ai.tool.call.id"))
             if call_id is None:
                 continue
             if event.name in (CYCLE_EVENT, NO_PROGRESS_EVENT) or (
@@ -73,12 +74,12 @@ def requested_call_rows(span: ReadableSpan, tracked: ToolFilter, late: LateDetec
     at = start_ns(span)
     for index, event in enumerate(events):
         attributes = event.attributes or {}
-        tool, run = _str_or_none(attributes.get("gen_ai.tool.name")), _str_or_none(attributes.get(RUN))
+        tool, run = str_or_none(attributes.get("gen_ai.tool.name")), str_or_none(attributes.get(RUN))
         if event.name != CALL_EVENT or tool is None or run is None:
             continue
-        length = _int_or_none(attributes.get("repeat_tool_guard.run_length"))
-        tier = _str_or_none(attributes.get("repeat_tool_guard.tier"))
-        threshold = _int_or_none(attributes.get("repeat_tool_guard.threshold"))
+        length = int_or_none(attributes.get("repeat_tool_guard.run_length"))
+        tier = str_or_none(attributes.get("repeat_tool_guard.tier"))
+        threshold = int_or_none(attributes.get("repeat_tool_guard.threshold"))
         repeat = (
             (DetectionRow(REPEAT, length, reminder_tier=tier, reminder_threshold=threshold),)
             if length is not None and length >= 2
@@ -94,18 +95,18 @@ def requested_call_rows(span: ReadableSpan, tracked: ToolFilter, late: LateDetec
                     span_id=f"{format_span_id(context.span_id)}/{index}",
                     parent_span_id=format_span_id(context.span_id),
                     agent_key=run,
-                    agent_name=_str_or_none(attributes.get(RUN_NAME)),
+                    agent_name=str_or_none(attributes.get(RUN_NAME)),
                     agent_known=True,
                     tool_name=tool,
                     tracked=tracked[tool],
-                    arguments_digest=_str_or_none(attributes.get("repeat_tool_guard.arguments_digest")),
+                    arguments_digest=str_or_none(attributes.get("repeat_tool_guard.arguments_digest")),
                     arguments_preview=None,
                     error=False,
                     run_length=length,
                     reminder_tier=tier,
                     reminder_threshold=threshold,
-                    detections=repeat + late.take(trace_id, _str_or_none(attributes.get("gen_ai.tool.call.id"))),
-                    issuer_span_id=_str_or_none(attributes.get(ISSUER)),
+                    detections=repeat + late.take(trace_id, str_or_none(attributes.get("gen_ai.tool.call.id"))),
+                    issuer_span_id=str_or_none(attributes.get(ISSUER)),
                     charges_issuer=attributes.get(WASTED) is True,
                     decided=True,
                 )

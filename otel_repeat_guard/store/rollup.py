@@ -63,7 +63,7 @@ DELETE FROM model_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? 
 """
 
 
-def _label(name: str | None, key: str) -> str:
+def agent_label(name: str | None, key: str) -> str:
     """The agent label the dashboard shows: ``COALESCE(agent_name, agent_key)``."""
     return name if name is not None else key
 
@@ -71,7 +71,7 @@ def _label(name: str | None, key: str) -> str:
 RollupKey = tuple[int, str, str, str, bool]  # bucket_ns, service, agent label, tool, tracked
 
 
-class _Rollup:
+class CallRollup:
     """Per-group figures of some calls: added to (or taken from) ``call_rollup`` in one statement each."""
 
     def __init__(self) -> None:
@@ -132,7 +132,7 @@ class _Rollup:
 ModelRollupKey = tuple[int, str, str, str, str, str]  # bucket_ns, service, agent label, model, provider, wasted tool
 
 
-class _ModelRollup:
+class ModelRollup:
     """Token sums of some model calls, added to (or, with ``sign=-1``, taken from) ``model_rollup``."""
 
     def __init__(self) -> None:
@@ -169,6 +169,6 @@ class _ModelRollup:
         )
 
 
-def _rolled_up(pending: object, tokens_in: object) -> bool:
+def rolled_up(pending: object, tokens_in: object) -> bool:
     """Whether ``model_rollup`` holds a model call (schema.ROLLED_UP_MODEL_CALL)."""
     return not pending and (tokens_in if isinstance(tokens_in, int) else 0) <= SMALL_INPUT_TOKENS

@@ -16,18 +16,18 @@ import time
 from pathlib import Path
 
 from otel_repeat_guard.store.tables import (
-    _DETECTION_INDEXES,
-    _INDEXES,
-    _MODEL_INDEXES,
-    _TABLES,
-    _UPGRADES,
+    DETECTION_INDEXES,
+    INDEXES,
+    MODEL_INDEXES,
     MODEL_ROLLUP_FROM_CALLS,
     ROLLED_UP_MODEL_CALL,
     ROLLUP_BUCKET_NS,
     ROLLUP_FROM_CALLS,
     SMALL_INPUT_TOKENS,
-    _user_tables,
+    TABLES,
+    UPGRADES,
     rebuild_rollup,
+    user_tables,
 )
 
 __all__ = [
@@ -138,7 +138,7 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
     With ``upgradable``, an older version we know how to upgrade passes (the caller upgrades it).
     """
     try:
-        tables = _user_tables(conn)
+        tables = user_tables(conn)
         if not tables:
             return False
         if "repeat_guard_schema" not in tables:
@@ -160,11 +160,11 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
             f"{path} uses store schema version {version}, newer than the {SCHEMA_VERSION} this "
             f"otel-repeat-guard understands; upgrade otel-repeat-guard to read it"
         )
-    if version < SCHEMA_VERSION and not (upgradable and version in _UPGRADES):
+    if version < SCHEMA_VERSION and not (upgradable and version in UPGRADES):
         hint = (
             f"it is upgraded in place the next time a writer opens it: `otel-repeat-guard dashboard --db {shlex.quote(str(path))}`, "
             f"an `otel-repeat-guard ingest` or a SQLiteSpanExporter"
-            if version in _UPGRADES
+            if version in UPGRADES
             else "it was not written by a released otel-repeat-guard"
         )
         raise SchemaError(
@@ -227,13 +227,13 @@ def _open_for_writing_once(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")  # serializes schema creation between processes
         if not check_schema(conn, path, upgradable=True):
-            for statement in (*_TABLES, *_INDEXES, *_MODEL_INDEXES, *_DETECTION_INDEXES):
+            for statement in (*TABLES, *INDEXES, *MODEL_INDEXES, *DETECTION_INDEXES):
                 conn.execute(statement)
             conn.execute("INSERT INTO repeat_guard_schema VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         elif (version := _stored_version(conn)) < SCHEMA_VERSION:
             for step in range(version, SCHEMA_VERSION):
-                _UPGRADES[step](conn)
+                UPGRADES[step](conn)
             conn.execute("UPDATE repeat_guard_schema SET version = ?", (SCHEMA_VERSION,))
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

@@ -26,13 +26,9 @@ def storable_int(value: int) -> int:
     return value if low <= value <= high else max(low, min(high, value))
 
 
-def _storable_or_none(value: int | None) -> int | None:
+def storable_or_none(value: int | None) -> int | None:
     return None if value is None else storable_int(value)
 
 
-def _int_or_none(value: object) -> int | None:
+def int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None

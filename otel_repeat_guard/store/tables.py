@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 
-_TABLES = (
+TABLES = (
     """CREATE TABLE IF NOT EXISTS repeat_guard_schema (
         application TEXT NOT NULL,
         version INTEGER NOT NULL
@@ -173,7 +173,7 @@ ROLLED_UP_MODEL_CALL = f"agent_pending = 0 AND COALESCE(input_tokens, 0) <= {SMA
 
 # Schema 4: model calls by span (one row each), by run in time order (the call that issued a tool
 # call, the model a reminder reached, a run's timeline), by time, by pending parent, and by conversation.
-_MODEL_INDEXES = (
+MODEL_INDEXES = (
     "CREATE UNIQUE INDEX IF NOT EXISTS model_calls_span_unique ON model_calls(trace_id, span_id)",
     "CREATE INDEX IF NOT EXISTS model_calls_agent ON model_calls(agent_key, start_ns)",
     # Covers the token sums and the recent conversations, filters included, in one index scan by time.
@@ -192,9 +192,9 @@ _MODEL_INDEXES = (
 )
 
 # Schema 5: one kind's detections by time (the dashboard's loop-kind filter and its over-time chart).
-_DETECTION_INDEXES = ("CREATE INDEX IF NOT EXISTS detections_kind ON detections(kind, end_ns)",)
+DETECTION_INDEXES = ("CREATE INDEX IF NOT EXISTS detections_kind ON detections(kind, end_ns)",)
 
-_INDEXES = (
+INDEXES = (
     # One row per span, whatever the number of concurrent exporters and ingests: inserts are OR IGNORE.
     "CREATE UNIQUE INDEX IF NOT EXISTS tool_calls_span_unique ON tool_calls(trace_id, span_id)",
     "CREATE INDEX IF NOT EXISTS tool_calls_end ON tool_calls(end_ns)",
@@ -247,13 +247,13 @@ def rebuild_rollup(conn: sqlite3.Connection) -> None:
     """Recompute ``call_rollup`` and ``model_rollup`` from the calls (call inside a write transaction)."""
     conn.execute("DELETE FROM call_rollup")
     conn.execute(f"INSERT INTO call_rollup {ROLLUP_FROM_CALLS}")
-    if "model_rollup" in _user_tables(conn):
+    if "model_rollup" in user_tables(conn):
         conn.execute("DELETE FROM model_rollup")
         conn.execute(f"INSERT INTO model_rollup {MODEL_ROLLUP_FROM_CALLS}")
 
 
 def _upgrade_from_1(conn: sqlite3.Connection) -> None:
-    for statement in (*_TABLES, *_INDEXES):
+    for statement in (*TABLES, *INDEXES):
         conn.execute(statement)
     conn.execute("DROP INDEX IF EXISTS tool_calls_repeats")  # replaced by tool_calls_repeats_by_time
     rebuild_rollup(conn)
@@ -269,7 +269,7 @@ def _upgrade_from_2(conn: sqlite3.Connection) -> None:
     conn.execute(f"DELETE FROM tool_call_arguments WHERE call_id NOT IN ({duplicates})")
     removed = conn.execute(f"DELETE FROM tool_calls WHERE id NOT IN ({duplicates})").rowcount
     conn.execute("DROP INDEX IF EXISTS tool_calls_span")  # ingest's lookup index: the unique one serves it
-    for statement in _INDEXES:
+    for statement in INDEXES:
         conn.execute(statement)
     if removed:
         rebuild_rollup(conn)
@@ -278,7 +278,7 @@ def _upgrade_from_2(conn: sqlite3.Connection) -> None:
 def _upgrade_from_3(conn: sqlite3.Connection) -> None:
     """Schema 4: the model-call tables and their indexes; agent filter entries no call is labelled with
     any more (run keys shown before their run span named them) are removed."""
-    for statement in (*_TABLES, *_MODEL_INDEXES):
+    for statement in (*TABLES, *MODEL_INDEXES):
         conn.execute(statement)
     conn.execute("DELETE FROM dimensions WHERE kind = 'agent' AND value NOT IN (SELECT agent FROM call_rollup)")
 
@@ -286,7 +286,7 @@ def _upgrade_from_3(conn: sqlite3.Connection) -> None:
 def _upgrade_from_4(conn: sqlite3.Connection) -> None:
     """Schema 5: the ``detections`` table, with a repeat row for every repeated call already stored (the other
     kinds were never stored before), and the repeat kind in the filter lists if there is one."""
-    for statement in (*_TABLES, *_DETECTION_INDEXES):
+    for statement in (*TABLES, *DETECTION_INDEXES):
         conn.execute(statement)
     conn.execute(
         "INSERT OR IGNORE INTO detections (call_id, kind, end_ns, run_length, reminder_tier, reminder_threshold)"
@@ -309,9 +309,9 @@ def _upgrade_from_5(conn: sqlite3.Connection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
-_UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
+UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
 
 
-def _user_tables(conn: sqlite3.Connection) -> set[str]:
+def user_tables(conn: sqlite3.Connection) -> set[str]:
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
     return {str(name) for (name,) in rows}

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_repeat_guard.clickhouse.client import ChdbClient
 from otel_repeat_guard.clickhouse.spans import TableSpans, row_span
 from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.decide.facts import ISSUER, RUN, WASTED
+from otel_repeat_guard.core.facts import ISSUER, RUN, WASTED
 
 
 def _identity(span: ReadableSpan) -> tuple[object, ...]:

@@ -94,7 +94,7 @@ def test_the_entry_point_that_otel_propagators_names_is_the_propagator() -> None
 
 
 def test_the_installed_guard_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    from otel_repeat_guard.setup import installed
+    from otel_repeat_guard import installed
 
     agent = Process(GuardConfig())
     monkeypatch.setattr(installed, "_guard", agent.guard)

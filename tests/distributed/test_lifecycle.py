@@ -110,7 +110,7 @@ def test_zero_code_setup_with_a_shared_store_drains_a_redis_inbox(redis_server: 
     """Under opentelemetry-instrument, an agent process's adapters drain what its workers raised."""
     from opentelemetry.sdk.trace import TracerProvider
 
-    from otel_repeat_guard.setup import installed
+    from otel_repeat_guard import installed
     from otel_repeat_guard.setup.zero_code import install
 
     previous_guard, previous_inbox = installed.installed_guard(), installed.default_inbox()

@@ -9,9 +9,9 @@ import pytest
 from opentelemetry import trace
 
 from otel_repeat_guard import ReminderInbox, RepeatGuardSpanProcessor, default_inbox
+from otel_repeat_guard.installed import set_installed_guard
 from otel_repeat_guard.integrations._common import check_sources, unguarded
 from otel_repeat_guard.integrations.claude_agent_sdk import RepeatGuardHooks
-from otel_repeat_guard.setup.installed import set_installed_guard
 
 
 @pytest.fixture

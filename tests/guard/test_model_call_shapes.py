@@ -12,7 +12,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id
 
-from otel_repeat_guard.decide.facts import ISSUER, RUN, WASTED, WRAPPER
+from otel_repeat_guard.core.facts import ISSUER, RUN, WASTED, WRAPPER
 
 from .conftest import Harness, make_harness
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind, format_span_id
 
-from otel_repeat_guard.decide.facts import NESTED, RUN
+from otel_repeat_guard.core.facts import NESTED, RUN
 from otel_repeat_guard.store import SQLiteSpanExporter
 
 from .conftest import Harness, make_harness

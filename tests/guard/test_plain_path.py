@@ -1,7 +1,8 @@
-"""The plain-span path (a tool span read in place by its read plan) against the general path through the conventions.
+"""The plain case of ``Guard.tool_call`` (nothing pending, the span straight under its run's span) against its
+general body.
 
-Two guards see the same spans, one with the in-place reading switched off; every span's events and every
-reminder must be the same. The spans mix what the in-place reading handles with everything it hands on:
+Two guards see the same spans, one with the plain case switched off (``fast_path=False``); every span's events and
+every reminder must be the same. The spans mix what the plain case takes with everything it leaves to the body:
 explicit agents, call ids, long and non-JSON arguments, missing arguments, failures, OpenLLMetry marks and
 wrappers, OpenInference call wrappers and redactions,
 pydantic-ai's span name, tools under a nested span, and model calls that ask for tools.
@@ -177,22 +178,17 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
 
 @settings(max_examples=150, deadline=None)
 @given(steps_of)
-def test_the_plain_path_decides_exactly_as_the_conventions_do(steps: list[tuple[str, Any, Any, str]]) -> None:
+def test_the_plain_case_decides_exactly_as_the_general_body_does(steps: list[tuple[str, Any, Any, str]]) -> None:
     assert _run(steps, plain=True) == _run(steps, plain=False)
 
 
 @settings(max_examples=100, deadline=None)
 @given(steps_of)
-def test_the_plain_path_records_the_same_facts_as_the_conventions(steps: list[tuple[str, Any, Any, str]]) -> None:
+def test_the_plain_case_records_the_same_facts_as_the_general_body(steps: list[tuple[str, Any, Any, str]]) -> None:
     assert _run(steps, plain=True, facts=True) == _run(steps, plain=False, facts=True)
 
 
-def test_the_default_guard_reads_plain_spans_in_place() -> None:
-    assert RepeatGuardSpanProcessor()._guard._plain is not None
-    assert RepeatGuardSpanProcessor(fast_path=False)._guard._plain is None
-
-
-def test_a_plain_run_of_repeats_is_read_in_place_and_reminded() -> None:
+def test_a_plain_run_of_repeats_is_reminded() -> None:
     steps = [("tool", "grep", '{"q": 1}', "plain")] * 3
     seen, reminders = _run(steps, plain=True)
     assert [r.run_length for r in reminders] == [2, 3]
@@ -204,21 +200,21 @@ def _outcomes_and_general_calls(
 ) -> tuple[dict[tuple[str, str, str], int], int]:
     """Two runs of one agent interleaved, each reminded at 2 and then breaking or keeping its loop: the
     reminder outcomes the guard counts, and (``count_general``, interpreted build only: a compiled class's
-    methods cannot be wrapped) how many tool spans it handed to the general path."""
+    methods cannot be wrapped) how many tool calls went through the general body of ``Guard.tool_call``."""
     reader = InMemoryMetricReader()
     guard = RepeatGuardSpanProcessor(
         GuardConfig(thresholds=(2,)), fast_path=plain, meter_provider=MeterProvider(metric_readers=[reader])
     )
     general = 0
     if count_general:
-        inner = guard._guard.tool_call
+        inner = guard._guard._count  # how the general body counts a call; the plain case counts it itself
 
-        def counted(*args: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
             nonlocal general
             general += 1
-            return inner(*args)
+            return inner(*args, **kwargs)
 
-        guard._guard.tool_call = counted  # type: ignore[method-assign]
+        guard._guard._count = counted  # type: ignore[method-assign]
     provider = TracerProvider()
     provider.add_span_processor(guard)
     tracer = provider.get_tracer("settle")
@@ -235,75 +231,13 @@ def _outcomes_and_general_calls(
     return reminder_outcomes(reader), general
 
 
-def test_the_call_after_a_reminder_settles_it_on_the_plain_path_as_the_general_path_does() -> None:
+def test_the_call_after_a_reminder_settles_it_in_the_plain_case_as_the_general_body_does() -> None:
     outcomes, _ = _outcomes_and_general_calls(plain=True)
     assert outcomes == {("broken", "repeat", "gentle"): 1, ("ignored", "repeat", "gentle"): 1}
     assert outcomes == _outcomes_and_general_calls(plain=False)[0]
 
 
 @pytest.mark.skipif(build_mode() == "compiled", reason="a compiled class's methods cannot be wrapped from Python")
-def test_the_call_after_a_reminder_is_read_in_place() -> None:
-    assert _outcomes_and_general_calls(plain=True, count_general=True)[1] == 0
+def test_only_the_calls_after_a_reminder_take_the_general_body_and_fast_path_off_sends_every_call() -> None:
+    assert _outcomes_and_general_calls(plain=True, count_general=True)[1] == 2  # it settles the two reminders
     assert _outcomes_and_general_calls(plain=False, count_general=True)[1] == 6  # the control: every call
-
-
-def _recording(method: Any, calls: list[tuple[Any, ...]]) -> Any:
-    def recorded(*args: Any) -> Any:
-        calls.append(args)
-        return method(*args)
-
-    return recorded
-
-
-@pytest.mark.skipif(build_mode() == "compiled", reason="a compiled class's methods cannot be wrapped from Python")
-def test_openllmetry_arguments_are_read_in_place_unless_their_object_is_a_wrapper() -> None:
-    """OpenLLMetry's plan looks at the arguments' object, not its text: escapes and a wrapper's key below the top
-    are read in place; a wrapper, escaped or not, and a text msgspec cannot read go to the convention's reader."""
-    in_place = ['{"args": [], "kwargs": {"q": "\\u00e9"}}', '{"kwargs": {"input_str": 1}}', "[1]", '"text"']
-    general = ['{"input_str": "x", "inputs": {}}', '{"\\u0074ool_name": "grep", "arguments": {}}', "{NaN}", "x"]
-    counts: dict[str, int] = {}
-    for arguments in in_place + general:
-        guard = RepeatGuardSpanProcessor()
-        calls: list[tuple[Any, ...]] = []  # the spans its plan left to the convention's reader
-        readers = guard._guard._tool_readers
-        guard._guard._tool_readers = tuple(None if read is None else _recording(read, calls) for read in readers)
-        provider = TracerProvider()
-        provider.add_span_processor(guard)
-        tracer = provider.get_tracer("openllmetry")
-        run = tracer.start_span("coder.workflow", attributes={"traceloop.span.kind": "workflow"})
-        span = tracer.start_span("grep.tool", context=set_span_in_context(run))
-        span.set_attributes({"traceloop.span.kind": "tool", "traceloop.entity.name": "grep"})
-        span.set_attribute("traceloop.entity.input", arguments)
-        span.end()
-        run.end()
-        counts[arguments] = len(calls)
-    assert counts == {**dict.fromkeys(in_place, 0), **dict.fromkeys(general, 1)}
-
-
-def test_each_span_gets_the_read_plan_of_the_first_convention_that_marks_it() -> None:
-    """Built once from the marks: a span with OpenLLMetry's and GenAI's marks goes by OpenLLMetry's plan, as the
-    ordered readers would."""
-    from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, GenAIConvention, SpanRouter, TraceloopConvention
-
-    router = SpanRouter(DEFAULT_CONVENTIONS)
-    plans = router.read_plans()
-    both = router.route("t", {"traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool"})
-    assert plans[both & router.tool_bits] is TraceloopConvention.read_plan
-    genai = router.route("t", {"gen_ai.operation.name": "execute_tool"})
-    assert plans[genai & router.tool_bits] is GenAIConvention.read_plan
-    assert plans[router.route("running tool", {}) & router.tool_bits] is None  # pydantic-ai's: by name, no plan
-
-
-@pytest.mark.skipif(build_mode() == "compiled", reason="compiled classes cannot be subclassed from Python")
-def test_a_subclass_with_a_read_of_its_own_has_no_read_plan() -> None:
-    from otel_repeat_guard.conventions import OpenInferenceConvention, SpanRouter
-
-    class Renamed(OpenInferenceConvention):
-        def read(self, name: str, attributes: Any, events: Any) -> Any:
-            return None
-
-    class Same(OpenInferenceConvention):
-        pass
-
-    assert SpanRouter([Renamed()]).read_plans() == (None, None)
-    assert SpanRouter([Same()]).read_plans() == (None, OpenInferenceConvention.read_plan)

@@ -194,7 +194,7 @@ def test_inner_must_be_a_model_context(g: Guarded) -> None:
 
 def test_guard_and_inbox_default_to_the_process_wide_ones(g: Guarded) -> None:
     from otel_repeat_guard import default_inbox
-    from otel_repeat_guard.setup.installed import set_installed_guard
+    from otel_repeat_guard.installed import set_installed_guard
 
     previous = set_installed_guard(None)
     try:

@@ -766,8 +766,8 @@ def test_zero_code_switches_on_the_named_adapters(
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
+    from otel_repeat_guard.installed import default_inbox, installed_guard, set_installed_guard
     from otel_repeat_guard.setup import zero_code
-    from otel_repeat_guard.setup.installed import default_inbox, installed_guard, set_installed_guard
 
     provider = TracerProvider()
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)  # the provider opentelemetry-instrument set up

@@ -52,9 +52,9 @@ from openinference.instrumentation.haystack import HaystackInstrumentor  # noqa:
 from openinference.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 
 from otel_repeat_guard import Reminder  # noqa: E402
+from otel_repeat_guard.installed import default_inbox, set_installed_guard  # noqa: E402
 from otel_repeat_guard.integrations import _common  # noqa: E402
 from otel_repeat_guard.integrations.haystack import RepeatGuardHook  # noqa: E402
-from otel_repeat_guard.setup.installed import default_inbox, set_installed_guard  # noqa: E402
 
 PARIS_PROMPT = [ChatMessage.from_user("Weather in Paris?")]
 LYON_PROMPT = [ChatMessage.from_user("Weather in Lyon?")]

@@ -176,7 +176,7 @@ def test_the_graph_sees_lazy_relative_nested_and_type_only_imports() -> None:
         "else:\n"
         "    from otel_repeat_guard.core.patterns import Pattern\n"
         "def later():\n"
-        "    from otel_repeat_guard.setup.installed import installed_guard\n"
+        "    from otel_repeat_guard.installed import installed_guard\n"
         "    class Inner:\n"
         "        def deeper(self):\n"
         "            from .. import inbox\n"
@@ -193,7 +193,7 @@ def test_the_graph_sees_lazy_relative_nested_and_type_only_imports() -> None:
         ("core.canonical", 5),
         ("processor", 7),
         ("core.patterns", 9),
-        ("setup.installed", 11),
+        ("installed", 11),
         ("inbox", 14),
         ("core.chains", 16),
         ("ingest", 18),  # the nearest module of a dotted name
@@ -216,3 +216,64 @@ def test_no_module_in_the_package_is_over_500_lines() -> None:
     lengths = {path.relative_to(PACKAGE.parent): len(path.read_text(encoding="utf-8").splitlines()) for path in sources}
     over = sorted((lines, str(path)) for path, lines in lengths.items() if lines > MAX_LINES)
     assert not over, f"modules over {MAX_LINES} lines: " + ", ".join(f"{p} ({n})" for n, p in reversed(over))
+
+
+MAX_ROOT_MODULES = 12
+
+
+def test_the_package_root_holds_at_most_12_modules() -> None:
+    root = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert "processor.py" in root
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at the package root: {root}"
+
+
+def _own_private_names(tree: ast.AST) -> set[str]:
+    """The private names a module defines: its functions and classes, what it sets on ``self`` or ``cls``, its slots."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            own.add(node.attr)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List)):
+            slots = any(isinstance(target, ast.Name) and target.id == "__slots__" for target in node.targets)
+            own |= {e.value for e in node.value.elts if slots and isinstance(e, ast.Constant)}
+    return own
+
+
+def private_reaches(module: str, tree: ast.AST) -> list[str]:
+    """``obj._x`` where ``_x`` is no name the module defines itself, and private names imported from another module."""
+    own, found = _own_private_names(tree), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) and node.attr not in own:
+                found.append(f"{module}:{node.lineno} reads {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(NAME):
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{node.module}.{alias.name}" not in MODULES:  # a private module is no private name
+                    found.append(f"{module}:{node.lineno} imports {alias.name} from {node.module}")
+    return found
+
+
+def test_no_module_reaches_into_another_objects_private_names_but_span_events() -> None:
+    """Objects own their state: only :mod:`otel_repeat_guard.spans.span_events` touches the SDK's private names."""
+    reaches = []
+    for module, path in MODULES.items():
+        if module != f"{NAME}.spans.span_events":
+            reaches += private_reaches(module, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    assert not reaches, "private names reached across modules:\n" + "\n".join(reaches)
+
+
+def test_the_private_name_check_sees_reads_and_imports_but_not_a_modules_own() -> None:
+    source = (
+        "from otel_repeat_guard.store.sql import _HIDDEN\n"
+        "class A:\n"
+        "    __slots__ = ('_kept',)\n"
+        "    def _mine(self, other): return other._kept, other._mine()\n"
+        "def f(span): return span._attributes\n"
+    )
+    assert sorted(private_reaches("m", ast.parse(source))) == [
+        "m:1 imports _HIDDEN from otel_repeat_guard.store.sql",
+        "m:5 reads span._attributes",
+    ]

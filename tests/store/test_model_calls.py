@@ -485,7 +485,7 @@ def test_a_frameworks_model_span_around_its_clients_is_one_model_call(tmp_path: 
     whose tokens a repeat charges. Two turns: a tool call asked for twice (the second wastes its issuer), then text."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-    from otel_repeat_guard.decide.facts import WRAPPER
+    from otel_repeat_guard.core.facts import WRAPPER
 
     db = tmp_path / "store.db"
     exporter = SQLiteSpanExporter(db)

@@ -135,7 +135,7 @@ def run_timeline(
     sql = "SELECT EXISTS (SELECT 1 FROM agent_runs WHERE agent_key = ?) AS ended"
     run_ended = one(conn, sql, (agent_key,))["ended"]
     more = bool(len(frame) >= limit)
-    return _annotate_timeline(frame, ended=bool(run_ended) and not more)
+    return annotate_timeline(frame, ended=bool(run_ended) and not more)
 
 
 class _Tracked(NamedTuple):
@@ -146,7 +146,7 @@ class _Tracked(NamedTuple):
     digest: str | None  # of its canonical arguments
 
 
-def _annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
+def annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
     """Position, tokens and the notes of a timeline, from its rows in order (pure pandas, no SQL)."""
     notes = [""] * len(frame)
     outcomes: list[str] = [""] * len(frame)
