@@ -33,8 +33,8 @@ from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, roll_up
 from otel_repeat_guard.clickhouse.table import TRACES_DDL
 from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.settings import STORE_ENV
+from otel_repeat_guard.store.queries import Filters
 
 BASE_S = 1_767_225_600  # 2026-01-01 UTC
 CHUNK = 1_000_000

@@ -31,9 +31,9 @@ from typing import TypeVar
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from otel_repeat_guard.dashboard import VIEWS, costs, queries
-from otel_repeat_guard.dashboard.queries import Filters
-from otel_repeat_guard.store import DB_ENV, open_for_reading, open_for_writing
+from otel_repeat_guard.dashboard import VIEWS, costs
+from otel_repeat_guard.store import DB_ENV, open_for_reading, open_for_writing, queries
+from otel_repeat_guard.store.queries import Filters
 from otel_repeat_guard.store.schema import rebuild_rollup
 
 TOOLS = [f"tool_{i:02d}" for i in range(40)] + ["todo_write"]

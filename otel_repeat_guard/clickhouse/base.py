@@ -26,7 +26,7 @@ from otel_repeat_guard.clickhouse.rollup import (
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.patterns import ToolFilter
-from otel_repeat_guard.dashboard.queries.filters import Filters
+from otel_repeat_guard.store.queries.filters import Filters
 
 _FAR = 2**62
 LOOK_S = 1.0

@@ -17,9 +17,9 @@ from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
 from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
-from otel_repeat_guard.dashboard.queries.filters import Filters
 from otel_repeat_guard.decide.blind_spots import explain as explain_reason
 from otel_repeat_guard.decide.blind_spots import fix_for
+from otel_repeat_guard.store.queries.filters import Filters
 
 MAX_NS = 2**63 - 1
 """The end of every range: the table's whole span, for ``ingest --from``."""

@@ -15,9 +15,9 @@ from otel_repeat_guard.clickhouse.calls import SLACK_NS
 from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import arguments_preview
-from otel_repeat_guard.dashboard.queries.conversations import RECENT_MODEL_CALLS
-from otel_repeat_guard.dashboard.queries.filters import Filters, tiers_shown
-from otel_repeat_guard.dashboard.queries.runs import annotate_timeline
+from otel_repeat_guard.store.queries.conversations import RECENT_MODEL_CALLS
+from otel_repeat_guard.store.queries.filters import Filters, tiers_shown
+from otel_repeat_guard.store.queries.runs import annotate_timeline
 
 _FAR = 2**62
 _OUTCOME_COLUMNS = ["tier", "tool", "agent", "model", "outcome", "reminders"]

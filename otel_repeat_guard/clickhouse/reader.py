@@ -15,9 +15,9 @@ import pandas as pd
 from otel_repeat_guard.clickhouse import drill
 from otel_repeat_guard.clickhouse.base import TableReader
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
-from otel_repeat_guard.dashboard.queries.filters import TIERS, Filters, tiers_shown
-from otel_repeat_guard.dashboard.queries.overview import long_form
-from otel_repeat_guard.dashboard.queries.reminders import REMINDER_WINDOW
+from otel_repeat_guard.store.queries.filters import TIERS, Filters, tiers_shown
+from otel_repeat_guard.store.queries.overview import long_form
+from otel_repeat_guard.store.queries.reminders import REMINDER_WINDOW
 from otel_repeat_guard.store.records import CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE, REPEAT
 
 _KIND_COLUMNS = {

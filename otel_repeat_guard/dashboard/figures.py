@@ -8,7 +8,7 @@ from decimal import Decimal
 import pandas as pd
 
 from otel_repeat_guard.dashboard import costs
-from otel_repeat_guard.dashboard.queries import OUTCOMES
+from otel_repeat_guard.store.queries import OUTCOMES
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.store import queries
+from otel_repeat_guard.store.queries import Filters
 from otel_repeat_guard.store.schema import has_rows, open_for_reading
 
 P = ParamSpec("P")
@@ -73,8 +73,17 @@ def _on_connection(query: Callable[Concatenate[sqlite3.Connection, P], T]) -> Ca
     return method
 
 
+QUESTIONS: tuple[str, ...] = tuple(
+    name
+    for name, member in vars(Reader).items()
+    if callable(member) and name[0] != "_" and name not in ("has_data", "close")
+)
+"""The questions a :class:`Reader` answers from its ``queries``: the protocol's list, written once."""
+
+
 class SQLiteReader:
-    """The embedded store at ``path``: the default reader."""
+    """The embedded store at ``path``: the default reader. Each of :data:`QUESTIONS` is the ``queries`` function
+    of that name, asked on a fresh read-only connection."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -90,28 +99,9 @@ class SQLiteReader:
     def close(self) -> None:
         """Nothing held between questions."""
 
-    time_bounds = _on_connection(queries.time_bounds)
-    filter_options = _on_connection(queries.filter_options)
-    headline = _on_connection(queries.headline)
-    hotspots_by_tool = _on_connection(queries.hotspots_by_tool)
-    hotspots_by_agent = _on_connection(queries.hotspots_by_agent)
-    model_tokens = _on_connection(queries.model_tokens)
-    wasted_tokens = _on_connection(queries.wasted_tokens)
-    has_model_calls = _on_connection(queries.has_model_calls)
-    reminder_outcomes = _on_connection(queries.reminder_outcomes)
-    reminder_count = _on_connection(queries.reminder_count)
-    over_time = _on_connection(queries.over_time)
-    run_lengths = _on_connection(queries.run_lengths)
-    unguarded_calls = _on_connection(queries.unguarded_calls)
-    excluded_tools = _on_connection(queries.excluded_tools)
-    hotspot_runs = _on_connection(queries.hotspot_runs)
-    hotspot_loops = _on_connection(queries.hotspot_loops)
-    agent_cycles = _on_connection(queries.agent_cycles)
-    cycle_calls = _on_connection(queries.cycle_calls)
-    loop_start_ns = _on_connection(queries.loop_start_ns)
-    run_timeline = _on_connection(queries.run_timeline)
-    conversations = _on_connection(queries.conversations)
-    conversation_runs = _on_connection(queries.conversation_runs)
+
+for _question in QUESTIONS:
+    setattr(SQLiteReader, _question, _on_connection(getattr(queries, _question)))
 
 
 def is_clickhouse(store: str) -> bool:
@@ -134,4 +124,4 @@ def reader_for(store: str) -> Reader:
         from otel_repeat_guard.clickhouse.target import parse  # noqa: PLC0415
 
         return ClickHouseReader(parse(store))
-    return SQLiteReader(store)
+    return cast("Reader", SQLiteReader(store))  # its questions are set from the protocol's list

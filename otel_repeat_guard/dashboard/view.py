@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from otel_repeat_guard.dashboard import queries, reads
-from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard import reads
 from otel_repeat_guard.dashboard.sections.wording import Wording, wording
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS, Settings
+from otel_repeat_guard.store import queries
+from otel_repeat_guard.store.queries import Filters
 from otel_repeat_guard.store.schema import StoreError, store_error
 
 _KEY = "repeat_guard_view"

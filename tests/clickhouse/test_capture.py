@@ -11,8 +11,8 @@ import pytest
 
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
+from otel_repeat_guard.store.queries import Filters
 from tests.clickhouse.test_figures import QUESTIONS, _same, same_drill_down
 
 

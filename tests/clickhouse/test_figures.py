@@ -12,8 +12,8 @@ import pytest
 
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import Reader, SQLiteReader, reader_for
+from otel_repeat_guard.store.queries import Filters
 
 BANDS = (200_000,)
 

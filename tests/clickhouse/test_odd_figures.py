@@ -24,10 +24,10 @@ from otel_repeat_guard.clickhouse.client import ChdbClient
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.conventions.usage import MAX_TOKENS
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
 from otel_repeat_guard.ingest.otlp_json import decode_line
 from otel_repeat_guard.store import SQLiteSpanExporter
+from otel_repeat_guard.store.queries import Filters
 from tests.clickhouse.filling import fill
 from tests.clickhouse.test_figures import QUESTIONS, _same
 

@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.target import Target
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
 from otel_repeat_guard.store import SQLiteSpanExporter
+from otel_repeat_guard.store.queries import Filters
 from tests.clickhouse.filling import fill
 from tests.clickhouse.test_figures import QUESTIONS, _same, same_drill_down
 

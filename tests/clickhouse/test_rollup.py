@@ -16,8 +16,8 @@ from otel_repeat_guard.clickhouse.commands import open_reader
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.target import Target, TargetError, parse
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import SQLiteReader
+from otel_repeat_guard.store.queries import Filters
 from tests.clickhouse.filling import fill
 from tests.clickhouse.test_figures import QUESTIONS, _filters, _same, same_drill_down
 

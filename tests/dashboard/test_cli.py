@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from otel_repeat_guard.cli.main import dashboard_command, main
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.store import (
     SCHEMA_VERSION,
     SQLiteSpanExporter,
     StoreAccessError,
     open_for_reading,
     open_for_writing,
+    queries,
 )
+from otel_repeat_guard.store.queries import Filters
 
 CLI = shutil.which("otel-repeat-guard") or str(Path(sys.executable).with_name("otel-repeat-guard"))
 

@@ -17,12 +17,11 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.decide import metrics as guard_metrics
 from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import scenario
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store import open_for_reading, queries
+from otel_repeat_guard.store.queries import Filters
 
 OUTCOMES_METRIC = "repeat_tool_guard.reminder_outcomes"
 T = TypeVar("T")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from otel_repeat_guard.dashboard import costs, figures, queries
-from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard import costs, figures
 from otel_repeat_guard.dashboard.sections.wording import WORDING, loop_calls, plural
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store import open_for_reading, queries
+from otel_repeat_guard.store.queries import Filters
 
 
 def test_hotspots_without_wasted_tokens_count_zero_and_pandas_warns_nothing(seeded_db: Path) -> None:

@@ -11,9 +11,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from test_app import APP, goto, metrics, run_app, table
 
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.dashboard.queries import TIERS, Filters
-from otel_repeat_guard.store import DB_ENV, open_for_reading
+from otel_repeat_guard.store import DB_ENV, open_for_reading, queries
+from otel_repeat_guard.store.queries import TIERS, Filters
 
 FILTERS = ("services", "agents", "tools", "tiers")
 

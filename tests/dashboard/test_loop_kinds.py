@@ -10,8 +10,7 @@ import pytest
 import streamlit as st
 from test_app import goto, metrics, run_app, table
 
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store import open_for_reading, queries
 from tests.store.loop_agent import LoopAgent, cycler, every_kind, repeat_in_cycle
 
 

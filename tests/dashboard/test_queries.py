@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from replay import Turn, replay
 
-from otel_repeat_guard.dashboard import costs, queries
-from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.dashboard import costs
 from otel_repeat_guard.demo.scenario import AgentScript
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store import open_for_reading, queries
+from otel_repeat_guard.store.queries import Filters
 from otel_repeat_guard.store.schema import ROLLUP_FROM_CALLS
 
 

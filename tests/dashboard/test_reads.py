@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from otel_repeat_guard.dashboard import reads
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import Reader
+from otel_repeat_guard.store.queries import Filters
 
 ASKED: list[str] = []
 

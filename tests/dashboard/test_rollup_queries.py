@@ -14,9 +14,8 @@ from collections.abc import Iterator
 import pandas as pd
 import pytest
 
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.dashboard.queries import Filters
-from otel_repeat_guard.store import open_for_reading, open_for_writing
+from otel_repeat_guard.store import open_for_reading, open_for_writing, queries
+from otel_repeat_guard.store.queries import Filters
 from otel_repeat_guard.store.schema import ROLLUP_BUCKET_NS, rebuild_rollup
 
 DAY = ROLLUP_BUCKET_NS

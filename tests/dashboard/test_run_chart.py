@@ -12,8 +12,8 @@ import pytest
 import streamlit as st
 from test_app import run_app
 
-from otel_repeat_guard.dashboard import queries, run_chart
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.dashboard import run_chart
+from otel_repeat_guard.store import open_for_reading, queries
 
 
 @pytest.fixture(autouse=True)

@@ -34,10 +34,9 @@ from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, VercelAIConvention, find_agent_run, find_tool_call
 from otel_repeat_guard.conventions.usage import cache_usage, token_usage
 from otel_repeat_guard.core.canonical import canonical_arguments
-from otel_repeat_guard.dashboard import queries
 from otel_repeat_guard.ingest import Ingest, IngestOptions
 from otel_repeat_guard.ingest.playback import play
-from otel_repeat_guard.store import open_for_reading
+from otel_repeat_guard.store import open_for_reading, queries
 from tests.integrations.scenario import metric_points
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vercel_ai" / "vercel_ai_spans.jsonl"

@@ -451,9 +451,8 @@ def whole_chain(g: Guarded, tool: str = "lookup") -> Figures:
     """The figures of :func:`expected_whole_chain` as the store (through the dashboard's queries) and the
     guard's metrics give them. The run of the timeline is the one the dashboard drills into: that of
     the longest run of ``tool``."""
-    from otel_repeat_guard.dashboard import queries
     from otel_repeat_guard.decide import metrics as names
-    from otel_repeat_guard.store import open_for_reading
+    from otel_repeat_guard.store import open_for_reading, queries
 
     assert g.store is not None, "make the guard with make_guarded(store=...) or the `stored` fixture"
     conn, _ = open_for_reading(g.store.path)

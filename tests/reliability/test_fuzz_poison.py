@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.store import SQLiteSpanExporter, open_for_reading
+from otel_repeat_guard.store import SQLiteSpanExporter, open_for_reading, queries
 
 POISON_TEXT = st.sampled_from(
     [

@@ -27,9 +27,8 @@ from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
 from otel_repeat_guard.cli import main as cli
-from otel_repeat_guard.dashboard import queries
-from otel_repeat_guard.dashboard.queries import Filters
-from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_reading
+from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_reading, queries
+from otel_repeat_guard.store.queries import Filters
 
 SECRET = "sk-live-PLANTED-51c9e0f4a7d3"
 CALLS = 6  # one run of six: a gentle reminder at 3, a detailed one (which quotes the arguments) at 5

@@ -420,8 +420,9 @@ def test_cache_reads_and_writes_are_read_in_three_vocabularies() -> None:
 def test_cached_input_is_priced_at_the_cache_rates_genai_prices_gives(tmp_path: Path) -> None:
     import genai_prices
 
-    from otel_repeat_guard.dashboard import costs, queries
-    from otel_repeat_guard.dashboard.queries import Filters
+    from otel_repeat_guard.dashboard import costs
+    from otel_repeat_guard.store import queries
+    from otel_repeat_guard.store.queries import Filters
 
     db = tmp_path / "store.db"
     agent = Agent(db)

@@ -24,10 +24,10 @@ from opentelemetry.trace import SpanContext, TraceFlags
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.conventions.usage import MAX_TOKENS
 from otel_repeat_guard.core.canonical import arguments_key
-from otel_repeat_guard.dashboard.queries import Filters
-from otel_repeat_guard.dashboard.queries.hotspots import model_tokens
 from otel_repeat_guard.decide.blind_spots import NO_USAGE_WARNING
 from otel_repeat_guard.store import SQLiteSpanExporter
+from otel_repeat_guard.store.queries import Filters
+from otel_repeat_guard.store.queries.hotspots import model_tokens
 
 HUGE = "9" * 5_000
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
-from otel_repeat_guard.dashboard.queries import Filters
+from otel_repeat_guard.store.queries import Filters
 
 PARAMS = {"service": "services", "agent": "agents", "tool": "tools", "tier": "tiers"}
 """Address parameter -> the sidebar's widget key (and ``Filters`` field)."""

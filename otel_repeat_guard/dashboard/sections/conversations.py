@@ -9,10 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import reads
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.sections import timeline
 from otel_repeat_guard.dashboard.sections.wording import Wording, plural
 from otel_repeat_guard.dashboard.settings import Settings
+from otel_repeat_guard.store.queries import Filters
 
 
 def draw(db: str, listed: pd.DataFrame, filters: Filters, settings: Settings, words: Wording) -> None:

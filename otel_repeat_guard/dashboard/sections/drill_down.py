@@ -11,10 +11,10 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import reads
-from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.sections import timeline
 from otel_repeat_guard.dashboard.settings import Settings
 from otel_repeat_guard.dashboard.source import lists_loops
+from otel_repeat_guard.store.queries import Filters
 from otel_repeat_guard.store.records import CYCLE, REPEAT
 
 

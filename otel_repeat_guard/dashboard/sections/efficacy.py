@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import charts, figures
-from otel_repeat_guard.dashboard.queries import REMINDER_WINDOW
+from otel_repeat_guard.store.queries import REMINDER_WINDOW
 from otel_repeat_guard.store.records import REPEAT
 
 EFFICACY_BY = {"tier": "Tier", "tool": "Tool", "agent": "Agent", "model": "Model"}

@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import charts, figures
-from otel_repeat_guard.dashboard.queries import TIERS, Filters
 from otel_repeat_guard.dashboard.sections.wording import WORDING, Wording, plural
+from otel_repeat_guard.store.queries import TIERS, Filters
 from otel_repeat_guard.store.records import REPEAT
 
 TIME_HELP = (

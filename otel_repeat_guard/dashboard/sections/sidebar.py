@@ -8,11 +8,11 @@ import time
 import pandas as pd
 import streamlit as st
 
-from otel_repeat_guard.dashboard.queries import TIERS, Filters
 from otel_repeat_guard.dashboard.reads import CACHE_TTL_SECONDS
 from otel_repeat_guard.dashboard.sections import address
 from otel_repeat_guard.dashboard.sections.wording import KIND_LABELS
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS
+from otel_repeat_guard.store.queries import TIERS, Filters
 from otel_repeat_guard.store.records import LOOP_KINDS, REPEAT
 
 CUSTOM_RANGE = "Custom range"

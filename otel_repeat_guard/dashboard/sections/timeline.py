@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import run_chart
-from otel_repeat_guard.dashboard.queries import TIMELINE_ROWS
 from otel_repeat_guard.dashboard.settings import Settings
+from otel_repeat_guard.store.queries import TIMELINE_ROWS
 
 TABLE_CHARS = 120
 """How much of a call's arguments or output the table shows (the expander shows all)."""

@@ -6,7 +6,7 @@ import sqlite3
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import Filters, model_where, read, reminder, where
+from otel_repeat_guard.store.queries.filters import Filters, model_where, read, reminder, where
 
 RECENT_MODEL_CALLS = 5_000
 """How many of the latest model calls in the range the conversation list looks at."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import (
+from otel_repeat_guard.store.queries.filters import (
     AGENT,
     Filters,
     Param,

@@ -17,9 +17,9 @@ travel as parameters: the SQL text is built only from fixed fragments and placeh
 Every query is importable from here.
 """
 
-from otel_repeat_guard.dashboard.queries.blind_spots import excluded_tools, unguarded_calls
-from otel_repeat_guard.dashboard.queries.conversations import RECENT_MODEL_CALLS, conversation_runs, conversations
-from otel_repeat_guard.dashboard.queries.filters import (
+from otel_repeat_guard.store.queries.blind_spots import excluded_tools, unguarded_calls
+from otel_repeat_guard.store.queries.conversations import RECENT_MODEL_CALLS, conversation_runs, conversations
+from otel_repeat_guard.store.queries.filters import (
     AGENT,
     MODEL_AGENT,
     TIERS,
@@ -28,23 +28,23 @@ from otel_repeat_guard.dashboard.queries.filters import (
     filter_options,
     time_bounds,
 )
-from otel_repeat_guard.dashboard.queries.hotspots import (
+from otel_repeat_guard.store.queries.hotspots import (
     has_model_calls,
     hotspots_by_agent,
     hotspots_by_tool,
     model_tokens,
     wasted_tokens,
 )
-from otel_repeat_guard.dashboard.queries.loop_kinds import agent_cycles, cycle_calls, hotspot_loops, numbered_copies
-from otel_repeat_guard.dashboard.queries.overview import BUCKET_WIDTHS_S, bucket_seconds, headline, over_time
-from otel_repeat_guard.dashboard.queries.reminders import (
+from otel_repeat_guard.store.queries.loop_kinds import agent_cycles, cycle_calls, hotspot_loops, numbered_copies
+from otel_repeat_guard.store.queries.overview import BUCKET_WIDTHS_S, bucket_seconds, headline, over_time
+from otel_repeat_guard.store.queries.reminders import (
     OUTCOME_TEXT,
     OUTCOMES,
     REMINDER_WINDOW,
     reminder_count,
     reminder_outcomes,
 )
-from otel_repeat_guard.dashboard.queries.runs import (
+from otel_repeat_guard.store.queries.runs import (
     TIMELINE_ROWS,
     chain,
     hotspot_runs,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import (
+from otel_repeat_guard.store.queries.filters import (
     MODEL_AGENT,
     Filters,
     Param,
@@ -19,7 +19,7 @@ from otel_repeat_guard.dashboard.queries.filters import (
     one,
     read,
 )
-from otel_repeat_guard.dashboard.queries.overview import figures, tier_sum
+from otel_repeat_guard.store.queries.overview import figures, tier_sum
 from otel_repeat_guard.store.schema import ROLLED_UP_MODEL_CALL, SMALL_INPUT_TOKENS
 
 

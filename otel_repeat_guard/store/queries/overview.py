@@ -12,7 +12,7 @@ import sqlite3
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import (
+from otel_repeat_guard.store.queries.filters import (
     AGENT,
     SECOND_NS,
     TIERS,
@@ -27,7 +27,7 @@ from otel_repeat_guard.dashboard.queries.filters import (
     reminder,
     where,
 )
-from otel_repeat_guard.dashboard.queries.loop_kinds import detection_kinds, detection_rows
+from otel_repeat_guard.store.queries.loop_kinds import detection_kinds, detection_rows
 from otel_repeat_guard.store.records import REPEAT
 
 # One row of figures per call, shaped like a call_rollup row (the edges of a time range).

@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import Filters, one, read, where
-from otel_repeat_guard.dashboard.queries.reminders import OUTCOME_TEXT, outcome
+from otel_repeat_guard.store.queries.filters import Filters, one, read, where
+from otel_repeat_guard.store.queries.reminders import OUTCOME_TEXT, outcome
 
 
 def run_lengths(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:

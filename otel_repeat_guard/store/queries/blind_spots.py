@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import Filters, in_list, read, where
+from otel_repeat_guard.store.queries.filters import Filters, in_list, read, where
 
 
 def unguarded_calls(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:

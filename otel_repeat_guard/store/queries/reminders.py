@@ -6,7 +6,7 @@ import sqlite3
 
 import pandas as pd
 
-from otel_repeat_guard.dashboard.queries.filters import AGENT, Filters, in_list, one, read, tiers_shown, where
+from otel_repeat_guard.store.queries.filters import AGENT, Filters, in_list, one, read, tiers_shown, where
 
 OUTCOMES = ("broken", "ignored", "ended", "open")
 """A reminder's outcome: the run's next tracked call was different (broken) or the same call again
