@@ -19,6 +19,8 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import SpanProcessor
 
+from otel_repeat_guard.core.config import GuardConfig
+
 FLUSH_TIMEOUT_MILLIS = 30_000
 """The SDK's default ``force_flush`` timeout, used for a timeout that is not a number."""
 _PROCESSOR_METHODS = ("on_start", "_on_ending", "on_end", "shutdown", "force_flush")
@@ -105,3 +107,14 @@ def checked_processor_options(
         raise ValueError(f"meter_provider must be an OpenTelemetry MeterProvider or None, got {meter_provider!r}")
     checked = checked_sequence("conventions", conventions, _CONVENTION_METHODS, "conventions")
     return checked, checked_sequence("downstream", downstream, _PROCESSOR_METHODS, "span processors")
+
+
+def checked_guard_options(
+    config: object, redact: object, audit: object, max_agents: object, max_live_spans: object
+) -> tuple[int, int]:
+    """The guard's options checked (ValueError naming the one that is wrong): its two bounds, as integers."""
+    if not isinstance(config, GuardConfig):
+        raise ValueError(f"config must be a GuardConfig, got {config!r}")
+    checked_callable("redact", redact)
+    checked_callable("audit", audit)
+    return positive_int("max_agents", max_agents), positive_int("max_live_spans", max_live_spans)

@@ -14,9 +14,10 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcesso
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.blind_spots import CallAudit
+from otel_repeat_guard.decide.decision import Decision
 from otel_repeat_guard.decide.guard import Guard
 from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
-from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT, Decision
+from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.forks import ForkHandle
 from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.spans.baggage import run_in

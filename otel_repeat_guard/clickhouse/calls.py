@@ -62,6 +62,11 @@ def like(pattern: str) -> str:
 
 
 # The last event named ``name`` (0: none; ClickHouse then reads an empty map), and one of its attributes.
+_FAILED = (
+    "(StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') OR SpanAttributes['gen_ai.tool.status'] = 'error'"
+    " OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception'))"
+)
+"""Whether a tool or model call failed, as ``conventions.base.call_failed`` says: the one rule, in SQL."""
 _LAST = "arrayLastIndex(n -> n = '{name}', Events.Name)"
 
 
@@ -161,8 +166,7 @@ TOOL_SPANS = f"""
         SpanAttributes['gen_ai.agent.id'] = '' AND ParentSpanId = '' AS orphan,{CONFIGURED},
         {_reminder("repeat", "reminder_tier")},
         run_fact != '' OR arrayExists(n -> startsWith(n, 'repeat_tool_guard.'), Events.Name) AS seen,
-        StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') OR SpanAttributes['gen_ai.tool.status'] = 'error'
-            OR SpanAttributes['gen_ai.task.status'] = 'failure' OR has(Events.Name, 'exception') AS error,
+        {_FAILED} AS error,
         nullIf(rep['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
         toValidUTF8(coalesce(nullIf(SpanAttributes['gen_ai.tool.call.arguments'], ''),
                              nullIf(SpanAttributes['input.value'], ''), nullIf(SpanAttributes['traceloop.entity.input'], ''),
@@ -258,7 +262,7 @@ MODEL_CALLS = f"""
         {_count(CACHE_WRITE_KEYS)} AS cache_write_tokens,
         ifNull(input_tokens + output_tokens, {_count(TOTAL_TOKEN_KEYS)}) AS total_tokens,
         {_text(CONVERSATION_KEYS)} AS conversation_id,
-        StatusCode = 'Error' OR mapContains(SpanAttributes, 'error.type') AS error,
+        {_FAILED} AS error,
         {_text(OUTPUT_KEYS)} AS output
     {SCAN}
       AND {MODEL_SPAN}

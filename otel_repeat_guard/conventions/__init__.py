@@ -221,6 +221,20 @@ class SpanRouter:
             return False
         return not any(name.endswith(endings) for _, endings in self._not_models)  # marked but calls no model
 
+    def tool_readers(self) -> tuple[ToolCallReader | None, ...]:
+        """Per tool mask, the one reader of a span with those tool marks (:meth:`tool_reader`): picked by an index."""
+        return tuple(self.tool_reader(mask) for mask in range(self.tool_bits + 1))
+
+    def open_tool_reader(self) -> Callable[[str, dict[str, Any]], RawToolCall | None]:
+        """An open span's tool call, if it is a tool span by what it carries so far (its events are not read)."""
+        readers, route, bits = self.tool_readers(), self.route, self.tool_bits
+
+        def read(name: str, attributes: dict[str, Any]) -> RawToolCall | None:
+            reader = readers[route(name, attributes) & bits]
+            return None if reader is None else reader(name, attributes, ())
+
+        return read
+
     def tool_reader(self, mask: int) -> ToolCallReader | None:
         """One reader asking, in their configured order, the conventions whose tool bits are in ``mask``."""
         mask &= self.tool_bits
@@ -276,7 +290,7 @@ def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
     whose tool-span mark the span carries are asked, in their configured order.
     """
     router = SpanRouter(conventions)
-    readers = tuple(router.tool_reader(mask) for mask in range(router.tool_bits + 1)) if len(conventions) <= 8 else ()
+    readers = router.tool_readers() if len(conventions) <= 8 else ()
     route = router.route
 
     def read(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
+from opentelemetry.trace import StatusCode
+
 
 class _Missing:
     __slots__ = ()
@@ -145,6 +147,14 @@ def failed(attributes: Mapping[str, Any], events: Sequence[EventLike]) -> bool:
         return True
     # len() first: iterating the SDK's event list copies it under a lock, and most spans have none
     return bool(len(events)) and any(event_name(event) == "exception" for event in events)
+
+
+def call_failed(
+    said: bool, status: StatusCode | None, attributes: Mapping[str, Any], events: Sequence[EventLike]
+) -> bool:
+    """The one rule for whether a tool or model call failed: its reader ``said`` so, its span's ``status`` is
+    ERROR, or what the span carries says so (:func:`failed`)."""
+    return said or status is StatusCode.ERROR or failed(attributes, events)
 
 
 RawToolCall = tuple[str, Any, str | None, str | None, bool, str | None]

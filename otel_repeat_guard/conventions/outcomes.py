@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from otel_repeat_guard.conventions.base import MISSING, EventLike, event_name, first_present
-from otel_repeat_guard.core.canonical import parse_exactly
+import xxhash
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_repeat_guard.conventions.base import MISSING, EventLike, call_failed, event_name, first_present
+from otel_repeat_guard.core.canonical import canonical_or_none, parse_exactly
 
 RESULT_KEYS: Final = (
     "gen_ai.tool.call.result",
@@ -75,3 +78,22 @@ def outcome_of(
             return error, True
     result = first_present(attributes, RESULT_KEYS)
     return (MISSING if result is MISSING else unwrap_envelope(result)), False
+
+
+def outcome_and_key(
+    span: ReadableSpan, attributes: Mapping[str, Any], events: Sequence[EventLike], error: bool
+) -> tuple[Any, bytes | None]:
+    """The call's outcome (the error, else the result) and its key; (MISSING, None) when none was recorded."""
+    status = span.status
+    value, is_error = outcome_of(
+        attributes, events, call_failed(error, status.status_code, attributes, events), status.description
+    )
+    return value, (None if value is MISSING else outcome_digest(value, is_error))
+
+
+def outcome_digest(value: Any, is_error: bool = False) -> bytes | None:
+    """What no-progress detection compares of an outcome; None for a value with no canonical form."""
+    canonical = canonical_or_none(value)
+    if canonical is None:
+        return None
+    return xxhash.xxh3_128_digest((b"E" if is_error else b"R") + canonical)  # an error never equals a result

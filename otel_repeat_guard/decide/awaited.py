@@ -19,11 +19,11 @@ from typing import Any
 from opentelemetry.trace import SpanContext
 
 from otel_repeat_guard.conventions import MISSING, EventLike, SpanRouter
-from otel_repeat_guard.conventions.outcomes import unwrap_envelope
+from otel_repeat_guard.conventions.outcomes import outcome_digest, unwrap_envelope
 from otel_repeat_guard.core.chains import ChainStore
 from otel_repeat_guard.core.rules import put_bounded
-from otel_repeat_guard.decide.guard_parts import merge, outcome_digest
-from otel_repeat_guard.decide.recorder import CountedCall, Decision, Recorder
+from otel_repeat_guard.decide.decision import CountedCall, Decision
+from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.spans.runs import Run
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -69,7 +69,7 @@ class AwaitedOutcomes:
             call_id = call.awaits or ""
             outcome = responses.get(call_id, MISSING)
             counted = CountedCall(run, call.tool, MISSING, call_id=call_id, context=context)
-            merge(decision, self._recorder.detection(counted, found, outcome))
+            decision.merge(self._recorder.detection(counted, found, outcome))
         for reminder in decision.reminders:
             self._chains.reminded(run.key, reminder.kind, reminder.tier, reminder.period)
         return decision

@@ -19,53 +19,47 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
-from opentelemetry.trace import SpanContext, StatusCode, format_span_id
+from opentelemetry.trace import SpanContext, format_span_id
 
-from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter, failed
-from otel_repeat_guard.conventions.openinference import langgraph_node
-from otel_repeat_guard.conventions.usage import token_usage
+from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter
+from otel_repeat_guard.conventions.base import call_failed
 from otel_repeat_guard.core.canonical import RAW_KEY_MIN_CHARS, arguments_key, raw_key
 from otel_repeat_guard.core.chains import ChainStore
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.core.detectors import Call
+from otel_repeat_guard.core.detectors import Call, detectors_for
 from otel_repeat_guard.core.facts import ISSUER, UNGUARDED
 from otel_repeat_guard.core.patterns import ToolFilter
-from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
-from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce, tell
-from otel_repeat_guard.decide.guard_parts import (
-    chain_store,
-    checked_options,
-    detectors_for,
-    merge,
-    model_facts,
-    open_tool_reader,
-    opt_in,
-    scope_of,
-)
+from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
+from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
+from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
+from otel_repeat_guard.decide.opt_in import opt_in
 from otel_repeat_guard.decide.recorder import (
-    PARALLEL_DUPLICATE_EVENT,
-    UNGUARDED_EVENT,
-    CountedCall,
-    Decision,
     Recorder,
-    call_event,
 )
+from otel_repeat_guard.decide.reporting import BlindSpots
+from otel_repeat_guard.inputs import checked_guard_options
 from otel_repeat_guard.spans import span_events as times  # the span's times, whole nanoseconds (start_ns, end_ns)
 from otel_repeat_guard.spans.agents import AgentChains
 from otel_repeat_guard.spans.nesting import nested_facts
-from otel_repeat_guard.spans.requested import PendingSteps, Step, may_request
-from otel_repeat_guard.spans.runs import BAGGAGE, Run, RunResolver
-from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, EventSpec, context_of, marks_of, rest_of, timing_of
+from otel_repeat_guard.spans.requested import PendingSteps, Step
+from otel_repeat_guard.spans.runs import Run, RunResolver
+from otel_repeat_guard.spans.span_events import (
+    SPAN_ID,
+    Attributes,
+    marks_of,
+    rest_of,
+    timing_of,
+)
+from otel_repeat_guard.state.stores import chain_store
 
 logger = logging.getLogger("otel_repeat_guard")
 
-_ERROR: Final = StatusCode.ERROR  # an enum member read once: the compiled build looks it up on the class each time
 UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
@@ -86,16 +80,15 @@ class Guard:
         fast_path: bool = True,
         record_facts: bool = False,
     ) -> None:
-        max_agents, max_live_spans = checked_options(config, redact, audit, max_agents, max_live_spans)
+        max_agents, max_live_spans = checked_guard_options(config, redact, audit, max_agents, max_live_spans)
         self.config = config
         self.facts = record_facts  # facts on spans, and an event per call counted from a request
-        self._audit = audit  # how each recognised call was seen, for `otel-repeat-guard doctor`
         self._conventions = tuple(conventions)
         self._router = router = SpanRouter(self._conventions)
         self.model_bits = router.model_bits
         self._tool_bits = router.tool_bits
         self._call_bits = router.tool_bits | router.model_bits  # what an ending span is read for
-        self._tool_readers = tuple(router.tool_reader(mask) for mask in range(self._tool_bits + 1))
+        self._tool_readers = router.tool_readers()
         self._issues_while_open = router.issues_while_open  # model calls whose tool spans may end in them
         self.tracked = ToolFilter(config.include, config.exclude)
         self.metrics = GuardMetrics(meter_provider)
@@ -103,26 +96,28 @@ class Guard:
         detectors = detectors_for(config)
         self._detecting = detectors is not None
         self._collapse_parallel = config.collapse_parallel
-        self.chains: ChainStore = chain_store(config, max_agents, self.metrics, detectors, meter_provider)
+        self.chains: ChainStore = chain_store(
+            config, max_agents, self.metrics.run_ended, self.metrics.reminder_outcome, detectors, meter_provider
+        )
         self.runs = RunResolver(
             self._conventions,
             max_live_spans,
             self._run_over,
             is_model_call=router.is_model_call,
-            read_tool=open_tool_reader(router),
+            read_tool=router.open_tool_reader(),
         )
         self.steps = PendingSteps(max_agents)
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
-        self._model_runs: dict[int, Run] = {}  # open model-call span id -> its run
-        self._warn = WarnOnce(logger)
+        self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
+        parts = Parts(router, self.runs, self.steps, self._awaited, self.blind, self.metrics, self.tracked, self.facts)
+        self.models = ModelCalls(parts, self._count)
         self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 
     def after_fork(self) -> None:
         """In a forked child (:mod:`otel_repeat_guard.forks`): every part starts afresh, the configuration stays."""
-        self._model_runs.clear()
-        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self._warn, self._awaited):
+        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self.blind.warn, self._awaited):
             part.after_fork()
 
     # -- the harness's questions ---------------------------------------------------------
@@ -161,7 +156,7 @@ class Guard:
         run = self.runs.resolve(current.get_span_context())  # as for a tool span started here
         if run is None:
             return None, None
-        return run.key, (self._count_unanswered(run) if self.steps.steps else None)
+        return run.key, (self.models.count_unanswered(run) if self.steps.steps else None)
 
     # -- a span starts -------------------------------------------------------------------
 
@@ -177,18 +172,7 @@ class Guard:
                 over = self.agents.started(agent_id)
                 if over is not None:
                     self._over(over)
-        if not mask & self.model_bits:
-            return None
-        parent = span.parent
-        self.runs.mark_model_call(parent)
-        run = self.runs.resolve(parent, langgraph_node(attributes))
-        if run is None:
-            return None
-        put_bounded(self._model_runs, span.context[SPAN_ID], run, self.runs.max_live_spans)
-        if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
-            self.steps.opened(run.key, span.context, name, scope_of(span), times.start_ns(span))
-            return None  # for its end: a coarse clock can start it before the last step's tool span ends
-        return self._count_unanswered(run) if self.steps.steps else None
+        return self.models.started(span, name, attributes) if mask & self.model_bits else None
 
     # -- a span ends ---------------------------------------------------------------------
 
@@ -197,14 +181,14 @@ class Guard:
         name, attributes = marks_of(span)
         mask = self._router.route(name, attributes) & self._call_bits  # not the agent-run mark
         if not mask:  # nearly every span stops here
-            return self.run_ended(span) if self.steps.steps else None
+            return self.models.run_ended(span) if self.steps.steps else None
         events, parent, _ = rest_of(span)
         reader = self._tool_readers[mask & self._tool_bits]
         call = None if reader is None else reader(name, attributes, events)
         if call is not None:
             return self.tool_call(span, call, attributes, events)
         if mask & self.model_bits:
-            return self.model_ended(span, mask, name, attributes, events, parent)
+            return self.models.ended(span, mask, name, attributes, events, parent)
         return None
 
     def tool_call(
@@ -242,20 +226,19 @@ class Guard:
         if arguments is MISSING:
             requested = None if step is None else step.by_id(call_id) if call_id else step.by_name(tool)
             if requested is None or requested.arguments is MISSING:
-                decision = self._unguarded(NO_ARGUMENTS, tool, span, "none", run, facts=facts)
+                decision = Decision([self.blind.unguarded(NO_ARGUMENTS, tool, span, "none", run.how)], [], facts)
                 unknown = CountedCall(run, tool, MISSING, span, attributes, events, error=error)
                 counted = self._count(unknown)  # it still breaks runs
-                merge(decision, counted)
+                decision.merge(counted)
                 return decision
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
-        if self._audit is not None:
-            tell(self._audit, CallAudit(scope_of(span), tool, source, run.how, None))
+        self.blind.compared(span, tool, source, run.how)
         counted = self._count(
             CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
         )
         if counted is not None and step is not None:
-            self._wasted(step, tool, counted, facts)
+            self.models.charge(step, tool, counted, facts)
         return self._quiet(facts) if counted is None else counted
 
     def _plain_run(self, parent: SpanContext | None, tool: str, arguments: Any, agent_id: str | None) -> Run | None:
@@ -283,7 +266,7 @@ class Guard:
         """A tracked call with no run to count it in (its parent in another process, a replay's trace without its
         root, or none): counted as not compared, and said on its span as a fact, never an event (the chain
         semantics keep such a span's events as they were)."""
-        self._unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none")
+        self.blind.unguarded(NO_AGENT, tool, span, "tool_span" if arguments is not MISSING else "none", "none")
         return Decision([], [], {UNGUARDED: NO_AGENT}) if self.facts else None
 
     def _answered_step(self, span: ReadableSpan, run: Run, call_id: str | None) -> Step | None:
@@ -338,13 +321,13 @@ class Guard:
         decision = None
         key = call.key
         if length >= 2 and key is not None:
-            call.error = call.error or status is _ERROR or (span is not None and failed(call.attributes, call.events))
+            call.error = call_failed(call.error, status, call.attributes, call.events)
             decision = self._recorder.repeat(call, key, length, took)
         if detected is not None and self._detecting:
             for found in self.chains.detect(call.run.key, detected):
                 if decision is None:
                     decision = Decision([], [], call.facts)
-                merge(decision, self._recorder.detection(call, found, outcome))
+                decision.merge(self._recorder.detection(call, found, outcome))
         if decision is None or not decision.events:
             return None
         for reminder in decision.reminders:
@@ -353,116 +336,9 @@ class Guard:
 
     # -- model calls, and the calls they requested -------------------------------------
 
-    def model_ended(
-        self,
-        span: ReadableSpan,
-        mask: int,
-        name: str,
-        attributes: Attributes,
-        events: Sequence[Any],
-        parent: SpanContext | None,
-    ) -> Decision | None:
-        """A model span ended: its run (a fact on the span), and what it requested, kept unread as the run's
-        last step.
-
-        A model call nested in this one (the client's span under a framework's) already left its step,
-        with the content: that step stays, and this span is marked its wrapper (``WRAPPER``). A span marked
-        as a model call only after it started (Haystack's synchronous components, Semantic Kernel's ``chat``)
-        is handled as starting now: the run's unanswered calls are counted, their events on it. So is a step
-        declared ``issues_while_open``, which issued the tool spans that ended while it was open: what it
-        wasted is counted now that its usage is known.
-        """
-        context = context_of(span)
-        if context is None:
-            return None
-        span_id = context[SPAN_ID]
-        started_run = self._model_runs.pop(span_id, None) if self._model_runs else None
-        opened = self.steps.closed(span_id) if self.steps.open else None
-        if opened is not None and opened.wasted_tool is not None:  # charged while open: its usage is known now
-            self._tokens_wasted(opened.wasted_tool, opened.scope, attributes)
-        wraps = self.runs.wraps_model_call(span_id)  # taken out as it ends, facts or not
-        late = started_run is None
-        due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
-        if late and parent is not None and parent[SPAN_ID] not in self.runs.marked:  # marked once per run span
-            self.runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
-        keep = may_request(attributes, events)
-        idle = not keep and not (due and self.steps.steps) and not self._awaited.runs  # a text answer, nothing pending
-        if idle and not self.facts:
-            return None  # not even its run to resolve: nothing records it
-        run = started_run or self.runs.resolve(parent, langgraph_node(attributes))
-        if run is None:
-            return None
-        started = times.start_ns(span)
-        inside = opened is None and not idle and self.steps.latest_end(run.key) >= started  # from a call inside
-        read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
-        decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self.facts else None)
-        if inside:
-            return decision
-        if due and self.steps.steps:
-            merge(decision, self._count_unanswered(run))
-        if self._awaited.runs and run.key in self._awaited.runs:
-            merge(decision, self._awaited.answered(run, mask, name, attributes, events, context))
-        if read is not None:
-            step = Step(read, name, attributes, events, context, scope_of(span), times.end_ns(span))
-            step.wasted = opened is not None and opened.wasted  # charged while it was open
-            self.steps.add(run.key, step, started)
-        return decision
-
-    def run_ended(self, span: ReadableSpan) -> Decision | None:
-        """A span that stood for a run ends: count what its last step requested without tool spans."""
-        context = context_of(span)
-        run = None if context is None else self.runs.owner(context[SPAN_ID])
-        if run is None or run.how in ("enclosing_span", BAGGAGE):  # an enclosing span may end before its tools run
-            return None
-        decision = self._count_unanswered(run)
-        return decision if decision.events else None
-
-    def _count_unanswered(self, run: Run) -> Decision:
-        """The calls the run's last step requested that no tool span answered, counted as the run's calls: each
-        gets a ``repeat_tool_guard.call`` event (the store's row for it), repeats their own events too."""
-        decision = Decision([], [])
-        step, calls = self.steps.unanswered(run.key)
-        if step is None:
-            return decision
-        if not calls and step.asked_for_tools():  # content capture off: the model asked, but for what is unknown
-            self._unguarded(NO_ARGUMENTS, UNKNOWN_TOOL, None, "none", run, step.scope)
-        issuer = format_span_id(step.span_context[SPAN_ID])
-        for call in calls:
-            if not self.tracked[call.tool_name]:
-                continue
-            if call.arguments is MISSING:
-                merge(decision, self._unguarded(NO_ARGUMENTS, call.tool_name, None, "none", run, step.scope))
-            elif self._audit is not None:
-                tell(self._audit, CallAudit(step.scope, call.tool_name, "model_request_only", run.how, None))
-            facts: dict[str, Any] | None = {ISSUER: issuer} if self.facts else None
-            requested = CountedCall(
-                run, call.tool_name, call.arguments, call_id=call.call_id, context=step.span_context, facts=facts
-            )
-            counted = self._count(requested)
-            if counted is not None:
-                self._wasted(step, call.tool_name, counted, facts)
-                merge(decision, counted)
-            if facts is not None:
-                decision.events.append(call_event(run, call, counted, facts))
-        return decision
-
     def _quiet(self, facts: dict[str, Any] | None) -> Decision | None:
         """A call that extends nothing: only its facts, when they are recorded."""
         return Decision([], [], facts) if self.facts else None
-
-    def _wasted(self, step: Step, tool: str, counted: Decision, facts: dict[str, Any] | None) -> None:
-        """A call that repeats or extends a loop wastes its issuer's tokens; not a parallel duplicate's: the same
-        model call asked for the original."""
-        if counted.events[0][0] != PARALLEL_DUPLICATE_EVENT:
-            step.charge(tool, facts, self._tokens_wasted)
-
-    def _tokens_wasted(self, tool: str, scope: str, attributes: Mapping[str, Any]) -> None:
-        """The tokens of the model call that issued a wasted call to ``tool``, to the metric. A model call that
-        records no usage adds nothing, and its scope is warned of once: its wasted tokens are unknown, not 0."""
-        input_tokens, output_tokens = token_usage(attributes)
-        if input_tokens is None and output_tokens is None:
-            self._warn.no_usage(scope)
-        self.metrics.wasted_tokens(tool, input_tokens, output_tokens)
 
     def _run_over(self, run: Run) -> None:
         over = self.agents.ended(run)
@@ -473,25 +349,3 @@ class Guard:
         self.chains.forget(key)
         self.steps.forget(key)
         self._awaited.forget(key)
-
-    # -- reporting -----------------------------------------------------------------------
-
-    def _unguarded(
-        self,
-        reason: str,
-        tool: str,
-        span: ReadableSpan | None,
-        source: str,
-        run: Run | None = None,
-        scope: str | None = None,
-        facts: dict[str, Any] | None = None,
-    ) -> Decision:
-        """A recognised tool call the guard cannot compare: count it, say why on its span, and say once per
-        scope what fixes it."""
-        self.metrics.unguarded(reason, tool)
-        scope = scope_of(span) if scope is None else scope
-        if self._audit is not None:
-            tell(self._audit, CallAudit(scope, tool, source, "none" if run is None else run.how, reason))
-        self._warn(reason, scope, tool)
-        event: EventSpec = (UNGUARDED_EVENT, {"repeat_tool_guard.reason": reason, "gen_ai.tool.name": tool})
-        return Decision([event], [], facts)

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import SpanProcessor
 from otel_repeat_guard.core.chains import ChainStore
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import Reminder
+from otel_repeat_guard.decide.decision import Decision
 from otel_repeat_guard.decide.guard import Guard
-from otel_repeat_guard.decide.recorder import Decision
 from otel_repeat_guard.inputs import chain_key, context_or_none
 from otel_repeat_guard.spans.span_events import EventSpec
 

@@ -7,15 +7,13 @@ live in :mod:`otel_repeat_guard.core.reminders`; the names of the guard's span e
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanContext, format_span_id, format_trace_id
+from opentelemetry.trace import format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
+from otel_repeat_guard.conventions.base import MISSING, RequestedCall
 from otel_repeat_guard.core.canonical import arguments_key, canonical_arguments, canonical_or_none
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Detection
@@ -31,6 +29,7 @@ from otel_repeat_guard.core.reminders import (
     stop_text,
     tier_for,
 )
+from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.spans.runs import Run
 from otel_repeat_guard.spans.span_events import EventSpec
@@ -45,67 +44,6 @@ NO_PROGRESS_EVENT = "repeat_tool_guard.no_progress"
 PARALLEL_DUPLICATE_EVENT = "repeat_tool_guard.parallel_duplicate"
 REDACTION_FAILED = "[arguments withheld: redaction failed]"
 """What a reminder quotes when the ``redact=`` callable raised."""
-
-
-class Decision:
-    """What the guard decided about one span: the events for it, the reminders for the harness, and the
-    facts (:mod:`otel_repeat_guard.core.facts`) that the store, the dashboard and ``doctor`` read instead of deciding again.
-
-    A plain class, not a named tuple: the compiled build makes it natively, where a named tuple's ``__new__``
-    stays interpreted (a repeat makes one)."""
-
-    __slots__ = ("events", "facts", "reminders")
-
-    def __init__(self, events: list[EventSpec], reminders: list[Reminder], facts: dict[str, Any] | None = None) -> None:
-        self.events = events
-        self.reminders = reminders
-        self.facts = facts
-
-    def __repr__(self) -> str:
-        return f"Decision(events={self.events!r}, reminders={self.reminders!r}, facts={self.facts!r})"
-
-
-_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
-
-
-class CountedCall:
-    """One tracked tool call as its run counts it: what keying it, the opt-in detectors and wording a repeat
-    need of it. ``span`` is its own tool span, None for a call counted from its model's request (its events
-    go on the span ``context`` names: the request's); ``key`` is its arguments' key once counted (None: its
-    arguments are unknown or not JSON-like, never identical to others); ``facts`` what is recorded of it."""
-
-    __slots__ = (
-        "arguments",
-        "attributes",
-        "call_id",
-        "context",
-        "error",
-        "events",
-        "facts",
-        "key",
-        "run",
-        "span",
-        "tool",
-    )
-
-    def __init__(
-        self,
-        run: Run,
-        tool: str,
-        arguments: Any,
-        span: ReadableSpan | None = None,
-        attributes: Mapping[str, Any] = _NOTHING,
-        events: Sequence[EventLike] = (),
-        *,
-        key: bytes | None = None,
-        error: bool = False,
-        call_id: str | None = None,
-        context: SpanContext | None = None,
-        facts: dict[str, Any] | None = None,
-    ) -> None:
-        self.run, self.tool, self.arguments, self.key = run, tool, arguments, key
-        self.span, self.attributes, self.events = span, attributes, events
-        self.error, self.call_id, self.context, self.facts = error, call_id, context, facts
 
 
 def _reminder(

@@ -13,8 +13,13 @@ A run whose calls never named the id ends with its span.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from opentelemetry.trace import SpanContext
 
+from otel_repeat_guard.conventions.base import gen_ai_agent
+from otel_repeat_guard.core.facts import WRAPPER
 from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.spans.runs import AGENT_ID_RUN, Run, RunResolver
 from otel_repeat_guard.spans.span_events import SPAN_ID
@@ -81,3 +86,16 @@ class AgentChains:
         """The chain keys the id's questions reach besides its open runs: the id's own, and its last ended run's."""
         lasting = self._lasting.get(agent_id) if self._lasting else None
         return (agent_id,) if lasting is None else (agent_id, lasting)
+
+
+def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) -> dict[str, Any]:
+    """A model span's run (``run``, resolved through its ancestors), as its tool spans are keyed: by its own
+    ``gen_ai.agent.id`` when it has one and no run of that agent encloses it; and ``WRAPPER`` when it only
+    wraps the model call of record (see :data:`otel_repeat_guard.core.facts.WRAPPER`)."""
+    agent_id, name = gen_ai_agent(attributes)  # as a tool span's are read
+    if agent_id is not None:
+        run = run_of_agent(run, agent_id, name)
+    facts = run.facts
+    if wrapper:
+        facts[WRAPPER] = True
+    return facts

@@ -283,3 +283,9 @@ def replace_events(
         end_time=getattr(span, "end_time", None),
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+def scope_of(span: ReadableSpan | None) -> str:
+    """The span's instrumentation scope name, "" when unnamed."""
+    scope = None if span is None else span.instrumentation_scope
+    return "" if scope is None else scope.name

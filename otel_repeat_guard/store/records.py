@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import StatusCode, format_span_id, format_trace_id
+from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.conventions import (
     MISSING,
@@ -38,10 +38,9 @@ from otel_repeat_guard.conventions import (
     ToolCallReader,
     agent_run_key,
     agent_run_label,
-    failed,
     find_agent_run,
 )
-from otel_repeat_guard.conventions.base import str_or_none
+from otel_repeat_guard.conventions.base import call_failed, str_or_none
 from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
 from otel_repeat_guard.core.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
 from otel_repeat_guard.core.patterns import ToolFilter
@@ -367,7 +366,7 @@ def tool_call_row(
             tracked=is_tracked,
             arguments_digest=digest,
             arguments_preview=preview,
-            error=error or span.status.status_code is StatusCode.ERROR or failed(attributes, events),
+            error=call_failed(error, span.status.status_code, attributes, events),
             run_length=run_length,
             reminder_tier=tier,
             reminder_threshold=threshold,
@@ -410,7 +409,7 @@ def model_call_row(
     context = span.context
     if context is None:
         return None
-    name, attributes, _ = contents_of(span)
+    name, attributes, events = contents_of(span)
     if not router.route(name, attributes) & router.model_bits or attributes.get(WRAPPER) is True:
         return None  # not a model call, or the guard found it only wraps the call of record inside it
     info = read_model_call(attributes)
@@ -440,7 +439,7 @@ def model_call_row(
             output_tokens=info.output_tokens,
             total_tokens=info.total_tokens,
             conversation_id=info.conversation_id,
-            error=span.status.status_code is StatusCode.ERROR or "error.type" in attributes,
+            error=call_failed(False, span.status.status_code, attributes, events),
             output_preview=preview,
             cache_read_tokens=info.cache_read_tokens,
             cache_write_tokens=info.cache_write_tokens,

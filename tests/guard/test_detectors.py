@@ -387,3 +387,24 @@ def test_the_current_span_is_not_needed_for_detection() -> None:
         h.call(f"tool_{letter}", ARGS[letter], agent_id="coder")
     assert [(r.kind, r.agent_id) for r in h.reminders] == [("cycle", "coder")]
     assert trace.get_current_span().get_span_context().is_valid is False
+
+
+def test_a_config_makes_exactly_the_detectors_it_names_and_none_without_one() -> None:
+    from otel_repeat_guard import GuardConfig
+    from otel_repeat_guard.core.detectors import CycleDetector, NoProgressDetector, detectors_for
+
+    assert detectors_for(GuardConfig()) is None
+    made = {
+        name: detectors_for(GuardConfig(**options))
+        for name, options in {
+            "cycles": {"cycle_thresholds": (3,)},
+            "no_progress": {"no_progress_thresholds": (3,)},
+            "both": {"cycle_thresholds": (3,), "no_progress_thresholds": (4,)},
+        }.items()
+    }
+    kinds = {name: [type(d) for d in make()] for name, make in made.items() if make is not None}
+    assert kinds == {
+        "cycles": [CycleDetector],
+        "no_progress": [NoProgressDetector],
+        "both": [CycleDetector, NoProgressDetector],
+    }

@@ -207,7 +207,7 @@ def test_past_the_bound_the_oldest_waiting_call_is_taken_as_having_no_outcome() 
 
 def test_a_run_with_no_detector_state_has_nothing_to_answer() -> None:
     from otel_repeat_guard.core.chains import ChainTracker
-    from otel_repeat_guard.decide.guard_parts import detectors_for
+    from otel_repeat_guard.core.detectors import detectors_for
 
     tracker = ChainTracker(10, None, detectors=detectors_for(NO_PROGRESS))
     assert tracker.outcomes("never seen", {"id": b"x"}) == []

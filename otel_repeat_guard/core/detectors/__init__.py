@@ -12,11 +12,33 @@ through one protocol (:class:`Detector`: ``observe(call) -> Detection | None``, 
   shape but a filter in front of every detector).
 """
 
+from collections.abc import Callable
+
+from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors.base import Call, Detection, Detector, Stateful
 from otel_repeat_guard.core.detectors.cycle import CycleDetector
 from otel_repeat_guard.core.detectors.no_progress import NoProgressDetector
 from otel_repeat_guard.core.detectors.parallel import ParallelCollapse
 from otel_repeat_guard.core.detectors.repeat import RepeatDetector
+
+
+def detectors_for(config: GuardConfig) -> Callable[[], tuple[Detector, ...]] | None:
+    """What makes a run's opt-in detectors, or None when none is configured."""
+    cycle, no_progress = config.cycle_thresholds, config.no_progress_thresholds
+    if not cycle and not no_progress:
+        return None
+    period = config.max_cycle_period
+
+    def make() -> tuple[Detector, ...]:
+        made: list[Detector] = []
+        if cycle:
+            made.append(CycleDetector(cycle, period))
+        if no_progress:
+            made.append(NoProgressDetector(no_progress))
+        return tuple(made)
+
+    return make
+
 
 __all__ = [
     "Call",
@@ -27,4 +49,5 @@ __all__ = [
     "ParallelCollapse",
     "RepeatDetector",
     "Stateful",
+    "detectors_for",
 ]
