@@ -1,6 +1,6 @@
 """The span processor: the SDK's hooks, and nothing the guard decides (:mod:`otel_repeat_guard.decide.guard` does).
 
-``on_start`` keeps the live-span map inline; ``_on_ending`` asks the guard what an ending span means and records
+``on_start`` and ``on_end`` tell the run resolver of every span; ``_on_ending`` asks the guard what an ending span means and records
 its events and facts on the span, its reminders for the harness; with ``downstream`` it wraps those (logfire's shape)."""
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
             fast_path=bool(fast_path),
             record_facts=bool(record_facts),
         )
-        self._runs, self._chains = guard.runs, guard.chains  # the state the hooks keep inline (and tests read)
+        self._runs, self._chains = (
+            guard.runs,
+            guard.chains,
+        )  # the run resolver the hooks tell of every span; the chains (tests read them)
         self._on_reminder, self._downstream = on_reminder, downstream
         self._wrapping, self._limits = bool(downstream), SpanLimits()
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
@@ -84,11 +87,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                 parent = span.parent
                 if parent is not None and parent.is_remote and (run_key := run_in(parent_context)) is not None:
                     self._runs.remote_child(span, parent, run_key, attributes)
-            runs = self._runs  # the live-span map, written here without a call (every span)
-            live = runs.live
-            live[span_id] = kept  # what resolving a run needs of it, not the span (span_events.LiveSpan)
-            if len(live) > runs.max_live_spans:
-                runs.live_overflowed()  # the oldest goes, and the first time a warning says why it matters
+            self._runs.opened(span_id, kept)
             decision = self._guard.started(span, name, attributes) if attributes else None  # most have none yet
             if decision is not None:
                 self._record_open(span, span_id, decision)
@@ -125,13 +124,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                 elif earlier:
                     forwarded = copy_with_events(span, earlier, self._limits, None)
             if span_id is not None:  # stop tracking it; if it stood for a run, the run's chain ends
-                runs = self._runs
-                try:  # noqa: SIM105 - one lookup; suppress() is a context manager, dict.pop a method call compiled
-                    del runs.live[span_id]
-                except KeyError:  # evicted while open, or started before the guard was added
-                    pass
-                if span_id in runs.owned or span_id in runs.marked:
-                    runs.ended(span_id)
+                self._runs.closed(span_id)
         except Exception:
             logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", shown_name(span))
         for processor in self._downstream:

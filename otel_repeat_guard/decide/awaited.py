@@ -36,8 +36,16 @@ class AwaitedOutcomes:
 
     def __init__(self, router: SpanRouter, chains: ChainStore, recorder: Recorder, limit: int) -> None:
         self.runs: dict[str, None] = {}
-        """Chain keys of the runs with calls waiting; test its truth for "any run waits" (no call)."""
+        """Chain keys of the runs with calls waiting (:meth:`any_run`, :meth:`awaits`)."""
         self._router, self._chains, self._recorder, self._limit = router, chains, recorder, limit
+
+    def any_run(self) -> bool:
+        """Whether any run's calls await their outcome."""
+        return bool(self.runs)
+
+    def awaits(self, run_key: str) -> bool:
+        """Whether calls of the run ``run_key`` await their outcome from its next model request."""
+        return run_key in self.runs
 
     def waits(self, run_key: str) -> None:
         """A call of the run awaits its outcome."""

@@ -156,7 +156,7 @@ class Guard:
         run = self.runs.resolve(current.get_span_context())  # as for a tool span started here
         if run is None:
             return None, None
-        return run.key, (self.models.count_unanswered(run) if self.steps.steps else None)
+        return run.key, (self.models.count_unanswered(run) if self.steps.any_step() else None)
 
     # -- a span starts -------------------------------------------------------------------
 
@@ -181,7 +181,7 @@ class Guard:
         name, attributes = marks_of(span)
         mask = self._router.route(name, attributes) & self._call_bits  # not the agent-run mark
         if not mask:  # nearly every span stops here
-            return self.models.run_ended(span) if self.steps.steps else None
+            return self.models.run_ended(span) if self.steps.any_step() else None
         events, parent, _ = rest_of(span)
         reader = self._tool_readers[mask & self._tool_bits]
         call = None if reader is None else reader(name, attributes, events)
@@ -214,7 +214,7 @@ class Guard:
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
         steps.tool_ended(run.key, times.end_ns(span))
-        step = self._answered_step(span, run, call_id) if steps.steps or steps.open else None
+        step = self._answered_step(span, run, call_id) if steps.any_step() or steps.any_open() else None
         facts = None
         if self.facts:
             facts = run.facts
@@ -275,7 +275,7 @@ class Guard:
         model calls keep their steps, when its own key has none. A step still open (``issues_while_open``)
         that started before it issued it, unless the last step asked for its call id."""
         step = self.steps.answered(run.key)
-        if self.steps.open and (step is None or call_id is None or step.by_id(call_id) is None):
+        if self.steps.any_open() and (step is None or call_id is None or step.by_id(call_id) is None):
             step = self.steps.open_issuer(run.key, times.start_ns(span)) or step
         if step is None and run.how == "agent_id":
             enclosing = self.agents.run_of(span.parent, None, None)

@@ -86,7 +86,7 @@ class ModelCalls:
         if name in self._issues_while_open:  # the issuer of the tool spans that end in it; the last step waits
             self._steps.opened(run.key, span.context, name, scope_of(span), times.start_ns(span))
             return None  # for its end: a coarse clock can start it before the last step's tool span ends
-        return self.count_unanswered(run) if self._steps.steps else None
+        return self.count_unanswered(run) if self._steps.any_step() else None
 
     def ended(
         self,
@@ -112,16 +112,18 @@ class ModelCalls:
             return None
         span_id = context[SPAN_ID]
         started_run = self._open.pop(span_id, None) if self._open else None
-        opened = self._steps.closed(span_id) if self._steps.open else None
+        opened = self._steps.closed(span_id) if self._steps.any_open() else None
         if opened is not None and opened.wasted_tool is not None:  # charged while open: its usage is known now
             self._tokens_wasted(opened.wasted_tool, opened.scope, attributes)
         wraps = self._runs.wraps_model_call(span_id)  # taken out as it ends, facts or not
         late = started_run is None
         due = late or opened is not None  # the run's unanswered calls are counted now, not at its start
-        if late and parent is not None and parent[SPAN_ID] not in self._runs.marked:  # marked once per run span
-            self._runs.mark_model_call(parent)  # its enclosing spans, for runs without agent spans
+        if late:  # its enclosing spans, for runs without agent spans (at once when they were marked before)
+            self._runs.mark_model_call(parent)
         keep = may_request(attributes, events)
-        idle = not keep and not (due and self._steps.steps) and not self._awaited.runs  # a text answer, nothing pending
+        idle = (
+            not keep and not (due and self._steps.any_step()) and not self._awaited.any_run()
+        )  # a text answer, nothing pending
         if idle and not self._facts:
             return None  # not even its run to resolve: nothing records it
         run = started_run or self._runs.resolve(parent, langgraph_node(attributes))
@@ -133,9 +135,9 @@ class ModelCalls:
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self._facts else None)
         if inside:
             return decision
-        if due and self._steps.steps:
+        if due and self._steps.any_step():
             decision.merge(self.count_unanswered(run))
-        if self._awaited.runs and run.key in self._awaited.runs:
+        if self._awaited.awaits(run.key):
             decision.merge(self._awaited.answered(run, mask, name, attributes, events, context))
         if read is not None:
             step = Step(read, name, attributes, events, context, scope_of(span), times.end_ns(span))

@@ -55,7 +55,7 @@ class AgentChains:
                 self.named(of_agent)  # its chain outlives its span, as the id's would
             return of_agent
         runs = self._runs
-        run = runs.owned.get(parent[SPAN_ID]) if parent is not None else None
+        run = runs.owner(parent[SPAN_ID]) if parent is not None else None
         return run if run is not None else runs.resolve(parent)
 
     def named(self, run: Run) -> None:

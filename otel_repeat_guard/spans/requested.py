@@ -187,6 +187,14 @@ class PendingSteps:
         self.max_runs = max_runs
         self._max_counted = max_counted
 
+    def any_step(self) -> bool:
+        """Whether any run's last model step waits to be answered."""
+        return bool(self.steps)
+
+    def any_open(self) -> bool:
+        """Whether any model call that issues tool calls while open is open."""
+        return bool(self.open)
+
     def idle(self) -> bool:
         """Whether nothing is pending: no model step to answer, no call counted from a request, no step open."""
         return not (self.steps or self.counted or self.open)

@@ -175,18 +175,32 @@ class RunResolver:
 
     # -- bookkeeping -------------------------------------------------------------------
 
-    def live_overflowed(self) -> None:
-        """The live-span map (the processor inserts inline) passed ``max_live_spans``: its oldest open span goes.
-        The first time, a warning says so, since an agent run's span dropped leaves its calls with no run."""
-        evict_oldest(self.live)
-        if not self._overflowed:
-            self._overflowed = True
-            logger.warning(OVERFLOW_WARNING, self.max_live_spans)
+    def opened(self, span_id: int, kept: LiveSpan) -> None:
+        """A span started: what resolving a run needs of it (not the span, see ``span_events.LiveSpan``). Past
+        ``max_live_spans`` open spans, the oldest goes; the first time, a warning says so, since an agent run's span
+        dropped leaves its calls with no run."""
+        live = self.live
+        live[span_id] = kept
+        if len(live) > self.max_live_spans:
+            evict_oldest(live)
+            if not self._overflowed:
+                self._overflowed = True
+                logger.warning(OVERFLOW_WARNING, self.max_live_spans)
+
+    def closed(self, span_id: int) -> None:
+        """A span ended: stop tracking it (it may have been evicted while open, or started before the guard was
+        added); if it stood for a run, or enclosed a model call, that run's state ends with it (:meth:`ended`)."""
+        try:  # noqa: SIM105 - one lookup; suppress() is a context manager, dict.pop a method call compiled
+            del self.live[span_id]
+        except KeyError:
+            pass
+        if span_id in self.owned or span_id in self.marked:
+            self.ended(span_id)
 
     def agent_id_at_start(self, name: str, attributes: Attributes) -> str | None:
         """The agent id an agent-run span names at its start, if any (each agent run is a new prompt for the chain
         of that id). The guard asks only for a span that starts with attributes and that its router says may name
-        one (``SpanRouter.may_name_agent_id``); the processor writes ``live`` itself, with no call into this module."""
+        one (``SpanRouter.may_name_agent_id``); the processor tells it of every span (:meth:`opened`, :meth:`closed`)."""
         run = find_agent_run(self._conventions, name, attributes)
         if run is not None and not run.nested:  # a nested invocation is no new prompt
             return run.agent_id
