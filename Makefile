@@ -91,14 +91,18 @@ $(VENV_PHOENIX)/.installed:
 
 backends: prometheus redis $(VENV_PHOENIX)/.installed
 
-# What `pip install '.[dashboard]'` gives a user: pure Python unless OTEL_REPEAT_GUARD_COMPILE=1 is set.
-# pip names each package as it goes, so the first `make demo` is never silent for long; it reinstalls a
-# local folder every time, so an edited source is picked up.
+# What `pip install '.[dashboard]'` gives a user: pure Python unless OTEL_REPEAT_GUARD_COMPILE=1 is set
+# (pip reinstalls a local folder every time, so an edited source is picked up). pip names each package as it
+# fetches it, then unpacks them all without a word (half a minute for pyarrow and streamlit on a busy
+# machine): a line every 10 s says it is still at work, so the first `make demo` is never silent for long.
+DEMO_PIP := $(DBIN)/pip install --progress-bar on --disable-pip-version-check '.[dashboard]'
 $(DBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
 	@echo "==> creating the virtualenv $(VENV_DEMO)"
 	test -x $(DBIN)/python || $(PYTHON) -m venv $(VENV_DEMO)
 	@echo "==> installing otel-repeat-guard[dashboard] from this checkout (pure Python; OTEL_REPEAT_GUARD_COMPILE=1 compiles its core)"
-	$(DBIN)/pip install --progress-bar on --disable-pip-version-check '.[dashboard]'
+	@echo "$(DEMO_PIP)"
+	@( n=0; while sleep 10; do n=$$((n + 10)); echo "    ... pip is still at work ($$n s)"; done ) & beat=$$!; \
+	  $(DEMO_PIP); rc=$$?; kill $$beat; exit $$rc
 	$(DBIN)/otel-repeat-guard --version
 	touch $@
 
