@@ -66,7 +66,7 @@ $(CBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
 	@echo "==> upgrading pip"
 	$(CBIN)/pip install --quiet --upgrade pip
 	rm -rf $(VENV_COMPILED)/dist
-	@echo "==> building the wheel: mypyc compiles the core (about three minutes on 2 cores)"
+	@echo "==> building the wheel: mypyc compiles the core (three to five minutes on 2 cores)"
 	$(COMPILE) $(CBIN)/pip wheel --quiet --no-deps --wheel-dir $(VENV_COMPILED)/dist .
 	@echo "==> installing the wheel"
 	$(CBIN)/pip install --quiet --force-reinstall --no-deps $(VENV_COMPILED)/dist/*.whl

@@ -12,7 +12,7 @@ are compiled by cibuildwheel, whose settings in ``pyproject.toml`` set the switc
 - By default: the pure-Python package, in seconds, and the build environment needs no mypy.
 - ``OTEL_REPEAT_GUARD_COMPILE=1``: the compiled modules as C extensions beside their ``.py`` sources
   (tracebacks and ``inspect`` still find the text), and a platform-specific wheel tag. The compile
-  takes about three minutes on 2 cores.
+  takes three to five minutes on 2 cores.
 - ``OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1`` (``make`` sets it for the compiled test build, and the
   release build sets it): asks for the compile too, and a compile that fails is an error.
 - Asked to compile, with no working C compiler (and Python headers) or a failed compile: the
@@ -123,7 +123,7 @@ class MypycBuildHook(BuildHookInterface):
             reason = f"{PURE_ENV} is set" if _flag(PURE_ENV) else f"set {COMPILE_ENV}=1 to compile the core with mypyc"
             self.app.display_info(f"otel-repeat-guard: building the pure-Python package ({reason})")
             return
-        self.app.display_info("otel-repeat-guard: compiling the core with mypyc (about three minutes on 2 cores)")
+        self.app.display_info("otel-repeat-guard: compiling the core with mypyc (three to five minutes on 2 cores)")
         modules = compiled_modules(self.root, self.config)
         if not modules:
             raise ValueError("the mypyc build hook's `compile` globs match no module")

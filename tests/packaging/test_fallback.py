@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tarfile
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
