@@ -7,7 +7,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     OTEL_REPEAT_GUARD_DB=/var/lib/repeat-guard/repeat-guard.db
 
 WORKDIR /src
-# hatch_build.py: the wheel's mypyc hook; this slim image has no C compiler, so it builds the pure-Python package.
+# hatch_build.py: the wheel's build hook; a source build is pure Python (OTEL_REPEAT_GUARD_COMPILE=1 would compile).
 COPY pyproject.toml README.md hatch_build.py ./
 COPY otel_repeat_guard ./otel_repeat_guard
 # The user: the Collector's uid and gid (10001 in otel/opentelemetry-collector-contrib), because the file exporter

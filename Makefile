@@ -4,11 +4,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PURE := OTEL_REPEAT_GUARD_PURE=1
-# The compiled build: the wheel, its core compiled by mypyc (hatch_build.py), installed (not editable)
-# into its own virtualenv. `make test` runs the suite on both builds; `make demo` runs this one, which
-# falls back to pure Python where no C compiler works (`otel-repeat-guard --version` tells which).
+# The compiled build: the wheel, its core compiled by mypyc (hatch_build.py) because COMPILE asks for it,
+# installed (not editable) into its own virtualenv. `make test` runs the suite on both builds, `make bench`
+# the benchmarks on this one. REQUIRE_COMPILED makes a compile that fails an error, not a pure-Python wheel.
 VENV_COMPILED ?= .venv-compiled
 CBIN := $(VENV_COMPILED)/bin
+COMPILE := OTEL_REPEAT_GUARD_COMPILE=1 OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1
+# `make demo` and `make dashboard`: the package as a user's `pip install` from the checkout builds it, pure
+# Python (seconds), with the dashboard extra. OTEL_REPEAT_GUARD_COMPILE=1 in the environment compiles it.
+VENV_DEMO ?= .venv-demo
+DBIN := $(VENV_DEMO)/bin
 PACKAGE_SOURCES := $(shell find otel_repeat_guard -name '*.py' -not -path '*/__pycache__/*')
 # The oldest opentelemetry-sdk minor we support: the core suite runs against it too.
 SDK_OLDEST ?= 1.40.*
@@ -53,26 +58,21 @@ $(BIN)/.installed: pyproject.toml
 	$(PURE) $(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	touch $@
 
-# $(call compiled_install,EXTRAS,ENV,PIP_OUTPUT): builds the wheel once, installs it, then its EXTRAS' dependencies.
-# The suite's copy sets OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1: a build that cannot compile fails loudly.
-# Each step says what it does; PIP_OUTPUT is --quiet for the suite, pip's own progress for the demo.
-define compiled_install
+# The compiled wheel, built once (the compile switch and the requirement set: a compile that fails fails
+# loudly), installed, then the dependencies of $(EXTRAS). Each step says what it does.
+$(CBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
 	@echo "==> creating the virtualenv $(VENV_COMPILED)"
 	test -x $(CBIN)/python || $(PYTHON) -m venv $(VENV_COMPILED)
 	@echo "==> upgrading pip"
-	$(CBIN)/pip install $(3) --upgrade pip
+	$(CBIN)/pip install --quiet --upgrade pip
 	rm -rf $(VENV_COMPILED)/dist
-	@echo "==> building the wheel: mypyc compiles the core (about a minute; pure Python where no C compiler works)"
-	$(2) $(CBIN)/pip wheel $(3) --no-deps --wheel-dir $(VENV_COMPILED)/dist .
+	@echo "==> building the wheel: mypyc compiles the core (three to five minutes on 2 cores)"
+	$(COMPILE) $(CBIN)/pip wheel --quiet --no-deps --wheel-dir $(VENV_COMPILED)/dist .
 	@echo "==> installing the wheel"
-	$(CBIN)/pip install $(3) --force-reinstall --no-deps $(VENV_COMPILED)/dist/*.whl
-	@echo "==> installing its dependencies: [$(1)]"
-	$(CBIN)/pip install $(3) "$$(ls $(VENV_COMPILED)/dist/*.whl)[$(1)]"
+	$(CBIN)/pip install --quiet --force-reinstall --no-deps $(VENV_COMPILED)/dist/*.whl
+	@echo "==> installing its dependencies: [$(EXTRAS)]"
+	$(CBIN)/pip install --quiet "$$(ls $(VENV_COMPILED)/dist/*.whl)[$(EXTRAS)]"
 	$(CBIN)/otel-repeat-guard --version
-endef
-
-$(CBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
-	$(call compiled_install,$(EXTRAS),OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1,--quiet)
 	touch $@
 
 # Debian's Prometheus server and promtool, for the metrics test and the config check.
@@ -91,17 +91,27 @@ $(VENV_PHOENIX)/.installed:
 
 backends: prometheus redis $(VENV_PHOENIX)/.installed
 
-$(CBIN)/.installed-dashboard: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
-	$(call compiled_install,dashboard,,--progress-bar on)
+# What `pip install '.[dashboard]'` gives a user: pure Python unless OTEL_REPEAT_GUARD_COMPILE=1 is set
+# (pip reinstalls a local folder every time, so an edited source is picked up). pip names each package as it
+# fetches it, then unpacks them all without a word (half a minute for pyarrow and streamlit on a busy
+# machine): a line every 10 s says it is still at work, so the first `make demo` is never silent for long.
+DEMO_PIP := $(DBIN)/pip install --progress-bar on --disable-pip-version-check '.[dashboard]'
+$(DBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
+	@echo "==> creating the virtualenv $(VENV_DEMO)"
+	test -x $(DBIN)/python || $(PYTHON) -m venv $(VENV_DEMO)
+	@echo "==> installing otel-repeat-guard[dashboard] from this checkout (pure Python; OTEL_REPEAT_GUARD_COMPILE=1 compiles its core)"
+	@echo "$(DEMO_PIP)"
+	@( n=0; while sleep 10; do n=$$((n + 10)); echo "    ... pip is still at work ($$n s)"; done ) & beat=$$!; \
+	  $(DEMO_PIP); rc=$$?; kill $$beat; exit $$rc
+	$(DBIN)/otel-repeat-guard --version
 	touch $@
 
 # The quick start: a simulated multi-agent workload through the guard into $(DB), then the dashboard.
-# The compiled build where a C compiler works, else the same package in pure Python.
-demo: $(CBIN)/.installed-dashboard
-	$(CBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
+demo: $(DBIN)/.installed
+	$(DBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
 
-dashboard: $(CBIN)/.installed-dashboard
-	$(CBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
+dashboard: $(DBIN)/.installed
+	$(DBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
 
 # Debian's Redis server, for the distributed-runs tests (they start it on a free port themselves).
 redis: | prometheus
@@ -197,4 +207,4 @@ bench: $(CBIN)/.installed
 	$(CBIN)/python -m benchmarks.side_by_side $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_COMPILED) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_COMPILED) $(VENV_DEMO) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""The wheel's build hook: compiles the guard's core with mypyc, or leaves the package pure Python.
+"""The wheel's build hook: leaves the package pure Python, or compiles the guard's core with mypyc when asked.
 
 Configured in ``pyproject.toml`` under ``[tool.hatch.build.targets.wheel.hooks.custom]``:
 ``compile`` and ``interpreted`` are globs (relative to the project root, ``*`` stays within one
@@ -6,14 +6,19 @@ folder) of the modules mypyc compiles and of those it leaves alone, so a new mod
 folder is compiled without a list edit. ``compile-requires`` is what the compile needs in the build
 environment, besides the package's own dependencies (mypy reads their types).
 
-Which build a wheel gets:
+Which build a wheel gets (black's way: source builds are pure Python unless asked, released wheels
+are compiled by cibuildwheel, whose settings in ``pyproject.toml`` set the switch):
 
-- ``OTEL_REPEAT_GUARD_PURE=1``: the pure-Python package, and the build environment needs no mypy.
-- No working C compiler (and Python headers): the pure-Python package, with a warning.
-- A failed compile: the pure-Python package, with a warning and the compiler's output; or, with
-  ``OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1`` (``make`` sets it for the compiled test build), an error.
-- Otherwise: the compiled modules as C extensions beside their ``.py`` sources (tracebacks and
-  ``inspect`` still find the text), and a platform-specific wheel tag.
+- By default: the pure-Python package, in seconds, and the build environment needs no mypy.
+- ``OTEL_REPEAT_GUARD_COMPILE=1``: the compiled modules as C extensions beside their ``.py`` sources
+  (tracebacks and ``inspect`` still find the text), and a platform-specific wheel tag. The compile
+  takes three to five minutes on 2 cores.
+- ``OTEL_REPEAT_GUARD_REQUIRE_COMPILED=1`` (``make`` sets it for the compiled test build, and the
+  release build sets it): asks for the compile too, and a compile that fails is an error.
+- Asked to compile, with no working C compiler (and Python headers) or a failed compile: the
+  pure-Python package, with a warning and the compiler's output.
+- ``OTEL_REPEAT_GUARD_PURE=1``: the pure-Python package, whatever else is set (but for
+  ``OTEL_REPEAT_GUARD_REQUIRE_COMPILED``, which contradicts it: an error).
 
 An editable install is always pure Python. ``otel_repeat_guard.build_mode()`` tells which one runs.
 
@@ -35,6 +40,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
+COMPILE_ENV = "OTEL_REPEAT_GUARD_COMPILE"
 PURE_ENV = "OTEL_REPEAT_GUARD_PURE"
 REQUIRE_ENV = "OTEL_REPEAT_GUARD_REQUIRE_COMPILED"
 PACKAGE = "otel_repeat_guard"
@@ -70,6 +76,15 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
 
 
+def compile_requested() -> bool:
+    """Whether the environment asks for the compiled build: the pure-Python package is the default."""
+    if _flag(PURE_ENV):
+        if _flag(REQUIRE_ENV):
+            raise ValueError(f"{PURE_ENV} and {REQUIRE_ENV} are both set: unset one of them")
+        return False
+    return _flag(COMPILE_ENV) or _flag(REQUIRE_ENV)
+
+
 def compiled_modules(root: str | Path, config: dict[str, Any]) -> list[str]:
     """The files (relative, ``/``-separated) that mypyc compiles: ``compile`` less ``interpreted``."""
 
@@ -95,7 +110,7 @@ class MypycBuildHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def dependencies(self) -> list[str]:
-        if _flag(PURE_ENV):
+        if not compile_requested():
             return []
         requires = self.config.get("compile-requires", [])
         return [*requires, *self.metadata.core.dependencies]
@@ -104,9 +119,11 @@ class MypycBuildHook(BuildHookInterface):
         self._workdir: str | None = None
         if self.target_name != "wheel" or version == "editable":
             return
-        if _flag(PURE_ENV):
-            self.app.display_info(f"otel-repeat-guard: {PURE_ENV} is set, building the pure-Python package")
+        if not compile_requested():
+            reason = f"{PURE_ENV} is set" if _flag(PURE_ENV) else f"set {COMPILE_ENV}=1 to compile the core with mypyc"
+            self.app.display_info(f"otel-repeat-guard: building the pure-Python package ({reason})")
             return
+        self.app.display_info("otel-repeat-guard: compiling the core with mypyc (three to five minutes on 2 cores)")
         modules = compiled_modules(self.root, self.config)
         if not modules:
             raise ValueError("the mypyc build hook's `compile` globs match no module")

@@ -1,4 +1,4 @@
-"""Guard configuration: a frozen, validated value built in code, from a mapping, or from the environment."""
+"""Guard configuration: a frozen, validated value built in code, from a mapping, a file, or the environment."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import dataclasses
 import difflib
 import importlib
 import inspect
+import json
 import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -46,7 +48,15 @@ _MAPPING_KEYS = {
 _INT_LISTS = ("thresholds", "cycle_thresholds", "no_progress_thresholds")
 _INTS = ("arguments_preview_chars", "max_cycle_period", "stop_at", "store_timeout_ms", "store_expiry_seconds")
 _BOOLS = ("collapse_parallel", "remote_runs")
-_BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+_BOOLEANS = {
+    **dict.fromkeys(("true", "1", "yes", "on"), True),
+    **dict.fromkeys(("false", "0", "no", "off"), False),
+}
+"""The words a boolean setting is read from, in any case: the same in a file and in the environment."""
+CONFIG_FILE_ENV = ENV_PREFIX + "CONFIG_FILE"
+"""A TOML, YAML or JSON file of settings that ``from_env`` reads first; the variables override it."""
+MAX_CONFIG_FILE_BYTES = 1_000_000
+_FILE_KINDS = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}
 MEMORY_STORE = "memory"
 """The default chain store: this process's memory."""
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -61,7 +71,8 @@ KNOWN_VARIABLES = frozenset(
     + [
         ENV_PREFIX + name
         for name in (  # read outside GuardConfig: setup, the store, the dashboard, the compose stack
-            *("ENABLED", "CLIENT_ADAPTERS", "DB", "TRACE_URL", "BIND", "DASHBOARD_STORE", "PURE"),
+            *("ENABLED", "CONFIG_FILE", "CLIENT_ADAPTERS", "DB", "TRACE_URL", "BIND", "DASHBOARD_STORE"),
+            *("PURE", "COMPILE"),  # the wheel's build hook (hatch_build.py)
             *("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD_FILE"),
             *("BENCH_BUILD", "EXPECT_BUILD", "REQUIRE_COMPILED", "REQUIRE_BACKENDS", "REQUIRE_FRAMEWORKS"),  # tests'
             *("TRAJECTORIES", "SPAN_DUMP_DIR"),
@@ -89,6 +100,20 @@ def warn_unknown_variables(environ: Mapping[str, str] | None = None) -> list[str
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_boolean(name: str, value: object) -> bool:
+    """The one reading of a boolean setting, from a file, a mapping or the environment: ``True``/``False``,
+    1/0, or the words true/false, 1/0, yes/no, on/off in any case (so YAML's ``yes`` and the environment's
+    ``yes`` agree). Anything else is a ``ValueError`` naming ``name`` and the value."""
+    if isinstance(value, bool):
+        return value
+    if _is_int(value) and value in (0, 1):
+        return value == 1
+    word = _BOOLEANS.get(value.strip().lower()) if isinstance(value, str) else None
+    if word is None:
+        raise ValueError(f"{name} must be true or false (or 1/0, yes/no, on/off), got {value!r}")
+    return word
 
 
 def _patterns(field: str, value: object) -> tuple[str, ...]:
@@ -201,19 +226,18 @@ class GuardConfig:
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> GuardConfig:
-        """Build from a parsed YAML/JSON mapping; unknown keys are an error."""
-        if not isinstance(mapping, Mapping):
-            raise ValueError(f"config must be a mapping, got {mapping!r}")
-        kwargs: dict[str, Any] = {}
-        for key, value in mapping.items():
-            field = _MAPPING_KEYS.get(key)
-            if field is None:
-                known = ", ".join(_MAPPING_KEYS)
-                raise ValueError(f"unknown config key {key!r} (known keys: {known})")
-            if field in kwargs:
-                raise ValueError(f"{field} is given twice (as {key!r} and another spelling)")
-            kwargs[field] = value
-        return cls(**kwargs)
+        """Build from a parsed YAML/JSON/TOML mapping; an unknown key is an error naming the closest known one."""
+        return cls(**_mapping_fields(mapping))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> GuardConfig:
+        """Build from a ``.toml``, ``.yaml``/``.yml`` (needs the ``yaml`` extra) or ``.json`` file holding the
+        mapping ``from_mapping`` takes. Every error is a ``ValueError`` naming the file."""
+        fields, where = _file_fields(path)
+        try:
+            return cls(**fields)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> GuardConfig:
@@ -223,6 +247,9 @@ class GuardConfig:
         empty value, or a number that is not plain ASCII digits (``1_000``, ``٣``) is a
         ``ValueError`` naming the variable. ``-`` is an explicitly empty list. ``chain_store``
         also answers to ``OTEL_REPEAT_GUARD_STORE``.
+
+        ``OTEL_REPEAT_GUARD_CONFIG_FILE`` names a file read first, as ``from_file`` reads it; each variable
+        set overrides the file's value for its field.
         """
         env = os.environ if environ is None else environ
         if not isinstance(env, Mapping):
@@ -231,34 +258,123 @@ class GuardConfig:
         if odd is not None:  # a mapping loaded from YAML or JSON: 3, not "3"
             raise ValueError(f"{odd} must be a string, as environment variables are, got {env[odd]!r}")
         warn_unknown_variables(env)
-        kwargs: dict[str, Any] = {}
-        variables: dict[str, str] = {}  # each field given, by the variable it came from
-        for field in _FIELDS:
-            variable = ENV_PREFIX + field.upper()
-            raw = env.get(variable)
-            alias = _ENV_ALIASES.get(field)
-            if alias is not None and env.get(alias) is not None:
-                if raw is not None and raw.strip() != env[alias].strip():
-                    shown = (safe_url(raw), safe_url(env[alias])) if field == "chain_store" else (raw, env[alias])
-                    raise ValueError(f"{variable} and {alias} ({field}) disagree: {shown[0]!r} vs {shown[1]!r}")
-                variable, raw = alias, env[alias]
-            if raw is None:
-                continue
-            variables[field] = variable
-            if field in _INTS:
-                kwargs[field] = _env_int(variable, field, raw.strip())
-            elif field in _BOOLS:
-                kwargs[field] = _env_bool(variable, field, raw)
-            elif field == "chain_store":
-                kwargs[field] = raw.strip()
-            else:
-                items = _env_list(variable, field, raw)
-                kwargs[field] = [_env_int(variable, field, i, raw) for i in items] if field in _INT_LISTS else items
+        fields: dict[str, Any] = {}
+        where = ""
+        path = env.get(CONFIG_FILE_ENV)
+        if path is not None:
+            if not path.strip():
+                raise ValueError(f"{CONFIG_FILE_ENV} is set but empty: unset it, or name a .toml, .yaml or .json file")
+            try:
+                fields, where = _file_fields(path.strip())
+            except ValueError as error:
+                raise ValueError(f"{CONFIG_FILE_ENV}: {error}") from None
+        kwargs, variables = _env_fields(env)  # each field given, and the variable it came from
         try:
-            return cls(**kwargs)
-        except ValueError as error:  # it names the field (its first word): name the variable it came from too
-            named = variables.get(str(error).partition(" ")[0])
+            return cls(**{**fields, **kwargs})
+        except ValueError as error:  # it names the field (its first word): name the variable or file it came from
+            field = str(error).partition(" ")[0]
+            named = variables.get(field, where if field in fields else None)
             raise error if named is None else ValueError(f"{named}: {error}") from None
+
+
+def _mapping_fields(mapping: object) -> dict[str, Any]:
+    """A settings mapping's values by field name: both spellings of a key, booleans read by ``read_boolean``."""
+    if not isinstance(mapping, Mapping):
+        raise ValueError(f"config must be a mapping, got {mapping!r}")
+    kwargs: dict[str, Any] = {}
+    for key, value in mapping.items():
+        field = _MAPPING_KEYS.get(key) if isinstance(key, str) else None
+        if field is None:
+            close = difflib.get_close_matches(key, _MAPPING_KEYS, n=1) if isinstance(key, str) else []
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(_MAPPING_KEYS)}"
+            raise ValueError(f"unknown config key {key!r} ({hint})")
+        if field in kwargs:
+            raise ValueError(f"{field} is given twice (as {key!r} and another spelling)")
+        none_allowed = field == "remote_runs" and value is None  # its default: follow a shared store
+        kwargs[field] = read_boolean(field, value) if field in _BOOLS and not none_allowed else value
+    return kwargs
+
+
+def _file_fields(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
+    """The fields a settings file holds, and how its errors name it (``config file NAME``)."""
+    location = Path(path)
+    where = f"config file {str(location)!r}"
+    kind = _FILE_KINDS.get(location.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{where}: the name must end in {', '.join(_FILE_KINDS)}, got {location.suffix!r}")
+    try:
+        if not location.is_file():  # a folder, or a pipe that could keep a read waiting for ever
+            raise ValueError(f"{where}: {'no such file' if not location.exists() else 'not a regular file'}")
+        with location.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_FILE_BYTES + 1)
+    except OSError as error:
+        raise ValueError(f"{where}: cannot read it ({error.strerror or error})") from None
+    if len(data) > MAX_CONFIG_FILE_BYTES:
+        raise ValueError(f"{where}: over {MAX_CONFIG_FILE_BYTES:,} bytes, which no settings file needs")
+    try:
+        parsed = _parse(kind, data.decode("utf-8"))  # not UTF-8: a ValueError too
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    try:
+        return _mapping_fields({} if parsed is None else parsed), where  # None: an empty YAML file
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+
+
+def _parse(kind: str, text: str) -> object:
+    """``text`` parsed as ``kind``; a ``ValueError`` saying what is wrong, in one line."""
+    if kind == "YAML":
+        try:
+            parser = importlib.import_module("yaml")  # PyYAML: the `yaml` extra
+        except ImportError:
+            raise ValueError("reading YAML needs PyYAML: pip install 'otel-repeat-guard[yaml]'") from None
+        load: Any = parser.safe_load
+    elif kind == "TOML":
+        load = _toml_module().loads
+    else:
+        load = json.loads
+    try:
+        return load(text)
+    except Exception as error:  # each parser's own error type; PyYAML's is no ValueError
+        raise ValueError(f"not valid {kind}: {' '.join(str(error).split())}") from None
+
+
+def _toml_module() -> Any:
+    """The standard library's TOML reader (3.11 on), else the ``tomli`` package it came from (3.10)."""
+    for name in ("tomllib", "tomli"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ValueError("reading TOML on Python 3.10 needs the tomli package: pip install tomli")
+
+
+def _env_fields(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The fields the ``OTEL_REPEAT_GUARD_*`` variables set, and the variable each came from."""
+    kwargs: dict[str, Any] = {}
+    variables: dict[str, str] = {}
+    for field in _FIELDS:
+        variable = ENV_PREFIX + field.upper()
+        raw = env.get(variable)
+        alias = _ENV_ALIASES.get(field)
+        if alias is not None and env.get(alias) is not None:
+            if raw is not None and raw.strip() != env[alias].strip():
+                shown = (safe_url(raw), safe_url(env[alias])) if field == "chain_store" else (raw, env[alias])
+                raise ValueError(f"{variable} and {alias} ({field}) disagree: {shown[0]!r} vs {shown[1]!r}")
+            variable, raw = alias, env[alias]
+        if raw is None:
+            continue
+        variables[field] = variable
+        if field in _INTS:
+            kwargs[field] = _env_int(variable, field, raw.strip())
+        elif field in _BOOLS:
+            kwargs[field] = read_boolean(f"{variable} ({field})", raw)
+        elif field == "chain_store":
+            kwargs[field] = raw.strip()
+        else:
+            items = _env_list(variable, field, raw)
+            kwargs[field] = [_env_int(variable, field, i, raw) for i in items] if field in _INT_LISTS else items
+    return kwargs, variables
 
 
 def _env_list(variable: str, field: str, raw: str) -> list[str]:
@@ -271,13 +387,6 @@ def _env_list(variable: str, field: str, raw: str) -> list[str]:
     if "" in items:
         raise ValueError(f"{variable} ({field}) has an empty item, got {raw!r} {hint}")
     return items
-
-
-def _env_bool(variable: str, field: str, raw: str) -> bool:
-    value = _BOOLEANS.get(raw.strip().lower())
-    if value is None:
-        raise ValueError(f"{variable} ({field}) must be true, false, 1 or 0, got {raw!r}")
-    return value
 
 
 def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from opentelemetry import trace
 from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 
-from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig, warn_unknown_variables
+from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig, read_boolean, warn_unknown_variables
 from otel_repeat_guard.decide.inbox import reminder_inbox
 from otel_repeat_guard.installed import (
     default_inbox,
@@ -36,18 +36,13 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 logger = logging.getLogger("otel_repeat_guard")
 
 ENABLED_ENV = ENV_PREFIX + "ENABLED"
-_TRUE = frozenset({"true", "1", "yes", "on"})
-_FALSE = frozenset({"false", "0", "no", "off", ""})
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``OTEL_REPEAT_GUARD_ENABLED`` asks for the guard; an unknown value raises ``ValueError``."""
-    raw = (os.environ if environ is None else environ).get(ENABLED_ENV, "").strip().lower()
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise ValueError(f"{ENABLED_ENV} must be true or false, got {raw!r}")
+    """Whether ``OTEL_REPEAT_GUARD_ENABLED`` asks for the guard, read as every boolean setting is (empty: no);
+    an unknown value raises ``ValueError``."""
+    raw = (os.environ if environ is None else environ).get(ENABLED_ENV, "")
+    return bool(raw.strip()) and read_boolean(ENABLED_ENV, raw)
 
 
 def install(provider: object | None = None, config: GuardConfig | None = None) -> RepeatGuardSpanProcessor | None:

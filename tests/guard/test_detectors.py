@@ -350,8 +350,9 @@ def test_options_from_mappings_and_the_environment() -> None:
     }
     assert GuardConfig.from_env(env) == expected
     assert GuardConfig.from_env({"OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL": "0"}).collapse_parallel is False
-    with pytest.raises(ValueError, match="COLLAPSE_PARALLEL \\(collapse_parallel\\) must be true, false, 1 or 0"):
-        GuardConfig.from_env({"OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL": "yes"})
+    assert GuardConfig.from_env({"OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL": "yes"}).collapse_parallel is True
+    with pytest.raises(ValueError, match="COLLAPSE_PARALLEL \\(collapse_parallel\\) must be true or false"):
+        GuardConfig.from_env({"OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL": "maybe"})
 
 
 @pytest.mark.parametrize(

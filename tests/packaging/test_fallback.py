@@ -1,8 +1,9 @@
-"""The wheel without a C compiler, or with OTEL_REPEAT_GUARD_PURE=1: the pure-Python package, the same files.
+"""Which wheel a source build gives: pure Python by default, from a checkout or an sdist; compiled only when asked
+(``OTEL_REPEAT_GUARD_COMPILE=1``), and pure again without a C compiler or with ``OTEL_REPEAT_GUARD_PURE=1``.
 
-Each test builds a real wheel from the checkout with pip (build isolation, as a user's install does),
-with ``CC=false`` standing for a machine without a compiler. The compiled wheel itself is built and
-tested by ``make unit-compiled``.
+Each test builds a real wheel with pip (build isolation, as a user's install does), with ``CC=false``
+standing for a machine without a compiler. The compiled wheel itself is built and tested by
+``make unit-compiled``; the release's settings for it (cibuildwheel's) by test_release.py.
 """
 
 from __future__ import annotations
@@ -10,22 +11,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PURE_TAG = "-py3-none-any.whl"
+SWITCHES = ("OTEL_REPEAT_GUARD_COMPILE", "OTEL_REPEAT_GUARD_PURE", "OTEL_REPEAT_GUARD_REQUIRE_COMPILED")
 
 
-def _pip_wheel(out: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("OTEL_REPEAT_GUARD_PURE", "OTEL_REPEAT_GUARD_REQUIRE_COMPILED")
-    }
-    command = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--wheel-dir", str(out), str(ROOT)]
+def _clean_environment(**env: str) -> dict[str, str]:
+    """This process's environment without the build switches, plus ``env``."""
+    return {**{key: value for key, value in os.environ.items() if key not in SWITCHES}, **env}
+
+
+def _pip_wheel(out: Path, source: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--wheel-dir", str(out), str(source)]
     return subprocess.run(
-        command, env={**environ, **env}, capture_output=True, text=True, timeout=600, check=False, cwd=out
+        command, env=_clean_environment(**env), capture_output=True, text=True, timeout=600, check=False, cwd=out
     )
 
 
@@ -45,8 +48,50 @@ def _the_pure_package(wheel: Path) -> None:
             assert archive.read(name) == (ROOT / name).read_bytes(), name
 
 
-def test_without_a_compiler_the_wheel_is_pure_python_and_runs(tmp_path: Path) -> None:
-    done = _pip_wheel(tmp_path, CC="false")
+def _no_compile_tools_fetched(done: subprocess.CompletedProcess[str]) -> None:
+    """The hook asks for mypy and setuptools only when it compiles: a pure build installs neither."""
+    output = done.stdout + done.stderr
+    assert "Collecting hatchling" in output, "pip's verbose output changed: the check below reads nothing"
+    assert "Collecting mypy" not in output
+    assert "Collecting setuptools" not in output
+
+
+def test_by_default_a_source_build_is_pure_python_and_fetches_no_compiler_tools(tmp_path: Path) -> None:
+    done = _pip_wheel(tmp_path)  # a C compiler works here: the default still does not use it
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    output = done.stdout + done.stderr
+    assert "building the pure-Python package (set OTEL_REPEAT_GUARD_COMPILE=1 to compile the core" in output
+    assert "compiling the core with mypyc" not in output
+    _no_compile_tools_fetched(done)
+    (wheel,) = tmp_path.glob("*.whl")
+    _the_pure_package(wheel)
+
+
+def test_an_sdist_holds_the_build_hook_and_builds_pure_python_by_default(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path / "sdist"), str(ROOT)],
+        env=_clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    (sdist,) = (tmp_path / "sdist").glob("otel_repeat_guard-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"hatch_build.py", "pyproject.toml", "otel_repeat_guard/processor.py"} <= names
+
+    (tmp_path / "wheel").mkdir()
+    done = _pip_wheel(tmp_path / "wheel", sdist)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    _no_compile_tools_fetched(done)
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    _the_pure_package(wheel)
+
+
+def test_asked_to_compile_without_a_compiler_the_wheel_is_pure_python_and_runs(tmp_path: Path) -> None:
+    done = _pip_wheel(tmp_path, CC="false", OTEL_REPEAT_GUARD_COMPILE="1")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "building the pure-Python package: no working C compiler" in done.stdout + done.stderr
     (wheel,) = tmp_path.glob("*.whl")
@@ -76,16 +121,24 @@ def test_without_a_compiler_the_wheel_is_pure_python_and_runs(tmp_path: Path) ->
     assert ran.stdout == 'pure Python {"a":[1E+400],"b":1}\n'
 
 
-def test_pure_by_request_needs_no_compiler_and_no_mypy(tmp_path: Path) -> None:
-    done = _pip_wheel(tmp_path, OTEL_REPEAT_GUARD_PURE="1", CC="false")
+def test_pure_by_request_wins_over_the_compile_switch_and_needs_no_compiler_and_no_mypy(tmp_path: Path) -> None:
+    done = _pip_wheel(tmp_path, OTEL_REPEAT_GUARD_PURE="1", OTEL_REPEAT_GUARD_COMPILE="1", CC="false")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "OTEL_REPEAT_GUARD_PURE is set, building the pure-Python package" in done.stdout + done.stderr
-    assert "Collecting mypy" not in done.stdout  # the hook asks for its compile tools only when it may compile
+    assert "building the pure-Python package (OTEL_REPEAT_GUARD_PURE is set)" in done.stdout + done.stderr
+    _no_compile_tools_fetched(done)
     (wheel,) = tmp_path.glob("*.whl")
     _the_pure_package(wheel)
 
 
-def test_a_required_compiled_build_fails_without_a_compiler(tmp_path: Path) -> None:
+def test_pure_and_a_required_compiled_build_at_once_is_refused_naming_both(tmp_path: Path) -> None:
+    done = _pip_wheel(tmp_path, OTEL_REPEAT_GUARD_PURE="1", OTEL_REPEAT_GUARD_REQUIRE_COMPILED="1")
+    assert done.returncode != 0
+    message = "OTEL_REPEAT_GUARD_PURE and OTEL_REPEAT_GUARD_REQUIRE_COMPILED are both set: unset one of them"
+    assert message in done.stdout + done.stderr
+    assert not list(tmp_path.glob("*.whl"))
+
+
+def test_a_required_compiled_build_asks_for_the_compile_and_fails_without_a_compiler(tmp_path: Path) -> None:
     done = _pip_wheel(tmp_path, CC="false", OTEL_REPEAT_GUARD_REQUIRE_COMPILED="1")
     assert done.returncode != 0
     assert "the compiled build failed (OTEL_REPEAT_GUARD_REQUIRE_COMPILED is set)" in done.stdout + done.stderr

@@ -52,6 +52,7 @@ with tracer.start_as_current_span("invoke_agent looper", attributes=run):
 print(json.dumps({
     "build": otel_repeat_guard.build_mode(),
     "installed": otel_repeat_guard.installed_guard() is not None,
+    "thresholds": getattr(getattr(otel_repeat_guard.installed_guard(), "config", None), "thresholds", None),
     "state": state.set_calls,
     "messages": len(context.messages),
     "package": otel_repeat_guard.__file__,
@@ -68,7 +69,7 @@ print(json.dumps({
         ),
         (
             {"OTEL_REPEAT_GUARD_ENABLED": "ture"},
-            "OTEL_REPEAT_GUARD_ENABLED must be true or false, got 'ture'",
+            "OTEL_REPEAT_GUARD_ENABLED must be true or false (or 1/0, yes/no, on/off), got 'ture'",
         ),
         (
             {"OTEL_REPEAT_GUARD_ENABLED": "1", "OTEL_REPEAT_GUARD_STORE": "redis://:99999"},
@@ -100,6 +101,30 @@ def test_a_misspelled_variable_name_is_named_with_the_one_it_is_closest_to(tmp_p
     )
     assert lines[1].startswith("framework adapters built now pass every model call through unguarded: no repeat")
     assert len(lines) == 2
+
+
+def test_a_typo_in_the_config_file_is_one_line_naming_the_file_and_the_key_it_is_closest_to(tmp_path: Path) -> None:
+    settings = tmp_path / "guard.yaml"
+    settings.write_text("thresholds: [2, 4]\ncollapse_paralel: yes\n", encoding="utf-8")
+    variables = {"OTEL_REPEAT_GUARD_ENABLED": "yes", "OTEL_REPEAT_GUARD_CONFIG_FILE": str(settings)}
+    result, lines = _instrumented(tmp_path, variables)
+    assert result == {**result, "installed": False, "state": [], "messages": 1}
+    error = (
+        f"OTEL_REPEAT_GUARD_CONFIG_FILE: config file {str(settings)!r}: "
+        "unknown config key 'collapse_paralel' (did you mean 'collapse_parallel'?)"
+    )
+    assert lines[0] == f"repeat guard not installed, the program runs unguarded: {error}"
+    assert len(lines) == 2
+
+
+def test_the_zero_code_setup_reads_the_config_file(tmp_path: Path) -> None:
+    settings = tmp_path / "guard.toml"
+    settings.write_text("thresholds = [2, 4]\nexclude = []\n", encoding="utf-8")
+    variables = {"OTEL_REPEAT_GUARD_ENABLED": "on", "OTEL_REPEAT_GUARD_CONFIG_FILE": str(settings)}
+    result, lines = _instrumented(tmp_path, variables)
+    assert result["installed"] is True
+    assert result["thresholds"] == [2, 4]
+    assert not [line for line in lines if "not installed" in line or "CONFIG_FILE" in line]
 
 
 def test_with_the_sdk_disabled_the_guard_says_it_sees_nothing_instead_of_installing(tmp_path: Path) -> None:
