@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from otel_repeat_guard.config import GuardConfig
+from otel_repeat_guard.config import GuardConfig, safe_url
 from otel_repeat_guard.store.schema import (
     StoreError,
     check_creatable,
@@ -330,7 +330,7 @@ def run_rollup(args: argparse.Namespace) -> int:
     from otel_repeat_guard.clickhouse.target import is_clickhouse  # noqa: PLC0415
 
     if not is_clickhouse(args.store):
-        raise CliError(f"rollup reads a ClickHouse table: clickhouse://… or chdb://…, got {args.store!r}")
+        raise CliError(f"rollup reads a ClickHouse table: clickhouse://… or chdb://…, got {safe_url(args.store)!r}")
     print(render_rollup(rollup(args.store, args.settle)))
     return 0
 

@@ -19,6 +19,7 @@ from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
 from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
+from otel_repeat_guard.config import safe_url
 from otel_repeat_guard.dashboard.queries.filters import Filters
 
 MAX_NS = 2**63 - 1
@@ -59,7 +60,7 @@ def _check_rollup(client: Client, target: Target, store: str) -> None:
         client.close()
         raise ClickHouseStoreError(
             f"ClickHouse at {target.describe()} holds no rollup of {target.database}.{target.table} in database "
-            f"{target.rollup}: build it with `otel-repeat-guard rollup --store '{store}'`"
+            f"{target.rollup}: build it with `otel-repeat-guard rollup --store '{safe_url(store)}'`"
         )
 
 
@@ -77,7 +78,8 @@ def rollup(store: str, settle_s: float) -> RollReport:
     target = parse(store)
     if target.rollup is None:
         raise ClickHouseStoreError(
-            f"rollup needs the database to keep it in, named in the store URL: {store}{'&' if '?' in store else '?'}"
+            f"rollup needs the database to keep it in, named in the store URL: {safe_url(store)}"
+            f"{'&' if '?' in store else '?'}"
             "rollup=DB (a database of the guard's own, not the table's)"
         )
     client = connect(target)
