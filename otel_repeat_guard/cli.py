@@ -202,9 +202,15 @@ def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvide
     standard OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER variables ask (otlp by default)."""
     from opentelemetry import metrics  # noqa: PLC0415 - only with --otlp
 
-    from otel_repeat_guard.wiring import build_resource, metric_readers, span_exporters  # noqa: PLC0415
+    from otel_repeat_guard.wiring import (  # noqa: PLC0415
+        build_resource,
+        check_environment,
+        metric_readers,
+        span_exporters,
+    )
 
     try:
+        check_environment()  # each wrong variable named, before the SDK refuses it naming none
         span_exporters()  # fail early and clearly if an exporter is missing or misconfigured
         readers = metric_readers(export_interval_millis=2000)  # after: a reader's thread starts when it is made
     except ValueError as exc:

@@ -79,8 +79,10 @@ def time_point(text: str) -> int:
     """A point in time, in ns since the epoch: a duration ago (``90m``, ``24h``, ``7d``) or an ISO 8601 date or
     time (``2026-12-05``, ``2026-12-05T10:00``; UTC unless it names its offset)."""
     value, unit = text[:-1], text[-1:].lower()
-    if unit in _UNITS and value.replace(".", "", 1).isdigit():  # one before the epoch reads from the epoch on
-        return max(0, time.time_ns() - int(float(value) * _UNITS[unit] * 1e9))
+    if unit in _UNITS and value.isascii() and value.replace(".", "", 1).isdigit():
+        now = time.time_ns()
+        ago = float(value) * _UNITS[unit] * 1e9  # inf for a number of 309 digits or more: no int() of it
+        return now - int(ago) if ago < now else 0  # one before the epoch reads from the epoch on
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
