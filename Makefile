@@ -97,11 +97,12 @@ $(CBIN)/.installed-dashboard: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
 
 # The quick start: a simulated multi-agent workload through the guard into $(DB), then the dashboard.
 # The compiled build where a C compiler works, else the same package in pure Python.
+# A busy port's hint names PORT= (OTEL_REPEAT_GUARD_PORT_SETTING), not the CLI's --port, which make sets here.
 demo: $(CBIN)/.installed-dashboard
-	$(CBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
+	OTEL_REPEAT_GUARD_PORT_SETTING='make $@ PORT=…' $(CBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
 
 dashboard: $(CBIN)/.installed-dashboard
-	$(CBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
+	OTEL_REPEAT_GUARD_PORT_SETTING='make $@ PORT=…' $(CBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
 
 # Debian's Redis server, for the distributed-runs tests (they start it on a free port themselves).
 redis: | prometheus

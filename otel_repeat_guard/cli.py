@@ -34,6 +34,7 @@ from otel_repeat_guard.ingest_cli import (
     add_ingest_commands,
     ascii_int,
     check_store,
+    missing_extra,
     run_doctor,
     run_ingest,
     run_rollup,
@@ -228,9 +229,14 @@ def app_path() -> Path:
     return Path(spec.origin).parent / "app.py"
 
 
+PORT_SETTING_ENV = "OTEL_REPEAT_GUARD_PORT_SETTING"
+"""How the user chooses the port where the command was started, for the busy-port hint: ``--port`` unless set
+(the Makefile's ``demo`` and ``dashboard`` targets set ``make demo PORT=…``)."""
+
+
 def check_port(host: str, port: int) -> None:
     """Refuse a port that is taken, in one line, before anything is printed or started."""
-    refusal = busy_port(host, port)
+    refusal = busy_port(host, port, choose_with=os.environ.get(PORT_SETTING_ENV) or "--port")
     if refusal is not None:
         raise CliError(refusal)
 
@@ -370,7 +376,10 @@ def _command(argv: Sequence[str] | None) -> int:
             "doctor": run_doctor,
             "rollup": run_rollup,
         }
-        code = commands.get(args.command, _dashboard)(args)
+        try:
+            code = commands.get(args.command, _dashboard)(args)
+        except ModuleNotFoundError as exc:  # a module of an extra this install has not: the extra, in one line
+            raise missing_extra(args.command, exc) from None
         sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
         return code
     except (CliError, StoreError) as exc:

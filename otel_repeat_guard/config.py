@@ -61,7 +61,7 @@ KNOWN_VARIABLES = frozenset(
     + [
         ENV_PREFIX + name
         for name in (  # read outside GuardConfig: setup, the store, the dashboard, the compose stack
-            *("ENABLED", "CLIENT_ADAPTERS", "DB", "TRACE_URL", "BIND", "DASHBOARD_STORE", "PURE"),
+            *("ENABLED", "CLIENT_ADAPTERS", "DB", "TRACE_URL", "BIND", "DASHBOARD_STORE", "PURE", "PORT_SETTING"),
             *("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD_FILE"),
             *("BENCH_BUILD", "EXPECT_BUILD", "REQUIRE_COMPILED", "REQUIRE_BACKENDS", "REQUIRE_FRAMEWORKS"),  # tests'
             *("TRAJECTORIES", "SPAN_DUMP_DIR"),

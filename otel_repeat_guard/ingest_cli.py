@@ -27,6 +27,26 @@ class CliError(Exception):
     """Bad input: printed as ``otel-repeat-guard: error: ...`` with exit code 2."""
 
 
+_EXTRAS = (  # a module a command imports when it needs it, and the extra that installs it
+    (("zstandard", "google.protobuf", "opentelemetry.proto"), "ingest"),
+    (("clickhouse_connect", "chdb"), "clickhouse"),
+    (("streamlit", "altair", "pandas", "genai_prices"), "dashboard"),
+    (("opentelemetry.exporter.otlp",), "otlp"),
+    (("redis",), "redis"),
+)
+
+
+def missing_extra(command: str, exc: ModuleNotFoundError) -> CliError:
+    """The one-line refusal of ``command`` when a module of an extra is not installed: which extra to install."""
+    name = exc.name or "a module"
+    for modules, extra in _EXTRAS:
+        if any(name == module or name.startswith(f"{module}.") for module in modules):
+            return CliError(
+                f"{command} needs the {extra} extra ({name} is missing): pip install 'otel-repeat-guard[{extra}]'"
+            )
+    return CliError(f"{command} needs {name}, which is not installed: reinstall otel-repeat-guard with its extras")
+
+
 def _plain(text: str) -> str:
     """``text`` if it is a number written in ASCII: int() and float() also read other scripts' digits ('٣')
     and underscores ('1_000'), which the environment's settings refuse too."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from otel_repeat_guard.blind_spots import explain as explain_reason
 from otel_repeat_guard.blind_spots import fix_for
@@ -17,10 +18,12 @@ from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Client, co
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
-from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
 from otel_repeat_guard.config import safe_url
 from otel_repeat_guard.dashboard.queries.filters import Filters
+
+if TYPE_CHECKING:  # it needs the ingest extra: doctor, rollup and the dashboard read a table without it
+    from otel_repeat_guard.clickhouse.spans import TableSpans
 
 MAX_NS = 2**63 - 1
 """The end of every range: the table's whole span, for ``ingest --from``."""
@@ -102,6 +105,8 @@ def render_rollup(report: RollReport) -> str:
 def table_spans(store: str, start_ns: int | None = None, end_ns: int | None = None) -> TableSpans:
     """The spans of ``store``'s table that started in ``[start_ns, end_ns)`` (either side open: every span), for
     ``ingest --from`` (the table checked reachable first)."""
+    from otel_repeat_guard.clickhouse.spans import TableSpans  # noqa: PLC0415 - the ingest extra's
+
     reader = open_reader(store)
     return TableSpans(reader.client, start_ns or 0, MAX_NS if end_ns is None else end_ns)
 
