@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         "its answer (a reminder, when one is due) on stdout. See docs/claude-code.md.",
     )
     parser.add_argument("--version", action="version", version=_version_text())
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup,claude-code-hook}"
+    )
     db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
 
     demo = commands.add_parser(
@@ -153,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dashboard_options(dashboard)
 
     add_ingest_commands(commands, db_help)
+    commands.add_parser(  # main() hands its words to the hook before this parser is built: listed, for --help
+        "claude-code-hook",
+        help="Claude Code's command hook: the event's JSON on stdin, its answer (a reminder, when one is due) on "
+        "stdout; always exit 0 (docs/claude-code.md)",
+        add_help=False,
+    )
     return parser
 
 
@@ -375,6 +383,7 @@ def _command(argv: Sequence[str] | None) -> int:
             "ingest": run_ingest,
             "doctor": run_doctor,
             "rollup": run_rollup,
+            "claude-code-hook": lambda _: main(["claude-code-hook"]),  # parsed here only when called directly
         }
         try:
             code = commands.get(args.command, _dashboard)(args)
