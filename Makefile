@@ -107,11 +107,12 @@ $(DBIN)/.installed: pyproject.toml hatch_build.py $(PACKAGE_SOURCES)
 	touch $@
 
 # The quick start: a simulated multi-agent workload through the guard into $(DB), then the dashboard.
+# A busy port's hint names PORT= (OTEL_REPEAT_GUARD_PORT_SETTING), not the CLI's --port, which make sets here.
 demo: $(DBIN)/.installed
-	$(DBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
+	OTEL_REPEAT_GUARD_PORT_SETTING='make $@ PORT=…' $(DBIN)/otel-repeat-guard demo --db $(DB) --dashboard --port $(PORT)
 
 dashboard: $(DBIN)/.installed
-	$(DBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
+	OTEL_REPEAT_GUARD_PORT_SETTING='make $@ PORT=…' $(DBIN)/otel-repeat-guard dashboard --db $(DB) --port $(PORT)
 
 # Debian's Redis server, for the distributed-runs tests (they start it on a free port themselves).
 redis: | prometheus

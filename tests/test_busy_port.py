@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -69,3 +71,33 @@ def test_the_demo_with_a_dashboard_on_a_busy_port_refuses_before_the_demo_runs(t
 def test_an_address_of_another_machine_is_named_as_the_problem_not_the_port() -> None:
     said = busy_port("192.0.2.1", 8501)  # TEST-NET-1: never an address of this machine
     assert said == "192.0.2.1 is no address of this machine: give one of its own with --host (127.0.0.1 by default)"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("target", ["demo", "dashboard"])
+def test_under_make_the_busy_port_hint_names_port_equals(tmp_path: Path, listener: int, target: str) -> None:
+    """`make demo` sets --port from PORT=: its hint names PORT=, which is what the user changes there. The real
+    make runs the real recipe, with the compiled build's command standing for this interpreter's CLI."""
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    bin_dir = tmp_path / "compiled" / "bin"
+    bin_dir.mkdir(parents=True)
+    command = bin_dir / "otel-repeat-guard"
+    command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m otel_repeat_guard.cli.main "$@"\n')
+    command.chmod(0o755)
+    (bin_dir / ".installed-dashboard").touch()  # newer than every source: make runs the recipe alone
+    db = tmp_path / "ok.db"
+    open_for_writing(db).close()
+    done = subprocess.run(
+        ["make", "-s", "--no-print-directory", target, f"VENV_COMPILED={tmp_path / 'compiled'}",
+         f"PORT={listener}", f"DB={db}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.stdout == ""
+    assert done.stderr.splitlines()[0] == (
+        f"otel-repeat-guard: error: port {listener} on 127.0.0.1 is in use: "
+        f"stop what listens there or choose another with make {target} PORT=…"
+    ), done.stderr

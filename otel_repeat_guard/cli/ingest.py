@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.config import GuardConfig, safe_url
 from otel_repeat_guard.store.schema import (
     StoreError,
     check_creatable,
@@ -25,6 +25,26 @@ from otel_repeat_guard.store.schema import (
 
 class CliError(Exception):
     """Bad input: printed as ``otel-repeat-guard: error: ...`` with exit code 2."""
+
+
+_EXTRAS = (  # a module a command imports when it needs it, and the extra that installs it
+    (("zstandard", "google.protobuf", "opentelemetry.proto"), "ingest"),
+    (("clickhouse_connect", "chdb"), "clickhouse"),
+    (("streamlit", "altair", "pandas", "genai_prices"), "dashboard"),
+    (("opentelemetry.exporter.otlp",), "otlp"),
+    (("redis",), "redis"),
+)
+
+
+def missing_extra(command: str, exc: ModuleNotFoundError) -> CliError:
+    """The one-line refusal of ``command`` when a module of an extra is not installed: which extra to install."""
+    name = exc.name or "a module"
+    for modules, extra in _EXTRAS:
+        if any(name == module or name.startswith(f"{module}.") for module in modules):
+            return CliError(
+                f"{command} needs the {extra} extra ({name} is missing): pip install 'otel-repeat-guard[{extra}]'"
+            )
+    return CliError(f"{command} needs {name}, which is not installed: reinstall otel-repeat-guard with its extras")
 
 
 def _plain(text: str) -> str:
@@ -79,8 +99,10 @@ def time_point(text: str) -> int:
     """A point in time, in ns since the epoch: a duration ago (``90m``, ``24h``, ``7d``) or an ISO 8601 date or
     time (``2026-12-05``, ``2026-12-05T10:00``; UTC unless it names its offset)."""
     value, unit = text[:-1], text[-1:].lower()
-    if unit in _UNITS and value.replace(".", "", 1).isdigit():  # one before the epoch reads from the epoch on
-        return max(0, time.time_ns() - int(float(value) * _UNITS[unit] * 1e9))
+    if unit in _UNITS and value.isascii() and value.replace(".", "", 1).isdigit():
+        now = time.time_ns()
+        ago = float(value) * _UNITS[unit] * 1e9  # inf for a number of 309 digits or more: no int() of it
+        return now - int(ago) if ago < now else 0  # one before the epoch reads from the epoch on
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -330,7 +352,7 @@ def run_rollup(args: argparse.Namespace) -> int:
     from otel_repeat_guard.clickhouse.target import is_clickhouse  # noqa: PLC0415
 
     if not is_clickhouse(args.store):
-        raise CliError(f"rollup reads a ClickHouse table: clickhouse://… or chdb://…, got {args.store!r}")
+        raise CliError(f"rollup reads a ClickHouse table: clickhouse://… or chdb://…, got {safe_url(args.store)!r}")
     print(render_rollup(rollup(args.store, args.settle)))
     return 0
 

@@ -29,6 +29,7 @@ from otel_repeat_guard.cli.ingest import (
     add_ingest_commands,
     ascii_int,
     check_store,
+    missing_extra,
     run_doctor,
     run_ingest,
     run_rollup,
@@ -111,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         "its answer (a reminder, when one is due) on stdout. See docs/claude-code.md.",
     )
     parser.add_argument("--version", action="version", version=_version_text())
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup,claude-code-hook}"
+    )
     db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
 
     demo = commands.add_parser(
@@ -152,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dashboard_options(dashboard)
 
     add_ingest_commands(commands, db_help)
+    commands.add_parser(  # main() hands its words to the hook before this parser is built: listed, for --help
+        "claude-code-hook",
+        help="Claude Code's command hook: the event's JSON on stdin, its answer (a reminder, when one is due) on "
+        "stdout; always exit 0 (docs/claude-code.md)",
+        add_help=False,
+    )
     return parser
 
 
@@ -202,9 +211,15 @@ def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvide
     standard OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER variables ask (otlp by default)."""
     from opentelemetry import metrics  # noqa: PLC0415 - only with --otlp
 
-    from otel_repeat_guard.setup.configure import build_resource, metric_readers, span_exporters  # noqa: PLC0415
+    from otel_repeat_guard.setup.configure import (  # noqa: PLC0415
+        build_resource,
+        check_environment,
+        metric_readers,
+        span_exporters,
+    )
 
     try:
+        check_environment()  # each wrong variable named, before the SDK refuses it naming none
         span_exporters()  # fail early and clearly if an exporter is missing or misconfigured
         readers = metric_readers(export_interval_millis=2000)  # after: a reader's thread starts when it is made
     except ValueError as exc:
@@ -222,9 +237,14 @@ def app_path() -> Path:
     return Path(spec.origin).parent / "app.py"
 
 
+PORT_SETTING_ENV = "OTEL_REPEAT_GUARD_PORT_SETTING"
+"""How the user chooses the port where the command was started, for the busy-port hint: ``--port`` unless set
+(the Makefile's ``demo`` and ``dashboard`` targets set ``make demo PORT=…``)."""
+
+
 def check_port(host: str, port: int) -> None:
     """Refuse a port that is taken, in one line, before anything is printed or started."""
-    refusal = busy_port(host, port)
+    refusal = busy_port(host, port, choose_with=os.environ.get(PORT_SETTING_ENV) or "--port")
     if refusal is not None:
         raise CliError(refusal)
 
@@ -363,8 +383,12 @@ def _command(argv: Sequence[str] | None) -> int:
             "ingest": run_ingest,
             "doctor": run_doctor,
             "rollup": run_rollup,
+            "claude-code-hook": lambda _: main(["claude-code-hook"]),  # parsed here only when called directly
         }
-        code = commands.get(args.command, _dashboard)(args)
+        try:
+            code = commands.get(args.command, _dashboard)(args)
+        except ModuleNotFoundError as exc:  # a module of an extra this install has not: the extra, in one line
+            raise missing_extra(args.command, exc) from None
         sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
         return code
     except (CliError, StoreError) as exc:

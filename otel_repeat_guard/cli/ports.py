@@ -13,8 +13,9 @@ import errno
 import socket
 
 
-def busy_port(host: str, port: int) -> str | None:
-    """Why ``host:port`` cannot be listened on, in one line, or None when it can."""
+def busy_port(host: str, port: int, *, choose_with: str = "--port") -> str | None:
+    """Why ``host:port`` cannot be listened on, in one line, or None when it can. ``choose_with`` is how the
+    user chooses another port where the command was started (``make demo PORT=…`` under the Makefile)."""
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
@@ -28,7 +29,7 @@ def busy_port(host: str, port: int) -> str | None:
                 probe.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                return f"port {port} on {host} is in use: stop what listens there or choose another with --port"
+                return f"port {port} on {host} is in use: stop what listens there or choose another with {choose_with}"
             if exc.errno == errno.EADDRNOTAVAIL:  # the address, not the port: no interface of this host has it
                 return f"{host} is no address of this machine: give one of its own with --host (127.0.0.1 by default)"
             return f"port {port} on {host} cannot be bound: {exc.strerror or exc}"

@@ -8,6 +8,7 @@ credentials, a missing database or table, a query ClickHouse rejected.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import re
@@ -18,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 import pandas as pd
 
 from otel_repeat_guard.clickhouse.target import PASSWORD_ENV, PASSWORD_FILE_ENV, Target
+from otel_repeat_guard.core.config import safe_url
 from otel_repeat_guard.store.schema import StoreError
 
 Value = int | float | str | Sequence[str] | Sequence[int]
@@ -67,10 +69,41 @@ def first_line(text: str, limit: int = 300) -> str:
     return "(no message)"
 
 
+_HEADER = re.compile(
+    r"((?:proxy-)?authorization|(?:set-)?cookie|x-clickhouse-(?:key|user)|[\w-]*(?:token|secret|passw|api-?key)[\w-]*)"
+    r"(['\"]?\s*[:=]\s*)(?:'[^']*'|\"[^\"]*\"|[^\r\n]*)",
+    re.IGNORECASE,
+)
+"""A header-like entry that may carry credentials, as a header line or a quoted mapping entry: its value."""
+_AUTH_SCHEME = re.compile(r"\b(Basic|Bearer|Digest|Negotiate)\s+\S+", re.IGNORECASE)
+_BASE64ISH = re.compile(
+    r"(?<![\w+/=])(?=[A-Za-z0-9+/]*\d)(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{16,}={0,2}"
+)
+"""A run of 16 base64 characters or more, with a digit, a capital and a small letter: an encoded credential."""
+_SHORTEST_SECRET = 4
+"""A password shorter than this is not searched for as it is (its letters would be struck out of every word)."""
+
+
+def scrubbed(target: Target, text: str) -> str:
+    """A server's error text with nothing of the request's credentials: a proxy or a debugging endpoint may
+    reflect the request's headers. The password (as sent, and in base64 as Basic authentication sends it), the
+    value of every header-like ``Authorization``, ``Cookie``, ``X-ClickHouse-Key``, ``…token…`` entry, whatever
+    follows ``Basic`` or ``Bearer``, and every base64-looking run of 16 characters or more become ``***``."""
+    if target.password:
+        basic = base64.b64encode(f"{target.user}:{target.password}".encode()).decode()
+        for secret in (basic, target.password):
+            if len(secret) >= _SHORTEST_SECRET:
+                text = text.replace(secret, "***")
+    text = _HEADER.sub(lambda found: f"{found.group(1)}{found.group(2)}***", text)
+    text = _AUTH_SCHEME.sub(lambda found: f"{found.group(1)} ***", text)
+    return _BASE64ISH.sub("***", text)
+
+
 def explain(target: Target, exc: BaseException) -> ClickHouseStoreError:
-    """One line for what went wrong reading ``target``."""
-    message = first_line(str(exc))
-    code_match = _CODE.search(str(exc))
+    """One line for what went wrong reading ``target`` (the server's text scrubbed of credentials first)."""
+    text = scrubbed(target, str(exc))
+    message = first_line(text)
+    code_match = _CODE.search(text)
     code = int(code_match.group(1)) if code_match else None
     where = target.describe()
     if code in _AUTH_CODES:
@@ -84,9 +117,9 @@ def explain(target: Target, exc: BaseException) -> ClickHouseStoreError:
             "is the Collector's clickhouse exporter writing there (database and traces_table_name)?"
         )
     refused = ("Connection refused", "Failed to establish", "Max retries exceeded", "timed out", "Name or service")
-    if any(text in str(exc) for text in refused):
-        return ClickHouseStoreError(f"cannot reach ClickHouse at {where}: {_network_cause(str(exc))}")
-    if re.search(r"HTTP status (404|405|301|302|400)\b", str(exc)) and code is None:  # a web server, a proxy
+    if any(cause in text for cause in refused):
+        return ClickHouseStoreError(f"cannot reach ClickHouse at {where}: {_network_cause(text)}")
+    if re.search(r"HTTP status (404|405|301|302|400)\b", text) and code is None:  # a web server, a proxy
         return ClickHouseStoreError(
             f"ClickHouse at {where} failed: {message} (is that port ClickHouse's HTTP interface: 8123, or 8443 with "
             "secure=1?)"
@@ -132,7 +165,7 @@ class ChdbClient:
         key = str(target.path)
         if target.path is None or not target.path.is_dir():  # chdb would make it: a typo would read as empty
             raise ClickHouseStoreError(
-                f"no chdb data directory at {target.path}: give the directory chdb or ClickHouse keeps the table in"
+                f"no chdb data directory at {safe_url(str(target.path))}: give the directory chdb or ClickHouse keeps the table in"
             )
         with self._lock:
             session = self._sessions.get(key)

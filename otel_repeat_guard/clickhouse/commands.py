@@ -9,17 +9,21 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Client, connect
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
-from otel_repeat_guard.clickhouse.spans import TableSpans
 from otel_repeat_guard.clickhouse.target import Target, parse
+from otel_repeat_guard.core.config import safe_url
 from otel_repeat_guard.decide.blind_spots import explain as explain_reason
 from otel_repeat_guard.decide.blind_spots import fix_for
 from otel_repeat_guard.store.queries.filters import Filters
+
+if TYPE_CHECKING:  # it needs the ingest extra: doctor, rollup and the dashboard read a table without it
+    from otel_repeat_guard.clickhouse.spans import TableSpans
 
 MAX_NS = 2**63 - 1
 """The end of every range: the table's whole span, for ``ingest --from``."""
@@ -59,7 +63,7 @@ def _check_rollup(client: Client, target: Target, store: str) -> None:
         client.close()
         raise ClickHouseStoreError(
             f"ClickHouse at {target.describe()} holds no rollup of {target.database}.{target.table} in database "
-            f"{target.rollup}: build it with `otel-repeat-guard rollup --store '{store}'`"
+            f"{target.rollup}: build it with `otel-repeat-guard rollup --store '{safe_url(store)}'`"
         )
 
 
@@ -77,7 +81,8 @@ def rollup(store: str, settle_s: float) -> RollReport:
     target = parse(store)
     if target.rollup is None:
         raise ClickHouseStoreError(
-            f"rollup needs the database to keep it in, named in the store URL: {store}{'&' if '?' in store else '?'}"
+            f"rollup needs the database to keep it in, named in the store URL: {safe_url(store)}"
+            f"{'&' if '?' in store else '?'}"
             "rollup=DB (a database of the guard's own, not the table's)"
         )
     client = connect(target)
@@ -100,6 +105,8 @@ def render_rollup(report: RollReport) -> str:
 def table_spans(store: str, start_ns: int | None = None, end_ns: int | None = None) -> TableSpans:
     """The spans of ``store``'s table that started in ``[start_ns, end_ns)`` (either side open: every span), for
     ``ingest --from`` (the table checked reachable first)."""
+    from otel_repeat_guard.clickhouse.spans import TableSpans  # noqa: PLC0415 - the ingest extra's
+
     reader = open_reader(store)
     return TableSpans(reader.client, start_ns or 0, MAX_NS if end_ns is None else end_ns)
 

@@ -58,7 +58,7 @@ class Target:
         """The target as the user may see it (never the password)."""
         rolled = "" if self.rollup is None else f", rollup {self.rollup}"
         if self.path is not None:
-            return f"chdb://{self.path} ({self.database}.{self.table}{rolled})"
+            return f"{safe_url(f'chdb://{self.path}')} ({self.database}.{self.table}{rolled})"
         scheme = "https" if self.secure else "http"
         return f"{self.user}@{scheme}://{self.host}:{self.port} ({self.database}.{self.table}{rolled})"
 
@@ -95,28 +95,32 @@ def _password(environ: Mapping[str, str]) -> str:
 def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     """The target ``store`` names; a TargetError (one line) when it cannot be used."""
     env = os.environ if environ is None else environ
+    shown = safe_url(store)  # the URL as every message here quotes it: no user, no password
     try:
         parts = urlsplit(store)
     except ValueError as exc:  # an unclosed [ of an IPv6 address
-        raise TargetError(f"{safe_url(store)!r} is no valid store URL: {exc}") from None
+        raise TargetError(f"{shown!r} is no valid store URL: {exc}") from None
     scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
+    if scheme not in SCHEMES or not store[len(parts.scheme) :].startswith("://"):
         if not parts.scheme:  # a file name, most likely: the embedded store is --db
             raise TargetError(
-                f"{store!r} is no store URL: use clickhouse://… or chdb://…, or --db FILE for a SQLite store"
+                f"{shown!r} is no store URL: use clickhouse://… or chdb://…, or --db FILE for a SQLite store"
             )
-        raise TargetError(f"unknown store scheme {parts.scheme!r}: use clickhouse://… or chdb://…")
-    query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
-    unknown = sorted(set(query) - {"table", "database", "secure", "rollup"})
-    if unknown:
-        raise TargetError(f"unknown store URL option(s): {', '.join(unknown)} (known: table, database, secure, rollup)")
-    table = _identifier(query.get("table") or DEFAULT_TABLE, "table")
-    if parts.password is not None:
+        raise TargetError(f"{shown!r} is no ClickHouse store URL: use clickhouse://… or chdb://…")
+    if parts.password is not None or ":" in unquote(parts.username or ""):  # %3A: a password in disguise
         raise TargetError(
             f"a password in the store URL is refused (the command line is visible to others): "
             f"set ${PASSWORD_ENV}, or ${PASSWORD_FILE_ENV} to a file holding it"
         )
+    query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
+    unknown = sorted(set(query) - {"table", "database", "secure", "rollup"})
+    if unknown:
+        named = ", ".join(unknown) if all(_IDENTIFIER.fullmatch(key) for key in unknown) else f"in {shown!r}"
+        raise TargetError(f"unknown store URL option(s) {named} (known: table, database, secure, rollup)")
+    table = _identifier(query.get("table") or DEFAULT_TABLE, "table")
     if scheme == "chdb":
+        if parts.username is not None:
+            raise TargetError(f"{shown!r}: chdb:// takes a data directory (chdb://DIR), not a user")
         path = unquote(parts.netloc + parts.path)
         if not path:
             raise TargetError("chdb:// needs a data directory: chdb://DIR")
@@ -128,7 +132,7 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
     try:
         port = parts.port or (8443 if secure else 8123)
     except ValueError:
-        raise TargetError(f"the port in {safe_url(store)!r} is not a number from 1 to 65535") from None
+        raise TargetError(f"the port in {shown!r} is not a number from 1 to 65535") from None
     database = _identifier(parts.path.strip("/") or query.get("database") or DEFAULT_DATABASE, "database")
     user = unquote(parts.username) if parts.username else env.get(USER_ENV) or "default"
     return Target(

@@ -71,7 +71,16 @@ KNOWN_VARIABLES = frozenset(
     + [
         ENV_PREFIX + name
         for name in (  # read outside GuardConfig: setup, the store, the dashboard, the compose stack
-            *("ENABLED", "CONFIG_FILE", "CLIENT_ADAPTERS", "DB", "TRACE_URL", "BIND", "DASHBOARD_STORE"),
+            *(
+                "ENABLED",
+                "CONFIG_FILE",
+                "CLIENT_ADAPTERS",
+                "DB",
+                "TRACE_URL",
+                "BIND",
+                "DASHBOARD_STORE",
+                "PORT_SETTING",
+            ),
             *("PURE", "COMPILE"),  # the wheel's build hook (hatch_build.py)
             *("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD_FILE"),
             *("BENCH_BUILD", "EXPECT_BUILD", "REQUIRE_COMPILED", "REQUIRE_BACKENDS", "REQUIRE_FRAMEWORKS"),  # tests'
@@ -398,21 +407,31 @@ def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> i
     return int(raw)
 
 
-_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[/\\]+")
+"""A URL's scheme and the slashes after it (one, two or three, or backslashes): ``u:pw@h`` has none."""
+_SECRET_PARAMETER = re.compile(r"([?&;][^=&;#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&;#]*=)[^&;#]*", re.I)
+"""A query parameter that may hold a secret (redis-py's ``?password=``, a ``token=``, an ``api_key=``): its value."""
 
 
 def safe_url(url: str) -> str:
-    """``url`` without its password, for logs and errors: the one in its user part, and redis-py's ``?password=``.
-    The user part ends at the last ``@`` before the path, the query or the fragment (an ``@`` in the query is
-    no password's end)."""
-    scheme, sep, rest = url.partition("://")
-    end = min((at for at in (rest.find(mark) for mark in "/?#") if at >= 0), default=len(rest))
-    authority, tail = rest[:end], rest[end:]
-    credentials, at, host = authority.rpartition("@")
-    if at:
-        user = credentials.partition(":")[0]
-        authority = f"{user + ':' if user else ':'}***@{host}"
-    return scheme + sep + authority + _PASSWORD_PARAMETER.sub(r"\g<1>***", tail)
+    """``url`` as a log line or an error may quote it: without its credentials, however malformed it is.
+
+    The one function that quotes a store URL (a Redis chain store, a ClickHouse ``--store`` or ``--from``): the
+    user part (user and password) becomes ``***``, and so does the value of every query parameter that may hold a
+    secret (``password=``, ``token=``, ``…key=``, ``auth…=``). The user part ends at the last ``@`` before the
+    query: a password with ``/``, ``#`` or ``@`` in it is dropped whole; one with a ``?`` in it too (an ``@`` after
+    the ``?`` with no ``=`` before it). A URL with no ``scheme:/`` (``u:pw@h:8123/db``) or with one slash
+    (``clickhouse:/u:pw@h``) loses its user part the same way."""
+    scheme = _SCHEME.match(url)
+    start = scheme.end() if scheme is not None else 0
+    query = url.find("?", start)
+    at = url.rfind("@", start, len(url) if query < 0 else query)
+    if at < 0 and query >= 0:  # no "@" before the "?": a "?" inside a password, unless a parameter came first
+        later = url.rfind("@", query)
+        at = later if later >= 0 and "=" not in url[start:later] else -1
+    if at >= 0:
+        url = url[:start] + "***" + url[at:]
+    return _SECRET_PARAMETER.sub(r"\g<1>***", url)
 
 
 def _redis_url_problem(url: str) -> str | None:

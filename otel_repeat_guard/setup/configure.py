@@ -17,15 +17,21 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
   a service without a rebuild;
 - ``OTEL_METRIC_EXPORT_INTERVAL``: read by the periodic metric reader;
 - ``OTEL_REPEAT_GUARD_*``: the guard's own configuration, when ``config`` is not given.
+
+A wrong value of any of these, or of the other SDK variables configure() meets (``OTEL_BSP_*``,
+``OTEL_METRIC_EXPORT_TIMEOUT``, compression, sampler, exemplar filter, temporality, resource detectors), is a
+``ValueError`` naming the variable and its value (:func:`check_environment`), before anything is built.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +43,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.config import GuardConfig, safe_url
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
@@ -81,6 +87,107 @@ class GuardTelemetry:
         """Flush and stop both providers (do this before the process exits)."""
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()
+
+
+_POSITIVE_NUMBERS = (
+    "OTEL_METRIC_EXPORT_INTERVAL",
+    "OTEL_METRIC_EXPORT_TIMEOUT",
+    *(f"OTEL_EXPORTER_OTLP{signal}_TIMEOUT" for signal in ("", "_TRACES", "_METRICS")),
+)
+"""Milliseconds (seconds for the exporters' timeouts): the SDK refuses some naming no variable, reads others as
+their default with a warning, and passes a negative timeout on."""
+_WHOLE_NUMBERS = {  # the batch span processor's: int() of a text that is none is a traceback deep in the SDK
+    "OTEL_BSP_SCHEDULE_DELAY": 1,
+    "OTEL_BSP_MAX_QUEUE_SIZE": 1,
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 1,
+    "OTEL_BSP_EXPORT_TIMEOUT": 0,
+}
+_MOST = 2**31 - 1  # past it, the SDK's queue and timers overflow (OverflowError)
+_CHOICES = {
+    "OTEL_METRICS_EXEMPLAR_FILTER": ("always_on", "always_off", "trace_based"),
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": ("cumulative", "delta", "lowmemory"),
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": (
+        "explicit_bucket_histogram",
+        "base2_exponential_bucket_histogram",
+    ),
+    **{
+        f"OTEL_EXPORTER_OTLP{signal}_COMPRESSION": ("gzip", "deflate", "none") for signal in ("", "_TRACES", "_METRICS")
+    },
+}
+_ENTRY_POINT_NAMES = {
+    "OTEL_TRACES_SAMPLER": "opentelemetry_traces_sampler",
+    "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "opentelemetry_resource_detector",
+}
+_RATIO_SAMPLERS = ("traceidratio", "parentbased_traceidratio")
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, with a ValueError naming the variable and its value, an OpenTelemetry variable that configure()
+    reads (itself or through the SDK) and that the SDK would refuse naming no variable, with a traceback, or
+    silently read as something else. A header variable's value is never quoted (it holds credentials), an
+    endpoint's only through ``safe_url``."""
+    environ = os.environ if environ is None else environ
+    for variable in _POSITIVE_NUMBERS:
+        if (raw := _env(variable, environ)) is not None:
+            try:
+                number = float(raw)
+            except ValueError:
+                number = math.nan
+            if not 0 < number < math.inf:
+                raise ValueError(f"{variable} must be a number above 0, got {raw!r}")
+    for variable, least in _WHOLE_NUMBERS.items():
+        if (raw := _env(variable, environ)) is not None and not (
+            raw.isascii() and raw.isdigit() and len(raw) < 12 and least <= int(raw) <= _MOST
+        ):
+            raise ValueError(f"{variable} must be a whole number from {least} to {_MOST:,}, got {raw!r}")
+    for variable, choices in _CHOICES.items():
+        if (raw := _env(variable, environ)) is not None and raw.lower() not in choices:
+            raise ValueError(f"{variable} must be one of {', '.join(choices)}, got {raw!r}")
+    for variable, group in _ENTRY_POINT_NAMES.items():
+        known = {point.name for point in entry_points(group=group)}
+        for name in (_env(variable, environ) or "").split(","):
+            if name.strip() and name.strip().lower() not in known:
+                raise ValueError(f"{variable} names no installed one ({', '.join(sorted(known))}), got {name!r}")
+    _check_more(environ)
+
+
+def _check_more(environ: Mapping[str, str]) -> None:
+    """The sampler's ratio, the headers, the endpoints and the resource attributes."""
+    ratio = _env("OTEL_TRACES_SAMPLER_ARG", environ)
+    if ratio is not None and (_env("OTEL_TRACES_SAMPLER", environ) or "").lower() in _RATIO_SAMPLERS:
+        try:
+            share = float(ratio)
+        except ValueError:
+            share = math.nan
+        if not 0 <= share <= 1:
+            raise ValueError(f"OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got {ratio!r}")
+    for signal in ("", "_TRACES", "_METRICS"):
+        headers = _env(f"OTEL_EXPORTER_OTLP{signal}_HEADERS", environ)
+        if headers is not None and not _pairs(headers):
+            raise ValueError(
+                f"OTEL_EXPORTER_OTLP{signal}_HEADERS must be comma-separated key=value pairs, values URL-encoded "
+                "(its value is not shown: it may hold credentials)"
+            )
+        endpoint = _env(f"OTEL_EXPORTER_OTLP{signal}_ENDPOINT", environ)
+        kinds = [signal[1:]] if signal else ["TRACES", "METRICS"]  # a grpc endpoint may have no scheme
+        over_http = all(_protocol(kind, environ) == "http/protobuf" for kind in kinds)
+        if endpoint is not None and over_http and not endpoint.lower().startswith(("http://", "https://")):
+            raise ValueError(
+                f"OTEL_EXPORTER_OTLP{signal}_ENDPOINT must be an http:// or https:// URL, got {safe_url(endpoint)!r}"
+            )
+        for part in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE"):
+            file = _env(f"OTEL_EXPORTER_OTLP{signal}_{part}", environ)
+            if file is not None and not os.path.isfile(file):
+                raise ValueError(f"OTEL_EXPORTER_OTLP{signal}_{part} names no file, got {file!r}")
+    attributes = _env("OTEL_RESOURCE_ATTRIBUTES", environ)
+    if attributes is not None and not _pairs(attributes):
+        raise ValueError(f"OTEL_RESOURCE_ATTRIBUTES must be comma-separated key=value pairs, got {attributes!r}")
+
+
+def _pairs(text: str) -> bool:
+    """Whether ``text`` is a comma-separated list of ``key=value`` (empty items aside), as the SDK reads it."""
+    items = [item for item in text.split(",") if item.strip()]
+    return all("=" in item and item.partition("=")[0].strip() for item in items)
 
 
 def _env(name: str, environ: Mapping[str, str]) -> str | None:
@@ -318,6 +425,7 @@ def _build(
     span_exporters, metric_readers = _check_options(
         service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
     )
+    check_environment(environ)
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
     exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)

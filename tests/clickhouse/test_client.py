@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from otel_repeat_guard.cli.main import main
-from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, ServerClient, explain
-from otel_repeat_guard.clickhouse.target import PASSWORD_ENV, PASSWORD_FILE_ENV, TargetError, parse
+from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, ServerClient, explain, scrubbed
+from otel_repeat_guard.clickhouse.target import PASSWORD_ENV, PASSWORD_FILE_ENV, Target, TargetError, parse
 
 pytest.importorskip("clickhouse_connect", reason="the clickhouse extra (make test installs it)")
 
@@ -51,7 +51,9 @@ def test_the_password_comes_from_a_file(tmp_path: Path) -> None:
         ("clickhouse:///otel", "needs a host"),
         ("chdb://", "needs a data directory"),
         ("repeat-guard.db", "'repeat-guard.db' is no store URL: .* or --db FILE for a SQLite store"),
-        ("postgres://h/db", "unknown store scheme 'postgres'"),
+        ("postgres://h/db", "'postgres://h/db' is no ClickHouse store URL: use clickhouse://… or chdb://…"),
+        ("clickhouse:/h/otel", "'clickhouse:/h/otel' is no ClickHouse store URL"),  # one slash: no host at all
+        ("chdb://me@/tmp/x", "'chdb://\\*\\*\\*@/tmp/x': chdb:// takes a data directory"),
     ],
 )
 def test_unusable_urls_are_refused_in_one_line(url: str, message: str) -> None:
@@ -197,3 +199,21 @@ def test_a_port_where_no_clickhouse_answers_is_named_as_such() -> None:
     message = str(caught.value)
     assert "\n" not in message and "404" in message
     assert message.endswith("(is that port ClickHouse's HTTP interface: 8123, or 8443 with secure=1?)")
+
+
+def test_a_servers_text_loses_every_header_like_credential_and_keeps_its_own_words() -> None:
+    target = Target(host="h", user="reader", password="hunter2-long")
+    text = (
+        "Code: 516. DB::Exception: reader: Authentication failed\n"
+        "Authorization: Basic cmVhZGVyOmh1bnRlcjItbG9uZw==\n"
+        "Proxy-Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig\n"
+        "Cookie: session=abc; other=def\n"
+        "X-ClickHouse-Key: hunter2-long\n"
+        "{'Authorization': 'Digest username=\"reader\", response=\"6629fae49393a05397450978507c4ef1\"'}\n"
+        "echoed hunter2-long and QWxhZGRpbjpvcGVuIHNlc2FtZQ== and token=t0k3n&x=1"
+    )
+    clean = scrubbed(target, text)
+    for secret in ("hunter2", "cmVhZGVy", "eyJhbGci", "abc", "def", "6629fae4", "QWxhZGRp", "t0k3n"):
+        assert secret not in clean, (secret, clean)
+    assert clean.splitlines()[0] == "Code: 516. DB::Exception: reader: Authentication failed"
+    assert "Authorization: ***" in clean and "Cookie: ***" in clean and "token=***" in clean

@@ -243,6 +243,8 @@ def test_every_command_has_a_description(capsys: pytest.CaptureFixture[str]) -> 
         main(["--help"])
     listing = capsys.readouterr().out
     assert "otel-repeat-guard claude-code-hook" in listing  # built without the parser, so named in its epilog
+    assert "{demo,dashboard,ingest,doctor,rollup,claude-code-hook}" in listing
+    assert "claude-code-hook    Claude Code's command hook" in listing  # listed too, with what it does
     for command in ("demo", "dashboard", "ingest", "doctor"):
         with pytest.raises(SystemExit):
             main([command, "--help"])

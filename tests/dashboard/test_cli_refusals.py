@@ -51,6 +51,26 @@ CASES = {
         {},
         "argument --since: must be a time before 2262-04-11",
     ),
+    "a duration of 321 digits, doctor": (
+        ["doctor", "--store", "chdb:///no/such/dir", "--since", "1" + "0" * 320 + "d"],
+        {},
+        "otel-repeat-guard: error: ",  # read from the epoch on: the refusal is the missing directory's
+    ),
+    "a duration of 321 digits with a fraction, ingest": (
+        ["ingest", "--from", "chdb:///no/such/dir", "--db", "x.db", "--until", "1" + "0" * 320 + ".5s"],
+        {},
+        "otel-repeat-guard: error: ",
+    ),
+    "an OTel variable the SDK would refuse naming none, demo --otlp": (
+        ["demo", "--otlp", "--db", "x.db", "--seconds", "0"],
+        {"OTEL_METRIC_EXPORT_INTERVAL": "-5"},
+        "otel-repeat-guard: error: OTEL_METRIC_EXPORT_INTERVAL must be a number above 0, got '-5'",
+    ),
+    "an OTel variable the SDK would meet with a traceback, demo --otlp": (
+        ["demo", "--otlp", "--db", "x.db", "--seconds", "0"],
+        {"OTEL_BSP_MAX_QUEUE_SIZE": "lots"},
+        "otel-repeat-guard: error: OTEL_BSP_MAX_QUEUE_SIZE must be a whole number from 1 to 2,147,483,647, got 'lots'",
+    ),
     "a malformed store URL": (["doctor", "--store", "clickhouse://u@[::1/otel"], {}, "is no valid store URL"),
     "a trace URL in the environment without its trace id": (
         ["dashboard", "--db", "missing.db"],
@@ -74,3 +94,12 @@ def test_a_password_file_that_is_not_text_is_refused_in_one_line(tmp_path: Path)
         tmp_path,
     )
     assert f"cannot read the ClickHouse password file $OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD_FILE ({secret})" in err
+
+
+def test_a_duration_of_any_size_reads_as_a_time_from_the_epoch_on() -> None:
+    import time
+
+    from otel_repeat_guard.cli.ingest import time_point
+
+    assert time_point("1" + "0" * 320 + "d") == 0 == time_point("9" * 5000 + ".5s")
+    assert abs(time_point("90m") - (time.time_ns() - 90 * 60 * 10**9)) < 60 * 10**9

@@ -211,3 +211,28 @@ def test_from_env_names_a_variable_that_is_no_string(environ: object, message: s
     """A mapping loaded from YAML or JSON holds 3, not "3": a ValueError naming the variable, not AttributeError."""
     with pytest.raises(ValueError, match=re.escape(message)):
         GuardConfig.from_env(environ)  # type: ignore[arg-type]
+
+
+SAFE_URLS = {
+    "http://u:Zq9SECRETpw@h:8123/otel": "http://***@h:8123/otel",
+    "clickhouse:/u:Zq9SECRETpw@h": "clickhouse:/***@h",
+    "u:Zq9SECRETpw@h:8123/otel": "***@h:8123/otel",
+    "clickhouse:u:Zq9SECRETpw@h/otel": "***@h/otel",
+    "https://u:Zq9SECRETpw@[::1/db": "https://***@[::1/db",
+    "chdb://u:Zq9SECRETpw@/x": "chdb://***@/x",
+    "clickhouse://u:Zq9/SE#CRETpw@h/otel": "clickhouse://***@h/otel",
+    "clickhouse://u:Zq9SE?CRETpw@h/otel": "clickhouse://***@h/otel",
+    "clickhouse://h/otel?table=t&password=Zq9SECRETpw&x=1": "clickhouse://h/otel?table=t&password=***&x=1",
+    "CLICKHOUSE://h/otel?Access_Token=Zq9SECRETpw;api_key=Zq9SECRETpw": "CLICKHOUSE://h/otel?Access_Token=***;api_key=***",
+    "clickhouse:\\\\u:Zq9SECRETpw@h/otel": "clickhouse:\\\\***@h/otel",
+    "redis://h/0?client_name=me@host": "redis://h/0?client_name=me@host",
+    "redis://host:6379/0": "redis://host:6379/0",
+}
+
+
+@pytest.mark.parametrize(("url", "shown"), list(SAFE_URLS.items()), ids=list(SAFE_URLS))
+def test_a_url_is_quoted_without_user_password_or_secret_parameter_however_malformed(url: str, shown: str) -> None:
+    from otel_repeat_guard.core.config import safe_url
+
+    assert safe_url(url) == shown
+    assert "SECRET" not in safe_url(url) and "CRETpw" not in safe_url(url)

@@ -106,6 +106,83 @@ def test_bad_settings_raise_with_the_variable_name(
         configure(set_global=False)
 
 
+OTEL_VARIABLES = {  # each bad value the SDK refused naming no variable, with a traceback, or read as another
+    "OTEL_METRIC_EXPORT_INTERVAL": ["-5", "0", "abc", "1e999", "nan"],
+    "OTEL_METRIC_EXPORT_TIMEOUT": ["-5", "abc"],
+    "OTEL_BSP_SCHEDULE_DELAY": ["0", "abc", "1" + "0" * 320],
+    "OTEL_BSP_MAX_QUEUE_SIZE": ["-5", "9" * 400],
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": ["0", "1.5"],
+    "OTEL_BSP_EXPORT_TIMEOUT": ["-5"],
+    "OTEL_EXPORTER_OTLP_TIMEOUT": ["abc", "-1"],
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": ["inf"],
+    "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION": ["zip"],
+    "OTEL_METRICS_EXEMPLAR_FILTER": ["sometimes"],
+    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": ["backwards"],
+    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": ["pie"],
+    "OTEL_TRACES_SAMPLER": ["sometimes"],
+    "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": ["otel,crystal-ball"],
+    "OTEL_EXPORTER_OTLP_ENDPOINT": ["localhost:4318"],
+    "OTEL_EXPORTER_OTLP_CERTIFICATE": ["/no/such/ca.pem"],
+    "OTEL_RESOURCE_ATTRIBUTES": ["team"],
+}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [(variable, value) for variable, values in OTEL_VARIABLES.items() for value in values],
+    ids=[f"{variable}={value[:12]}" for variable, values in OTEL_VARIABLES.items() for value in values],
+)
+def test_every_otel_variable_configure_reads_is_refused_by_name_and_value(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError) as refused:
+        configure(set_global=False, store=False)
+    said = str(refused.value)
+    assert said.startswith(variable) and repr(value.rpartition(",")[2]) in said and "\n" not in said, said
+
+
+def test_a_sampler_ratio_out_of_range_and_bad_headers_are_refused_the_headers_unquoted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "1.5")
+    with pytest.raises(ValueError, match=r"^OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got '1.5'$"):
+        configure(set_global=False)
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.5")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization Basic c2VjcmV0")
+    with pytest.raises(ValueError, match=r"^OTEL_EXPORTER_OTLP_HEADERS must be") as refused:
+        configure(set_global=False)
+    assert "c2VjcmV0" not in str(refused.value)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20c2VjcmV0,x-team=a")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://u:s3cret@host:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "u:s3cret@host:4318/v1/traces")
+    with pytest.raises(ValueError, match=r"TRACES_ENDPOINT must be an http:// or https:// URL, got '\*\*\*@host"):
+        configure(set_global=False)
+
+
+def test_good_values_of_the_same_variables_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable, value in {
+        "OTEL_METRIC_EXPORT_INTERVAL": "5000",
+        "OTEL_METRIC_EXPORT_TIMEOUT": "2500.5",
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "4096",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "256",
+        "OTEL_BSP_EXPORT_TIMEOUT": "0",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "2",
+        "OTEL_EXPORTER_OTLP_COMPRESSION": "GZIP",
+        "OTEL_METRICS_EXEMPLAR_FILTER": "trace_based",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.25",
+        "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "otel, process",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-team=a,,x-b=c",
+        "OTEL_RESOURCE_ATTRIBUTES": "team=a,,tier=b",
+    }.items():
+        monkeypatch.setenv(variable, value)
+    configure(set_global=False, span_exporters=[], metric_readers=[]).shutdown()
+
+
 def test_a_refused_configure_leaves_no_metric_reader_thread_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     """A periodic reader starts its thread when made: one made before a later ValueError would warn
     "Cannot call collect" every interval for the rest of the process (CI caught that in other tests' logs)."""

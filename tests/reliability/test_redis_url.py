@@ -35,7 +35,7 @@ GOOD = [
 
 @pytest.mark.parametrize(("url", "problem"), BAD)
 def test_a_malformed_redis_url_is_refused_naming_the_field_and_the_variable(url: str, problem: str) -> None:
-    shown = url.replace("s3cret", "***")
+    shown = url.replace("user:s3cret", "***")  # the user part whole: user and password
     expected = f"chain_store is not a valid Redis URL ({problem}), got {shown!r}"
     with pytest.raises(ValueError) as in_code:
         GuardConfig(chain_store=url)
