@@ -181,11 +181,16 @@ class ChdbClient:
 
 
 class ServerClient:
-    """A ClickHouse server through ``clickhouse-connect`` (HTTP). Connecting checks the credentials."""
+    """A ClickHouse server through ``clickhouse-connect`` (HTTP). Connecting checks the credentials.
 
-    def __init__(self, target: Target, *, connect_timeout: float = 5, timeout: float = 60) -> None:
+    Every wait is bounded by the target's timeouts: connecting and the server's first answer (its version, asked
+    at connect) by ``connect_timeout``, each later wait on its bytes by ``send_receive_timeout``. A port that
+    accepts the connection and never answers is refused after ``connect_timeout``, naming the option to raise."""
+
+    def __init__(self, target: Target) -> None:
         try:
             import clickhouse_connect  # noqa: PLC0415 - optional: the clickhouse extra
+            from urllib3 import Timeout  # noqa: PLC0415 - clickhouse-connect's transport
         except ImportError:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="clickhouse-connect")) from None
         self.target = target
@@ -200,19 +205,20 @@ class ServerClient:
                 password=target.password,
                 database=target.database,
                 secure=target.secure,
-                connect_timeout=connect_timeout,
-                send_receive_timeout=timeout,
+                connect_timeout=target.connect_timeout,
+                send_receive_timeout=target.connect_timeout,  # the first answer: the server's version
                 autogenerate_session_id=False,
                 settings=dict(SETTINGS),
             )
         except Exception as exc:
-            raise explain(target, exc) from None
+            raise _timed_out(target, exc, "connect_timeout") or explain(target, exc) from None
+        self._client.timeout = Timeout(connect=target.connect_timeout, read=target.send_receive_timeout)
 
     def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
         try:
             frame: pd.DataFrame = self._client.query_df(sql, parameters=dict(params))
         except Exception as exc:
-            raise explain(self.target, exc) from None
+            raise _timed_out(self.target, exc, "send_receive_timeout") or explain(self.target, exc) from None
         return frame
 
     def execute(self, sql: str, params: Mapping[str, Value] | None = None) -> None:
@@ -220,11 +226,24 @@ class ServerClient:
         try:
             self._client.command(sql, parameters=dict(params or {}))
         except Exception as exc:
-            raise explain(self.target, exc) from None
+            raise _timed_out(self.target, exc, "send_receive_timeout") or explain(self.target, exc) from None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection: nothing left to tell
             self._client.close()
+
+
+def _timed_out(target: Target, exc: BaseException, option: str) -> ClickHouseStoreError | None:
+    """One line for a wait past ``option``'s bound (``connect_timeout`` or ``send_receive_timeout``): which bound,
+    and how to raise it; None when ``exc`` is no timeout."""
+    if "timed out" not in str(exc) or _CODE.search(str(exc)):
+        return None
+    seconds = getattr(target, option)
+    what = "connecting to it and its first answer" if option == "connect_timeout" else "its next bytes"
+    return ClickHouseStoreError(
+        f"ClickHouse at {target.describe()} gave no answer within {option}={seconds} s ({what}): is that port "
+        f"ClickHouse's HTTP interface? Raise the bound with the store URL option {option}=SECONDS"
+    )
 
 
 def connect(target: Target) -> WritingClient:
