@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import sys
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import pandas as pd
@@ -142,12 +145,14 @@ class ChdbClient:
                 for other in list(self._sessions.values()):  # one session at a time: close the other directory's
                     other.close()
                 self._sessions.clear()
+                said: list[str] = []
                 try:
-                    session = chdb_session.Session(key)  # type: ignore[no-untyped-call]
+                    with _engine_output(said):
+                        session = chdb_session.Session(key)  # type: ignore[no-untyped-call]
                     for name, value in SETTINGS.items():
                         session.query(f"SET {name} = {value}")  # type: ignore[no-untyped-call]
                 except Exception as exc:
-                    raise explain(target, exc) from None
+                    raise _unopened(target, exc, "".join(said)) from None
                 self._sessions[key] = session
         self._session = session
 
@@ -180,6 +185,43 @@ class ChdbClient:
             cls._sessions.clear()
 
 
+@contextlib.contextmanager
+def _engine_output(said: list[str]) -> Iterator[None]:
+    """What chdb's engine writes to the process's stderr (file descriptor 2, past Python) while opening a
+    directory, kept in ``said`` instead: a refusal is one line of ours, not the engine's lines too."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to keep apart
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said.append(sink.read(64_000).decode("utf-8", "replace"))
+
+
+def _unopened(target: Target, exc: BaseException, said: str) -> ClickHouseStoreError:
+    """One line for a chdb directory that cannot be opened (``said``: what the engine wrote meanwhile); most
+    often another process has it open."""
+    if "Cannot lock file" in said or "Cannot lock file" in str(exc):
+        return ClickHouseStoreError(
+            f"cannot open the chdb directory {target.path}: another process has it open (chdb opens a directory in "
+            "one process at a time: stop that one, or read a copy of the directory)"
+        )
+    cause = next((first_line(line) for line in said.splitlines() if "Exception" in line), None)
+    return (
+        explain(target, exc)
+        if cause is None
+        else ClickHouseStoreError(f"cannot open the chdb directory {target.path}: {cause}")
+    )
+
+
 class ServerClient:
     """A ClickHouse server through ``clickhouse-connect`` (HTTP). Connecting checks the credentials.
 
@@ -190,6 +232,7 @@ class ServerClient:
     def __init__(self, target: Target) -> None:
         try:
             import clickhouse_connect  # noqa: PLC0415 - optional: the clickhouse extra
+            from clickhouse_connect.driver.httpclient import HttpClient  # noqa: PLC0415 - the clickhouse extra
             from urllib3 import Timeout  # noqa: PLC0415 - clickhouse-connect's transport
         except ImportError:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="clickhouse-connect")) from None
@@ -212,7 +255,8 @@ class ServerClient:
             )
         except Exception as exc:
             raise _timed_out(target, exc, "connect_timeout") or explain(target, exc) from None
-        self._client.timeout = Timeout(connect=target.connect_timeout, read=target.send_receive_timeout)
+        if isinstance(self._client, HttpClient):  # get_client's, for the HTTP interface; else the first bound stays
+            self._client.timeout = Timeout(connect=target.connect_timeout, read=target.send_receive_timeout)
 
     def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
         try:

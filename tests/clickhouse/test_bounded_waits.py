@@ -101,7 +101,9 @@ def test_every_command_refuses_a_silent_port_within_the_connect_timeout_the_url_
 
 def test_the_timeouts_default_and_are_read_from_the_store_url() -> None:
     target = parse("clickhouse://h/otel")
-    assert (target.connect_timeout, target.send_receive_timeout) == (CONNECT_TIMEOUT_S, SEND_RECEIVE_TIMEOUT_S) == (5, 60)
+    assert (
+        (target.connect_timeout, target.send_receive_timeout) == (CONNECT_TIMEOUT_S, SEND_RECEIVE_TIMEOUT_S) == (5, 60)
+    )
     target = parse("clickhouse://h/otel?connect_timeout=2&send_receive_timeout=600")
     assert (target.connect_timeout, target.send_receive_timeout) == (2, 600)
     assert parse("chdb:///tmp/x?connect_timeout=2").connect_timeout == 5  # no server, nothing to wait on

@@ -37,7 +37,7 @@ HOSTILE = {
     "a-tab": "tab\tname",
     "a-trailing-backslash": "ends-with\\",
     "a-newline": "two\nlines",
-    "quotes": "it's \"quoted\" `too`",
+    "quotes": 'it\'s "quoted" `too`',
     "a-nul": "nul\x00byte",
     "non-ascii": "agent-é✓😀",
     "an-escaped-null": "\\N",
@@ -210,4 +210,3 @@ def test_every_parameter_value_round_trips_through_chdb(
     frame = client.frame(f"SELECT {{v:{kind}}} AS v", {"v": value})
     got = frame["v"].iloc[0]
     assert (list(got) if isinstance(value, list) else got) == value
-
