@@ -283,10 +283,13 @@ def _timed_out(target: Target, exc: BaseException, option: str) -> ClickHouseSto
     if "timed out" not in str(exc) or _CODE.search(str(exc)):
         return None
     seconds = getattr(target, option)
-    what = "connecting to it and its first answer" if option == "connect_timeout" else "its next bytes"
+    if option == "connect_timeout":
+        what, hint = "connecting and its first answer", "is that port ClickHouse's HTTP interface? Raise"
+    else:
+        what, hint = "waiting on a query's next bytes", "narrow the time range, or raise"
     return ClickHouseStoreError(
-        f"ClickHouse at {target.describe()} gave no answer within {option}={seconds} s ({what}): is that port "
-        f"ClickHouse's HTTP interface? Raise the bound with the store URL option {option}=SECONDS"
+        f"ClickHouse at {target.describe()} gave no answer within {option}={seconds} s ({what}): {hint} the bound "
+        f"with the store URL option {option}=SECONDS"
     )
 
 

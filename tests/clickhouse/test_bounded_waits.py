@@ -11,10 +11,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 import pytest
 
+from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, ServerClient
 from otel_repeat_guard.clickhouse.target import (
     CONNECT_TIMEOUT_S,
     SEND_RECEIVE_TIMEOUT_S,
@@ -72,7 +75,7 @@ def test_doctor_refuses_a_silent_clickhouse_port_within_the_default_connect_time
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr == (
         f"otel-repeat-guard: error: ClickHouse at reader@http://127.0.0.1:{silent_port} (otel.otel_traces) gave no "
-        f"answer within connect_timeout={CONNECT_TIMEOUT_S} s (connecting to it and its first answer): is that port "
+        f"answer within connect_timeout={CONNECT_TIMEOUT_S} s (connecting and its first answer): is that port "
         "ClickHouse's HTTP interface? Raise the bound with the store URL option connect_timeout=SECONDS\n"
     )
 
@@ -118,3 +121,59 @@ def test_a_timeout_that_is_no_whole_number_of_seconds_is_refused_by_name(option:
         f"the store URL option {option}={value!r} is not a whole number of seconds from 1 to 86400 "
         f"(the default is {CONNECT_TIMEOUT_S if option == 'connect_timeout' else SEND_RECEIVE_TIMEOUT_S})"
     )
+
+
+class _SlowQueries(BaseHTTPRequestHandler):
+    """Answers clickhouse-connect's questions at connect as a server would (its version; no settings), then takes
+    2 s over ``SELECT 2`` and never answers any other query."""
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        text = unquote_plus(self.path) + self.rfile.read(length).decode("utf-8", "replace")
+        if "version()" in text:
+            body = b"25.8.1.1\tUTC\n"
+        elif "system.settings" not in text and "AS check" not in text:
+            time.sleep(2 if "SELECT 2" in text else 30)
+            body = b""
+        else:
+            body = b""  # no rows
+        try:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the client gave up first
+            pass
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def slow_server() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowQueries)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield int(server.server_address[1])
+    server.shutdown()
+
+
+def test_a_query_the_server_never_answers_is_refused_after_send_receive_timeout(slow_server: int) -> None:
+    client = ServerClient(parse(f"clickhouse://reader@127.0.0.1:{slow_server}/otel?send_receive_timeout=1", {}))
+    started = time.monotonic()
+    with pytest.raises(ClickHouseStoreError) as caught:
+        client.frame("SELECT 1", {})
+    assert time.monotonic() - started < 1 + 5
+    assert str(caught.value) == (
+        f"ClickHouse at reader@http://127.0.0.1:{slow_server} (otel.otel_traces) gave no answer within "
+        "send_receive_timeout=1 s (waiting on a query's next bytes): narrow the time range, or raise the bound with "
+        "the store URL option send_receive_timeout=SECONDS"
+    )
+
+
+def test_a_query_may_take_longer_than_connecting_may(slow_server: int) -> None:
+    """The first answer waits connect_timeout; a query waits send_receive_timeout, not the shorter bound."""
+    url = f"clickhouse://reader@127.0.0.1:{slow_server}/otel?connect_timeout=1&send_receive_timeout=20"
+    assert ServerClient(parse(url, {})).frame("SELECT 2", {}).empty

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -28,6 +27,7 @@ from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.config import GuardConfig
 from otel_repeat_guard.dashboard.queries import Filters
 from otel_repeat_guard.dashboard.source import Reader, SQLiteReader
+from otel_repeat_guard.store import SQLiteSpanExporter
 from tests.clickhouse.filling import fill
 from tests.clickhouse.test_figures import QUESTIONS, _same
 from tests.clickhouse.test_rollup import rolled
@@ -59,7 +59,7 @@ def _runs(store: Path) -> list[ReadableSpan]:
         memory = InMemorySpanExporter()  # one per provider: each shuts its own down
         provider = TracerProvider(resource=Resource.create({"service.name": name}))
         provider.add_span_processor(RepeatGuardSpanProcessor(record_facts=True))
-        provider.add_span_processor(SimpleSpanProcessor(_store_exporter(store)))
+        provider.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(store)))
         provider.add_span_processor(SimpleSpanProcessor(memory))
         tracer = provider.get_tracer("tests.clickhouse.hostile")
         agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, "gen_ai.agent.id": name}
@@ -78,12 +78,6 @@ def _runs(store: Path) -> list[ReadableSpan]:
         provider.shutdown()
         spans.extend(memory.get_finished_spans())
     return spans
-
-
-def _store_exporter(store: Path) -> Any:
-    from otel_repeat_guard.store import SQLiteSpanExporter
-
-    return SQLiteSpanExporter(store)
 
 
 @pytest.fixture(scope="module")
