@@ -11,9 +11,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import os
 import re
+import sys
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 import pandas as pd
@@ -134,20 +137,22 @@ def _network_cause(text: str) -> str:
     return first_line(text, 160)
 
 
-def _literal(value: Value) -> str:
-    """A parameter's value as ClickHouse parses a query parameter's text (chdb takes text only)."""
+_ESCAPES = str.maketrans({c: "\\" + c for c in ("\\", "'", "`", "\t", "\n")})
+"""ClickHouse's escapes of a string parameter's text (read as TSV reads a field: ``\\`` starts an escape there)."""
+
+
+def parameter_text(value: Value) -> str:
+    """The text of a query parameter as ClickHouse parses it: a string's escapes written out (a bare ``\\``,
+    tab or newline would be read as an escape or end the value), an array's strings quoted and escaped the same way.
+
+    This is the text clickhouse-connect sends a server for the same value (its ``format_bind_value``; a test holds
+    them equal), so the chdb and server clients read one value alike. chdb takes text only."""
     if isinstance(value, str):
-        return value
+        return value.translate(_ESCAPES)
     if isinstance(value, (int, float)):
         return repr(value)
-    items = []
-    for item in value:
-        if isinstance(item, str):
-            escaped = item.replace("\\", "\\\\").replace("'", "\\'")
-            items.append(f"'{escaped}'")
-        else:
-            items.append(repr(int(item)))
-    return "[" + ",".join(items) + "]"
+    items = [f"'{item.translate(_ESCAPES)}'" if isinstance(item, str) else repr(int(item)) for item in value]
+    return "[" + ", ".join(items) + "]"
 
 
 class ChdbClient:
@@ -173,17 +178,19 @@ class ChdbClient:
                 for other in list(self._sessions.values()):  # one session at a time: close the other directory's
                     other.close()
                 self._sessions.clear()
+                said: list[str] = []
                 try:
-                    session = chdb_session.Session(key)  # type: ignore[no-untyped-call]
+                    with _engine_output(said):
+                        session = chdb_session.Session(key)  # type: ignore[no-untyped-call]
                     for name, value in SETTINGS.items():
                         session.query(f"SET {name} = {value}")  # type: ignore[no-untyped-call]
                 except Exception as exc:
-                    raise explain(target, exc) from None
+                    raise _unopened(target, exc, "".join(said)) from None
                 self._sessions[key] = session
         self._session = session
 
     def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
-        text = {name: _literal(value) for name, value in params.items()}
+        text = {name: parameter_text(value) for name, value in params.items()}
         try:
             with self._lock:
                 result = self._session.query(sql, "DataFrame", params=text)
@@ -193,7 +200,7 @@ class ChdbClient:
 
     def execute(self, sql: str, params: Mapping[str, Value] | None = None) -> None:
         """A statement with no rows (tests and benchmarks build their tables with it)."""
-        text = {name: _literal(value) for name, value in (params or {}).items()}
+        text = {name: parameter_text(value) for name, value in (params or {}).items()}
         try:
             with self._lock:
                 self._session.query(sql, "CSV", params=text)
@@ -211,12 +218,55 @@ class ChdbClient:
             cls._sessions.clear()
 
 
-class ServerClient:
-    """A ClickHouse server through ``clickhouse-connect`` (HTTP). Connecting checks the credentials."""
+@contextlib.contextmanager
+def _engine_output(said: list[str]) -> Iterator[None]:
+    """What chdb's engine writes to the process's stderr (file descriptor 2, past Python) while opening a
+    directory, kept in ``said`` instead: a refusal is one line of ours, not the engine's lines too."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to keep apart
+        yield
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said.append(sink.read(64_000).decode("utf-8", "replace"))
 
-    def __init__(self, target: Target, *, connect_timeout: float = 5, timeout: float = 60) -> None:
+
+def _unopened(target: Target, exc: BaseException, said: str) -> ClickHouseStoreError:
+    """One line for a chdb directory that cannot be opened (``said``: what the engine wrote meanwhile); most
+    often another process has it open."""
+    if "Cannot lock file" in said or "Cannot lock file" in str(exc):
+        return ClickHouseStoreError(
+            f"cannot open the chdb directory {target.path}: another process has it open (chdb opens a directory in "
+            "one process at a time: stop that one, or read a copy of the directory)"
+        )
+    cause = next((first_line(line) for line in said.splitlines() if "Exception" in line), None)
+    return (
+        explain(target, exc)
+        if cause is None
+        else ClickHouseStoreError(f"cannot open the chdb directory {target.path}: {cause}")
+    )
+
+
+class ServerClient:
+    """A ClickHouse server through ``clickhouse-connect`` (HTTP). Connecting checks the credentials.
+
+    Every wait is bounded by the target's timeouts: connecting and the server's first answer (its version, asked
+    at connect) by ``connect_timeout``, each later wait on its bytes by ``send_receive_timeout``. A port that
+    accepts the connection and never answers is refused after ``connect_timeout``, naming the option to raise."""
+
+    def __init__(self, target: Target) -> None:
         try:
             import clickhouse_connect  # noqa: PLC0415 - optional: the clickhouse extra
+            from clickhouse_connect.driver.httpclient import HttpClient  # noqa: PLC0415 - the clickhouse extra
+            from urllib3 import Timeout  # noqa: PLC0415 - clickhouse-connect's transport
         except ImportError:
             raise ClickHouseStoreError(_MISSING_CLIENT.format(name="clickhouse-connect")) from None
         self.target = target
@@ -231,19 +281,21 @@ class ServerClient:
                 password=target.password,
                 database=target.database,
                 secure=target.secure,
-                connect_timeout=connect_timeout,
-                send_receive_timeout=timeout,
+                connect_timeout=target.connect_timeout,
+                send_receive_timeout=target.connect_timeout,  # the first answer: the server's version
                 autogenerate_session_id=False,
                 settings=dict(SETTINGS),
             )
         except Exception as exc:
-            raise explain(target, exc) from None
+            raise _timed_out(target, exc, "connect_timeout") or explain(target, exc) from None
+        if isinstance(self._client, HttpClient):  # get_client's, for the HTTP interface; else the first bound stays
+            self._client.timeout = Timeout(connect=target.connect_timeout, read=target.send_receive_timeout)
 
     def frame(self, sql: str, params: Mapping[str, Value]) -> pd.DataFrame:
         try:
             frame: pd.DataFrame = self._client.query_df(sql, parameters=dict(params))
         except Exception as exc:
-            raise explain(self.target, exc) from None
+            raise _timed_out(self.target, exc, "send_receive_timeout") or explain(self.target, exc) from None
         return frame
 
     def execute(self, sql: str, params: Mapping[str, Value] | None = None) -> None:
@@ -251,11 +303,27 @@ class ServerClient:
         try:
             self._client.command(sql, parameters=dict(params or {}))
         except Exception as exc:
-            raise explain(self.target, exc) from None
+            raise _timed_out(self.target, exc, "send_receive_timeout") or explain(self.target, exc) from None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # closing a broken connection: nothing left to tell
             self._client.close()
+
+
+def _timed_out(target: Target, exc: BaseException, option: str) -> ClickHouseStoreError | None:
+    """One line for a wait past ``option``'s bound (``connect_timeout`` or ``send_receive_timeout``): which bound,
+    and how to raise it; None when ``exc`` is no timeout."""
+    if "timed out" not in str(exc) or _CODE.search(str(exc)):
+        return None
+    seconds = getattr(target, option)
+    if option == "connect_timeout":
+        what, hint = "connecting and its first answer", "is that port ClickHouse's HTTP interface? Raise"
+    else:
+        what, hint = "waiting on a query's next bytes", "narrow the time range, or raise"
+    return ClickHouseStoreError(
+        f"ClickHouse at {target.describe()} gave no answer within {option}={seconds} s ({what}): {hint} the bound "
+        f"with the store URL option {option}=SECONDS"
+    )
 
 
 def connect(target: Target) -> WritingClient:

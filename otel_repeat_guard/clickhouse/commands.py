@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
-from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Client, connect
+from otel_repeat_guard.clickhouse.client import ChdbClient, ClickHouseStoreError, Client, connect
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
@@ -112,9 +112,13 @@ def table_spans(store: str, start_ns: int | None = None, end_ns: int | None = No
 
 
 def check_store_url(store: str) -> Target:
-    """The target of ``store`` after checking that its table can be read (then closed again)."""
+    """The target of ``store`` after checking that its table can be read (then closed again). A chdb directory is
+    let go too: chdb opens a directory in one process at a time, and the process that serves the dashboard's pages
+    (Streamlit's) opens it next."""
     reader = open_reader(store)
     reader.close()
+    if reader.target.embedded:
+        ChdbClient.close_all()
     return reader.target
 
 

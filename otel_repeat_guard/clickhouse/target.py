@@ -8,6 +8,10 @@ guard's rollup of that table (``clickhouse/rollup.py``): the reader then reads t
 The password never travels on the command line (where ``ps`` and shell history would show it): a URL with
 one is refused. It comes from ``$OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD``, else from the file that
 ``$OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD_FILE`` names (a Docker or Kubernetes secret), else it is empty.
+
+Every wait on a server is bounded: ``connect_timeout`` (seconds, :data:`CONNECT_TIMEOUT_S` unless the URL says
+``&connect_timeout=S``) for the connection and the server's first answer, ``send_receive_timeout``
+(:data:`SEND_RECEIVE_TIMEOUT_S`, ``&send_receive_timeout=S``) for each later wait on its bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ USER_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_USER"
 DEFAULT_DATABASE = "otel"
 DEFAULT_TABLE = "otel_traces"
 SCHEMES = ("clickhouse", "chdb")
+CONNECT_TIMEOUT_S = 5
+"""How long connecting to a server may take, its first answer (its version) included: a port that accepts the
+connection and never answers is refused after this."""
+SEND_RECEIVE_TIMEOUT_S = 60
+"""How long a query may wait for the server's next bytes (a server busy on a long query sends its progress more
+often than this, when the reader's user may set ``send_progress_in_http_headers``)."""
+MAX_TIMEOUT_S = 86_400
+TIMEOUTS = ("connect_timeout", "send_receive_timeout")
+"""The store URL's options that bound the waits on a server, in whole seconds."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # fullmatch: "$" would let a final "\n" through
 
 
@@ -49,6 +62,10 @@ class Target:
     password: str = field(default="", repr=False)
     rollup: str | None = None
     """The database of the guard's rollup of the table (``?rollup=``), if any: never the table's own."""
+    connect_timeout: int = CONNECT_TIMEOUT_S
+    """Seconds for connecting to the server and its first answer (``&connect_timeout=``)."""
+    send_receive_timeout: int = SEND_RECEIVE_TIMEOUT_S
+    """Seconds for each later wait on the server's bytes (``&send_receive_timeout=``)."""
 
     @property
     def embedded(self) -> bool:
@@ -113,10 +130,12 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
             f"set ${PASSWORD_ENV}, or ${PASSWORD_FILE_ENV} to a file holding it"
         )
     query = {key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()}
-    unknown = sorted(set(query) - {"table", "database", "secure", "rollup"})
+    known = ("table", "database", "secure", "rollup", *TIMEOUTS)
+    unknown = sorted(set(query) - set(known))
     if unknown:
         named = ", ".join(unknown) if all(_IDENTIFIER.fullmatch(key) for key in unknown) else f"in {shown!r}"
-        raise TargetError(f"unknown store URL option(s) {named} (known: table, database, secure, rollup)")
+        raise TargetError(f"unknown store URL option(s) {named} (known: {', '.join(known)})")
+    connect_timeout, send_receive_timeout = (_seconds(query, name) for name in TIMEOUTS)
     table = _identifier(query.get("table") or DEFAULT_TABLE, "table")
     if scheme == "chdb":
         if parts.username is not None:
@@ -144,7 +163,23 @@ def parse(store: str, environ: Mapping[str, str] | None = None) -> Target:
         secure=secure,
         password=_password(env),
         rollup=_rollup(query, database),
+        connect_timeout=connect_timeout,
+        send_receive_timeout=send_receive_timeout,
     )
+
+
+def _seconds(query: Mapping[str, str], name: str) -> int:
+    """The URL's ``name`` option: whole seconds from 1 to a day; its default when the URL does not say."""
+    default = CONNECT_TIMEOUT_S if name == "connect_timeout" else SEND_RECEIVE_TIMEOUT_S
+    text = query.get(name)
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_TIMEOUT_S):
+        raise TargetError(
+            f"the store URL option {name}={text[:40]!r} is not a whole number of seconds from 1 to {MAX_TIMEOUT_S} "
+            f"(the default is {default})"
+        )
+    return int(text)
 
 
 def _rollup(query: Mapping[str, str], database: str) -> str | None:

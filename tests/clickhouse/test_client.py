@@ -82,7 +82,7 @@ def _free_port() -> int:
 def test_a_refused_connection_is_one_line() -> None:
     port = _free_port()
     with pytest.raises(ClickHouseStoreError) as caught:
-        ServerClient(parse(f"clickhouse://reader@127.0.0.1:{port}/otel", {}), connect_timeout=2)
+        ServerClient(parse(f"clickhouse://reader@127.0.0.1:{port}/otel?connect_timeout=2", {}))
     assert (
         str(caught.value)
         == f"cannot reach ClickHouse at reader@http://127.0.0.1:{port} (otel.otel_traces): connection refused"
@@ -118,7 +118,7 @@ def refusing_server() -> Iterator[int]:
 def test_bad_credentials_are_one_line(refusing_server: int) -> None:
     target = parse(f"clickhouse://reader@127.0.0.1:{refusing_server}/otel", {PASSWORD_ENV: "wrong"})
     with pytest.raises(ClickHouseStoreError) as caught:
-        ServerClient(target, connect_timeout=2)
+        ServerClient(target)
     assert str(caught.value).startswith("ClickHouse at reader@http://127.0.0.1:")
     assert "refused the credentials of user 'reader'" in str(caught.value) and "\n" not in str(caught.value)
 
@@ -193,7 +193,7 @@ def test_a_port_where_no_clickhouse_answers_is_named_as_such() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         with pytest.raises(ClickHouseStoreError) as caught:
-            ServerClient(parse(f"clickhouse://reader@127.0.0.1:{server.server_address[1]}/otel", {}), connect_timeout=2)
+            ServerClient(parse(f"clickhouse://reader@127.0.0.1:{server.server_address[1]}/otel?connect_timeout=2", {}))
     finally:
         server.shutdown()
     message = str(caught.value)
