@@ -4,7 +4,8 @@ Claude Code starts the command once per hook event, with the event's JSON on std
 
 - **PostToolUse**, **PostToolUseFailure**, **PermissionDenied**: the call is counted by a guard in this
   process, as a GenAI ``execute_tool`` span (the chain key ``claude:<session_id>``, with ``/<agent_id>``
-  inside a subagent); the reminders due are printed as the hook's JSON answer,
+  inside a subagent, ``%`` and ``/`` inside an id percent-encoded); the reminders due are printed as the hook's
+  JSON answer,
   ``{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}``. The span is exported
   over OTLP when the environment configures it (``OTEL_EXPORTER_OTLP_ENDPOINT``,
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_TRACES_EXPORTER``), else written to the embedded store
