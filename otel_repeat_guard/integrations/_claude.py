@@ -65,7 +65,7 @@ NO_INPUT = object()
 def arguments_of(hook_input: Mapping[str, Any]) -> Any:
     """The call's ``tool_input`` as Claude Code sent it, any JSON value (``[]``, ``""``, ``{}`` and ``null``
     are different calls), or :data:`NO_INPUT` when the event has none (its arguments are unknown)."""
-    return hook_input["tool_input"] if "tool_input" in hook_input else NO_INPUT
+    return hook_input.get("tool_input", NO_INPUT)
 
 
 class Exclusions:
