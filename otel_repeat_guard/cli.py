@@ -111,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
         "its answer (a reminder, when one is due) on stdout. See docs/claude-code.md.",
     )
     parser.add_argument("--version", action="version", version=_version_text())
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{demo,dashboard,ingest,doctor,rollup,claude-code-hook}"
+    )
     db_help = f"SQLite store (default: ${DB_ENV} or ./repeat-guard.db)"
 
     demo = commands.add_parser(
@@ -152,6 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dashboard_options(dashboard)
 
     add_ingest_commands(commands, db_help)
+    commands.add_parser(  # listed only: main() hands its words to the hook before any parser is built
+        "claude-code-hook",
+        help="the Claude Code command hook: one hook event's JSON on stdin, the reminder due on stdout (always exit 0)",
+        add_help=False,
+    )
     return parser
 
 

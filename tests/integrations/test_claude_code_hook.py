@@ -36,6 +36,7 @@ from .claude_cases import (
     PARALLEL_CALLS,
     PARALLEL_RUNS,
     cli_path,
+    documented_self_test,
     in_tool_results,
     loop_conversation,
     offline_env,
@@ -48,7 +49,8 @@ from .fake_anthropic import FakeAnthropic
 from .scenario import expected_whole_chain, make_guarded, require, whole_chain
 
 require("claude_agent_sdk")
-HOOK = [str(Path(sys.executable).with_name("otel-repeat-guard")), "claude-code-hook"]
+HOOK = [str(Path(sys.executable).with_name("otel-repeat-guard-claude-code-hook"))]
+"""The command of docs/claude-code.md's settings block (``otel-repeat-guard claude-code-hook`` is the same, slower)."""
 SESSION = "7d0c4c9e-3b1a-4f43-9d4e-1d2b7e0f5a61"
 
 
@@ -455,3 +457,22 @@ def test_a_held_write_lock_on_both_files_and_a_down_collector_together_stay_with
         seconds, done = timed_hook(tool_input("t1"), {}, tmp_path)
     assert within_budget(seconds, healthy), (seconds, healthy)
     assert done.returncode == 0 and done.stderr.count("\n") == 2, done.stderr  # one line for each file
+
+
+@pytest.mark.parametrize("command", ["otel-repeat-guard-claude-code-hook", "otel-repeat-guard claude-code-hook"])
+def test_the_documented_self_test_answers_the_third_call_with_the_reminder(command: str) -> None:
+    line = documented_self_test()
+    assert line.count("otel-repeat-guard-claude-code-hook") == 1
+    bin_dir = str(Path(sys.executable).parent)
+    done = subprocess.run(
+        ["bash", "-c", line.replace("otel-repeat-guard-claude-code-hook", command)],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    (answer,) = done.stdout.splitlines()  # the first two calls answer nothing
+    context = json.loads(answer)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith(GENTLE), context
