@@ -123,8 +123,9 @@ def documented_settings() -> dict[str, Any]:
 
 
 def documented_self_test() -> str:
-    """The one-line self-test of docs/claude-code.md, as written (its one ``sh`` block)."""
-    (block,) = re.findall(r"^```sh\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
+    """The one-line self-test of docs/claude-code.md, as written (its one ``bash`` block: run by a test, where
+    tests/test_docs.py only checks the commands of ``sh`` blocks)."""
+    (block,) = re.findall(r"^```bash\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
     (line,) = block.splitlines()
     return line
 
