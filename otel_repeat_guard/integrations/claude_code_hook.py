@@ -140,6 +140,8 @@ class Export:
     said: list[str] = dataclasses.field(default_factory=list)
     """What the exporters logged meanwhile (their thread's records), for the one line said of a failure."""
     failed: BaseException | None = None
+    refused: int = 0
+    """Exporters whose export failed (each logs why: the first such record is the line said)."""
 
 
 class _ExportWords(logging.Filter):
@@ -182,8 +184,8 @@ def export_within(seconds: float, work: Export) -> str | None:
         error = work.failed
         said = str(error).splitlines()[0] if str(error) else ""
         return f"not stored: {type(error).__name__}: {said}"
-    if work.said:
-        return f"{spans} did not reach {target}: {work.said[0]}"
+    if work.refused:
+        return f"{spans} did not reach {target}: {work.said[0] if work.said else 'its exporter failed'}"
     return None
 
 
@@ -211,8 +213,8 @@ def export(work: Export) -> None:
         exporters = [SQLiteSpanExporter(store_path(work.hook_input, work.environ), config=work.config)]
     for exporter in exporters:
         try:
-            if exporter.export(work.spans).name != "SUCCESS" and not work.said:
-                work.said.append(f"{type(exporter).__name__} failed")
+            if exporter.export(work.spans).name != "SUCCESS":
+                work.refused += 1
         finally:
             exporter.shutdown()
 
