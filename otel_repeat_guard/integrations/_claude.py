@@ -39,16 +39,33 @@ TOOL_EVENTS = ("PostToolUse", "PostToolUseFailure", "PermissionDenied")
 """The hook events that report a tool call: done, failed, or denied by a permission rule (each counts)."""
 
 
+def key_part(text: str) -> str:
+    """One part of a chain key: ``%`` and ``/`` percent-encoded, so no part holds the separator and each key
+    reads back to one session and agent only (a session ``S/d1`` is never subagent ``d1`` of session ``S``).
+    Ids as Claude Code writes them (UUIDs, hex agent ids) are unchanged."""
+    return text.replace("%", "%25").replace("/", "%2F")
+
+
 def chain_key(hook_input: Mapping[str, Any]) -> str:
-    """``claude:<session_id>`` for the main thread, ``claude:<session_id>/<agent_id>`` inside a subagent."""
-    session = str(hook_input.get("session_id") or "unknown")
+    """``claude:<session_id>`` for the main thread, ``claude:<session_id>/<agent_id>`` inside a subagent, each id
+    through :func:`key_part`."""
+    session = session_prefix(str(hook_input.get("session_id") or "unknown"))
     agent = hook_input.get("agent_id")
-    return f"{KEY_PREFIX}{session}/{agent}" if agent else f"{KEY_PREFIX}{session}"
+    return f"{session}/{key_part(str(agent))}" if agent else session
 
 
 def session_prefix(session_id: str) -> str:
-    """What every chain key of the session starts with (the main one, and its subagents' after a ``/``)."""
-    return f"{KEY_PREFIX}{session_id}"
+    """The session's main chain key, which each of its subagents' keys starts with, followed by a ``/``."""
+    return f"{KEY_PREFIX}{key_part(session_id)}"
+
+
+NO_INPUT = object()
+
+
+def arguments_of(hook_input: Mapping[str, Any]) -> Any:
+    """The call's ``tool_input`` as Claude Code sent it, any JSON value (``[]``, ``""``, ``{}`` and ``null``
+    are different calls), or :data:`NO_INPUT` when the event has none (its arguments are unknown)."""
+    return hook_input.get("tool_input", NO_INPUT)
 
 
 class Exclusions:
@@ -77,11 +94,19 @@ def json_text(value: Any) -> str | None:
 
 
 def _text(value: Any, limit: int) -> str | None:
-    """``value`` as JSON text, its first ``limit`` characters; None when no encoder can write it (nested past the
-    stdlib's recursion limit): the attribute is then left out, and arguments left out are unknown, not equal. A
-    text cut short ends with its whole's length and digest, so two that differ only past the cut still differ
-    (a ``Write`` of a large file, changed near its end, is another call)."""
-    text = value if isinstance(value, str) else json_text(value)
+    """``value`` as JSON text (a string as itself), its first ``limit`` characters; None when no encoder can write
+    it (nested past the stdlib's recursion limit): the attribute is then left out, and arguments left out are
+    unknown, not equal. A text cut short ends with its whole's length and digest, so two that differ only past the
+    cut still differ (a ``Write`` of a large file, changed near its end, is another call)."""
+    return _cut(value if isinstance(value, str) else json_text(value), limit)
+
+
+def _json_cut(value: Any, limit: int) -> str | None:
+    """:func:`_text` of ``value``'s JSON text, a string too (quoted): a tool input ``"{}"`` is not ``{}``."""
+    return _cut(json_text(value), limit)
+
+
+def _cut(text: str | None, limit: int) -> str | None:
     if text is None:
         return None
     if len(text) <= limit:
@@ -101,7 +126,8 @@ def tool_attributes(hook_input: Mapping[str, Any], key: str) -> dict[str, Any]:
         "gen_ai.provider.name": "anthropic",
         "gen_ai.conversation.id": str(hook_input.get("session_id") or ""),
     }
-    arguments = _text(hook_input.get("tool_input") or {}, ARGUMENT_CHARS)
+    value = arguments_of(hook_input)  # JSON text of the value, a string quoted: the span's arguments are JSON
+    arguments = None if value is NO_INPUT else _json_cut(value, ARGUMENT_CHARS)
     if arguments is not None:
         attributes["gen_ai.tool.call.arguments"] = arguments
     call_id = hook_input.get("tool_use_id")

@@ -33,6 +33,9 @@ results reach Claude only when the running call is done.
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+logger = logging.getLogger("otel_repeat_guard")
 DENIED = "denied: no PostToolUse followed its PreToolUse (a permission rule, or the user, refused it)"
 TAIL_BYTES = 2 << 20
 """How much of the transcript's end is read: the latest message's calls and results, large results among them."""
@@ -87,9 +91,14 @@ class Due(NamedTuple):
     refused: list[str]
 
 
+_SAID: set[str] = set()
+"""The transcripts said once in this process not to be regular files."""
+
+
 def transcript_of(hook_input: Mapping[str, Any]) -> Path | None:
     """The transcript a call's results are written to: the session's, or for a subagent's call its own
-    (``<session transcript without .jsonl>/subagents/agent-<agent_id>.jsonl``, as 2.1.337 writes it)."""
+    (``<session transcript without .jsonl>/subagents/agent-<agent_id>.jsonl``, as 2.1.337 writes it). None for
+    a path that is there and no regular file (a named pipe would block its reader): said once, in one line."""
     path = hook_input.get("transcript_path")
     if not path or not isinstance(path, str):
         return None
@@ -99,16 +108,37 @@ def transcript_of(hook_input: Mapping[str, Any]) -> Path | None:
         own = found.with_suffix("") / "subagents" / f"agent-{agent}.jsonl"
         if own.is_file():
             return own
+    try:
+        regular = stat.S_ISREG(found.stat().st_mode)
+    except (OSError, ValueError):  # not there yet (Claude Code writes it behind the conversation), or no path
+        return found
+    if not regular:
+        _not_regular(found)
+        return None
     return found
+
+
+def _not_regular(path: Path) -> None:
+    if str(path) not in _SAID:
+        _SAID.add(str(path))
+        logger.warning("repeat guard: the transcript %s is not a regular file; it is not read", path)
 
 
 def read_transcript(path: Path | None, ids: Sequence[str]) -> Transcript:
     """The ``tool_use`` positions and ``tool_result`` blocks of ``ids`` in the transcript's last
-    :data:`TAIL_BYTES`; nothing of what cannot be read (the transcript is evidence, never a requirement)."""
+    :data:`TAIL_BYTES`; nothing of what cannot be read (the transcript is evidence, never a requirement). Opened
+    without blocking: a path that became a named pipe or a device is not read (said once)."""
     if path is None or not ids:
         return NO_TRANSCRIPT
     try:
-        with path.open("rb") as file:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return NO_TRANSCRIPT
+    try:
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                _not_regular(path)
+                return NO_TRANSCRIPT
             size = file.seek(0, 2)
             file.seek(max(0, size - TAIL_BYTES))
             data = file.read()
@@ -197,6 +227,8 @@ def wait_for_results(calls: Sequence[OpenCall], seconds: float = RESULT_WAIT_S) 
     if len(calls) < 2:
         return
     path = transcript_of(calls[0].opened)
+    if path is None:  # none, or no regular file: nothing will show there
+        return
     ids = [call.call_id for call in calls]
     deadline = time.monotonic() + seconds
     size = -1

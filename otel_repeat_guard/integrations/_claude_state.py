@@ -46,8 +46,11 @@ from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.store.schema import check_creatable, store_error
 
 logger = logging.getLogger("otel_repeat_guard")
-BUSY_TIMEOUT_S = 10.0
-"""How long a hook process waits for another's transaction (each holds it for a few milliseconds)."""
+BUSY_TIMEOUT_S = 0.3
+"""How long a hook process waits for another's transaction (each holds it for a few milliseconds): past it, the
+call is counted in this process's memory, from the chain as stored, and its write is lost (said in one line)."""
+READ_TIMEOUT_S = 0.1
+"""How long a plain read of the chains file waits (WAL: a reader waits for no writer, only for a recovery)."""
 TABLE = "claude_code_chains"
 OPEN = "claude_code_open_calls"
 SETTLED = "claude_code_denied_calls"
@@ -273,7 +276,7 @@ def wait_for_refusals(config: GuardConfig, store: Path, key: str, hook_input: Ma
         return
     found = str(hook_input.get("tool_use_id") or "")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=READ_TIMEOUT_S)
         try:
             rows = conn.execute(
                 f"SELECT call_id, hook_input, answer FROM {OPEN} WHERE chain_key = ? ORDER BY rowid", (key,)
@@ -339,9 +342,13 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a power cut may lose the last call
             for statement in _SCHEMA:
                 conn.execute(statement)
+            conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:  # SQLite's own words name no file: "unable to open database file"
-            raise store_error(path, error, writing=True) from error
-        conn.execute("BEGIN IMMEDIATE")
+            if not _busy(error):
+                raise store_error(path, error, writing=True) from error
+            with _in_memory(conn, path) as copy:  # another process holds the write lock past the wait
+                yield SQLiteChains(config, copy)
+            return
         try:
             _add_answer_columns(conn)
             yield SQLiteChains(config, conn)
@@ -351,3 +358,34 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def _busy(error: sqlite3.Error) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in str(error) or "busy" in str(error))
+
+
+@contextmanager
+def _in_memory(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
+    """The chains file busy past :data:`BUSY_TIMEOUT_S`: a copy in this process's memory (of the file as last
+    committed; empty when even a read waits), for one call to be counted from and thrown away."""
+    copy = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(READ_TIMEOUT_S * 1000)}")
+            conn.backup(copy)
+            how = "from the chain as stored"
+        except sqlite3.Error:
+            how = "afresh (the file could not even be read)"
+        for statement in _SCHEMA:
+            copy.execute(statement)
+        _add_answer_columns(copy)
+        yield copy
+    finally:
+        copy.close()
+    logger.warning(
+        "repeat guard: %s is busy (another process has held its write lock for over %.1f s): this call was "
+        "counted in memory %s, and is not written there",
+        path,
+        BUSY_TIMEOUT_S,
+        how,
+    )

@@ -43,15 +43,18 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from otel_repeat_guard.core.canonical import canonical_arguments
+from otel_repeat_guard.core.canonical import arguments_key
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import (
     DEFAULT_EXCLUDE,
+    NO_INPUT,
     Exclusions,
     Unanswered,
     answer,
+    arguments_of,
     chain_key,
+    json_text,
     record_call,
     session_prefix,
 )
@@ -69,15 +72,19 @@ class _Stop:
 
     __slots__ = ("arguments", "text", "tool")
 
-    def __init__(self, tool: str, arguments: str, text: str) -> None:
+    def __init__(self, tool: str, arguments: bytes | None, text: str) -> None:
         self.tool, self.arguments, self.text = tool, arguments, text
 
-    def same(self, tool: str, arguments: str) -> bool:
-        return tool == self.tool and arguments == self.arguments
+    def same(self, tool: str, arguments: bytes | None) -> bool:
+        return tool == self.tool and arguments is not None and arguments == self.arguments
 
 
-def _call_of(hook_input: Mapping[str, Any]) -> tuple[str, str]:
-    return str(hook_input.get("tool_name") or ""), canonical_arguments(hook_input.get("tool_input") or {})
+def _call_of(hook_input: Mapping[str, Any]) -> tuple[str, bytes | None]:
+    """The call's tool and the digest of its arguments as its span carries them (None: unknown, so no call is
+    identical to it): ``[]``, ``""``, ``{}`` and a missing ``tool_input`` are four different calls."""
+    value = arguments_of(hook_input)
+    text = None if value is NO_INPUT else json_text(value)
+    return str(hook_input.get("tool_name") or ""), None if text is None else arguments_key(text)
 
 
 class RepeatGuardHooks:

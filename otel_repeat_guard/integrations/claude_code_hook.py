@@ -4,7 +4,8 @@ Claude Code starts the command once per hook event, with the event's JSON on std
 
 - **PostToolUse**, **PostToolUseFailure**, **PermissionDenied**: the call is counted by a guard in this
   process, as a GenAI ``execute_tool`` span (the chain key ``claude:<session_id>``, with ``/<agent_id>``
-  inside a subagent); the reminders due are printed as the hook's JSON answer,
+  inside a subagent, ``%`` and ``/`` inside an id percent-encoded); the reminders due are printed as the hook's
+  JSON answer,
   ``{"hookSpecificOutput": {"hookEventName": ..., "additionalContext": ...}}``. The span is exported
   over OTLP when the environment configures it (``OTEL_EXPORTER_OTLP_ENDPOINT``,
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_TRACES_EXPORTER``), else written to the embedded store
@@ -33,8 +34,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import json.scanner
+import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,29 +117,104 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
         elif not excluded:
             counted = state.count(hook_input, key, record_call)
     if counted.spans:
-        try:
-            export(counted.spans, hook_input, environ, config)
-        except Exception as error:  # the chain has counted the call: its reminder is due all the same
-            said = str(error).splitlines()[0] if str(error) else ""
-            print(f"{PROGRAM}: the call is counted, but not stored: {type(error).__name__}: {said}", file=sys.stderr)
+        problem = export_within(EXPORT_WAIT_S, Export(counted.spans, hook_input, environ, config))
+        if problem is not None:  # the chain has counted the call: its reminder is due all the same
+            print(f"{PROGRAM}: the call is counted, but {problem}", file=sys.stderr)
     return answer(event, counted.reminders) if event in ANSWERED else {}
 
 
-def export(
-    spans: Sequence[Any], hook_input: Mapping[str, Any], environ: Mapping[str, str], config: GuardConfig
-) -> None:
-    """Send the call's span over OTLP when the environment configures it, else into the embedded store."""
-    if any(environ.get(name) for name in OTLP_VARIABLES):
+EXPORT_WAIT_S = 0.5
+"""The longest a hook call waits for its spans to reach the store or the collector: past it, they are dropped
+(and counted, in one line), so a store locked by another process, or a collector that refuses or never
+answers, costs a call at most this much."""
+
+
+@dataclasses.dataclass
+class Export:
+    """What one hook call exports: its spans, and where to (the event, the environment, the guard's config)."""
+
+    spans: Sequence[Any]
+    hook_input: Mapping[str, Any]
+    environ: Mapping[str, str]
+    config: GuardConfig
+    said: list[str] = dataclasses.field(default_factory=list)
+    """What the exporters logged meanwhile (their thread's records), for the one line said of a failure."""
+    failed: BaseException | None = None
+    refused: int = 0
+    """Exporters whose export failed (each logs why: the first such record is the line said)."""
+
+
+class _ExportWords(logging.Filter):
+    """Keeps the records of the export thread from stderr: the hook says what became of the spans in one line."""
+
+    def __init__(self, export: Export) -> None:
+        super().__init__()
+        self._export = export
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.threadName != EXPORT_THREAD:
+            return True
+        self._export.said.append(record.getMessage().splitlines()[0] if record.getMessage() else record.levelname)
+        return False
+
+
+EXPORT_THREAD = "otel-repeat-guard-claude-code-hook-export"
+
+
+def export_within(seconds: float, work: Export) -> str | None:
+    """Export ``work``'s spans (:func:`export`) in a daemon thread, waiting at most ``seconds``; what went wrong
+    (to say after "the call is counted, but"), or None. A thread still waiting is left behind: the process ends
+    with the call, and the spans are dropped."""
+    words, stderr = _ExportWords(work), logging.lastResort  # where records go in a hook process: no handler is set
+    if stderr is not None:
+        stderr.addFilter(words)
+    thread = threading.Thread(target=_export_in_thread, args=(work,), name=EXPORT_THREAD, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if stderr is not None and not thread.is_alive():
+        stderr.removeFilter(words)
+    many = len(work.spans) != 1
+    spans = f"{len(work.spans)} span{'s' if many else ''}"
+    target = (
+        "the collector" if _to_collector(work.environ) else f"the store {store_path(work.hook_input, work.environ)}"
+    )
+    if thread.is_alive():
+        return f"{spans} did not reach {target} within {seconds:g} s: {'they were' if many else 'it was'} dropped"
+    if work.failed is not None:
+        error = work.failed
+        said = str(error).splitlines()[0] if str(error) else ""
+        return f"not stored: {type(error).__name__}: {said}"
+    if work.refused:
+        return f"{spans} did not reach {target}: {work.said[0] if work.said else 'its exporter failed'}"
+    return None
+
+
+def _export_in_thread(work: Export) -> None:
+    try:
+        export(work)
+    except BaseException as error:
+        work.failed = error
+
+
+def _to_collector(environ: Mapping[str, str]) -> bool:
+    return any(environ.get(name) for name in OTLP_VARIABLES)
+
+
+def export(work: Export) -> None:
+    """Send the call's span over OTLP when the environment configures it, else into the embedded store; a failed
+    export is in ``work.failed`` or the exporters' logged words."""
+    if _to_collector(work.environ):
         from otel_repeat_guard.setup.configure import span_exporters
 
-        exporters = span_exporters(environ)
+        exporters = span_exporters(work.environ)
     else:
         from otel_repeat_guard.store import SQLiteSpanExporter
 
-        exporters = [SQLiteSpanExporter(store_path(hook_input, environ), config=config)]
+        exporters = [SQLiteSpanExporter(store_path(work.hook_input, work.environ), config=work.config)]
     for exporter in exporters:
         try:
-            exporter.export(spans)
+            if exporter.export(work.spans).name != "SUCCESS":
+                work.refused += 1
         finally:
             exporter.shutdown()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -160,3 +161,14 @@ def test_a_tool_event_missing_its_name_is_said_not_skipped_in_silence(
         "",
         f"otel-repeat-guard claude-code-hook: ValueError: {said} (the guard skipped this event)\n",
     )
+
+
+def test_the_hook_is_a_listed_subcommand_of_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was named only in the epilog: the list of subcommands left it out."""
+    from otel_repeat_guard.cli.main import main as cli
+
+    with pytest.raises(SystemExit):
+        cli(["--help"])
+    listing = capsys.readouterr().out
+    assert re.search(r"^ +claude-code-hook +the Claude Code command hook", listing, re.MULTILINE), listing
+    assert "{demo,dashboard,ingest,doctor,rollup,claude-code-hook}" in listing

@@ -112,7 +112,7 @@ def loop_conversation(server: FakeAnthropic, marker: str) -> list[dict[str, Any]
 
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "claude-code.md"
-DOCUMENTED_COMMAND = "OTEL_REPEAT_GUARD_DB=$HOME/.claude/repeat-guard.db otel-repeat-guard claude-code-hook"
+DOCUMENTED_COMMAND = "OTEL_REPEAT_GUARD_DB=$HOME/.claude/repeat-guard.db otel-repeat-guard-claude-code-hook"
 
 
 def documented_settings() -> dict[str, Any]:
@@ -120,6 +120,14 @@ def documented_settings() -> dict[str, Any]:
     (block,) = re.findall(r"^```json\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
     settings: dict[str, Any] = json.loads(block)
     return settings
+
+
+def documented_self_test() -> str:
+    """The one-line self-test of docs/claude-code.md, as written (its one ``bash`` block: run by a test, where
+    tests/test_docs.py only checks the commands of ``sh`` blocks)."""
+    (block,) = re.findall(r"^```bash\n(.*?)^```", DOCS.read_text(encoding="utf-8"), re.DOTALL | re.MULTILINE)
+    (line,) = block.splitlines()
+    return line
 
 
 def settings_file(path: Path, command: str) -> Path:
