@@ -1,5 +1,5 @@
 """The ``otel-repeat-guard`` command: ``demo``, ``dashboard``, ``ingest``, ``doctor`` and ``rollup``; and
-``claude-code-hook`` (:mod:`otel_repeat_guard.integrations.claude_code_hook`, exit code always 0).
+``claude-code-hook`` (:mod:`otel_repeat_guard.cli.claude_code_hook`, exit code always 0).
 
 Exit codes: 0 success, 2 bad input (missing or unreadable store, wrong schema, missing
 extra), 130 interrupted.
@@ -365,7 +365,7 @@ def _dashboard(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     if words[:1] == ["claude-code-hook"]:  # a Claude Code hook: stdin to stdout, always 0, no parser to build
-        from otel_repeat_guard.integrations.claude_code_hook import main as claude_code_hook  # noqa: PLC0415
+        from otel_repeat_guard.cli.claude_code_hook import main as claude_code_hook  # noqa: PLC0415
 
         return claude_code_hook(words[1:])
     return _command(argv)

@@ -23,7 +23,7 @@ needs none of them:
 - :mod:`otel_repeat_guard.integrations.haystack`: an Agent ``before_llm`` hook.
 - :mod:`otel_repeat_guard.integrations.claude_agent_sdk`: hooks for ``ClaudeAgentOptions`` (the tools run in the
   Claude Code CLI: each PostToolUse hook becomes the tool span, and its answer carries the reminders);
-  :mod:`otel_repeat_guard.integrations.claude_code_hook` is the same as a Claude Code command hook.
+  :mod:`otel_repeat_guard.cli.claude_code_hook` is the same as a Claude Code command hook.
 
 Model-client adapters work under any framework that calls the model through these clients
 (Semantic Kernel and Agno have no hook before each model request, so they use these):

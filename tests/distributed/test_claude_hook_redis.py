@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.integrations.claude_code_hook import HOOK_STORE_TIMEOUT_MS, hook_config
+from otel_repeat_guard.cli.claude_code_hook import HOOK_STORE_TIMEOUT_MS, hook_config
 from tests.distributed.servers import RedisServer, free_port
 from tests.guard.test_claude_code_hook_input import _answer, _event
 

@@ -18,10 +18,10 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
+from otel_repeat_guard.cli.claude_code_hook import main
 from otel_repeat_guard.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import chain_key, session_prefix
 from otel_repeat_guard.integrations.claude_agent_sdk import RepeatGuardHooks
-from otel_repeat_guard.integrations.claude_code_hook import main
 
 GENTLE = "with identical arguments 3 times in a row"
 MISSING = object()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.integrations.claude_code_hook import main
+from otel_repeat_guard.cli.claude_code_hook import main
 
 SESSION = "0b7c4c9e-3b1a-4f43-9d4e-1d2b7e0f5a61"
 

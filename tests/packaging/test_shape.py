@@ -221,6 +221,41 @@ def test_no_module_in_the_package_is_over_500_lines() -> None:
 MAX_ROOT_MODULES = 12
 
 
+def unit_of(module: str) -> str:
+    """What a module belongs to in the layout: its subpackage (``otel_repeat_guard.spans``), or itself at the root."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def unit_graph(graph: dict[str, list[Arrow]]) -> dict[str, list[Arrow]]:
+    """The import graph between subpackages and root modules: one arrow per import that crosses from one to another."""
+    units: dict[str, list[Arrow]] = {unit_of(module): [] for module in graph}
+    for arrows in graph.values():
+        for arrow in arrows:
+            source, target = unit_of(arrow.source), unit_of(arrow.target)
+            if source != target:
+                units[source].append(Arrow(arrow.source, target, arrow.line))
+    return units
+
+
+def test_no_import_cycle_between_subpackages_or_root_modules() -> None:
+    """Arrows point down: no subpackage imports one that imports it back, through any other, lazily or not."""
+    units = unit_graph(import_graph())
+    assert len(units) > 10 and sum(map(len, units.values())) > len(units), "the layout graph reads nothing"
+    named = {unit: [Arrow(unit, arrow.target, arrow.line) for arrow in arrows] for unit, arrows in units.items()}
+    cycles = []
+    for component in strongly_connected(named):
+        cycle = cycle_in(named, component)
+        where = {(unit_of(a.source), a.target): a for arrows in units.values() for a in arrows}
+        cycles.append(
+            " → ".join([*(a.source for a in cycle), cycle[0].source])
+            + " ("
+            + "; ".join(f"{where[(a.source, a.target)].source}:{a.line}" for a in cycle)
+            + ")"
+        )
+    assert not cycles, "import cycles between subpackages:\n" + "\n".join(cycles)
+
+
 def test_the_package_root_holds_at_most_12_modules() -> None:
     root = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert "processor.py" in root
@@ -277,3 +312,10 @@ def test_the_private_name_check_sees_reads_and_imports_but_not_a_modules_own() -
         "m:1 imports _HIDDEN from otel_repeat_guard.store.sql",
         "m:5 reads span._attributes",
     ]
+
+
+def test_the_clickhouse_reader_never_imports_the_dashboard() -> None:
+    """The store seam: the dashboard asks its questions of a reader; the readers know nothing of the pages."""
+    graph = import_graph()
+    arrows = [arrow for module, found in graph.items() if module.startswith(f"{NAME}.clickhouse.") for arrow in found]
+    assert arrows and not [arrow for arrow in arrows if arrow.target.startswith(f"{NAME}.dashboard")]
