@@ -28,7 +28,8 @@ def test_a_fork_while_another_thread_counts_in_redis_leaves_the_child_its_own_cl
     assert problems == []
     assert len(lengths) > 5 and set(lengths) == {3}  # the parent's runs, counted in Redis, are unaffected
     assert agent.repeated_calls() == 3 * len(lengths)
-    assert not isinstance(agent.guard._chains, RedisChainStore) or not agent.guard._chains.health.down
+    chains = agent.guard._chains
+    assert isinstance(chains, RedisChainStore) and not chains.health.down  # counted in Redis, never the fallback
 
 
 def test_a_forked_child_drains_the_shared_inbox_with_a_client_of_its_own(redis_server: RedisServer) -> None:
