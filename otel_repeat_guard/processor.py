@@ -15,7 +15,7 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.blind_spots import CallAudit
 from otel_repeat_guard.decide.decision import Decision
-from otel_repeat_guard.decide.guard import Guard
+from otel_repeat_guard.decide.guard import Guard, GuardOptions
 from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
 from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.forks import ForkHandle
@@ -38,7 +38,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
     ``fast_path=False`` sends every tool call through the general body of ``Guard.tool_call`` (its plain case's reference). ``record_facts=True``
     (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.core.facts`)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the public constructor: keyword options, as the SDK's
         self,
         config: GuardConfig | None = None,
         on_reminder: ReminderCallback | None = None,
@@ -54,21 +54,12 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         record_facts: object = False,
     ) -> None:
         conventions, downstream = checked_processor_options(on_reminder, conventions, downstream, meter_provider)
-        self._guard = guard = Guard(  # checks the other options
-            GuardConfig() if config is None else config,
-            meter_provider=meter_provider,
-            max_agents=max_agents,
-            max_live_spans=max_live_spans,
-            conventions=conventions,
-            redact=redact,
-            audit=audit,
-            fast_path=bool(fast_path),
-            record_facts=bool(record_facts),
+        options = GuardOptions(
+            meter_provider, max_agents, max_live_spans, conventions, redact, audit, bool(fast_path), bool(record_facts)
         )
-        self._runs, self._chains = (
-            guard.runs,
-            guard.chains,
-        )  # the run resolver the hooks tell of every span; the chains (tests read them)
+        self._guard = guard = Guard(GuardConfig() if config is None else config, options)  # checks the other options
+        # the run resolver the hooks tell of every span, and the chains (tests read them)
+        self._runs, self._chains = guard.runs, guard.chains
         self._on_reminder, self._downstream = on_reminder, downstream
         self._wrapping, self._limits = bool(downstream), SpanLimits()
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open

@@ -104,7 +104,7 @@ class AttributeConvention:
         "_tool_span",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - a public constructor: keyword options
         self,
         *,
         tool_span: SpanMatcher,

@@ -63,7 +63,7 @@ class CountedCall:
         "tool",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the record's own fields
         self,
         run: Run,
         tool: str,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
@@ -64,23 +64,28 @@ UNKNOWN_TOOL = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
 
+class GuardOptions(NamedTuple):
+    """The processor's options for its guard, as the application gave them (the guard checks them: a ValueError
+    names the one that is wrong)."""
+
+    meter_provider: MeterProvider | None
+    max_agents: object
+    max_live_spans: object
+    conventions: Sequence[Convention]
+    redact: Callable[[str], str] | None
+    audit: Callable[[CallAudit], None] | None
+    fast_path: bool = True
+    record_facts: bool = False
+
+
 class Guard:
     """Decides, once per span, what it means: its run, the call, its issuer, what it wasted, and what to say."""
 
-    def __init__(
-        self,
-        config: GuardConfig,
-        *,
-        meter_provider: MeterProvider | None,
-        max_agents: object,
-        max_live_spans: object,
-        conventions: Sequence[Convention],
-        redact: Callable[[str], str] | None,
-        audit: Callable[[CallAudit], None] | None,
-        fast_path: bool = True,
-        record_facts: bool = False,
-    ) -> None:
-        max_agents, max_live_spans = checked_guard_options(config, redact, audit, max_agents, max_live_spans)
+    def __init__(self, config: GuardConfig, options: GuardOptions) -> None:
+        meter_provider, _, _, conventions, redact, audit, fast_path, record_facts = options
+        max_agents, max_live_spans = checked_guard_options(
+            config, redact, audit, options.max_agents, options.max_live_spans
+        )
         self.config = config
         self.facts = record_facts  # facts on spans, and an event per call counted from a request
         self._conventions = tuple(conventions)

@@ -46,7 +46,7 @@ REDACTION_FAILED = "[arguments withheld: redaction failed]"
 """What a reminder quotes when the ``redact=`` callable raised."""
 
 
-def _reminder(
+def _reminder(  # noqa: PLR0913 - a Reminder's fields, by name
     call: CountedCall, *, kind: Kind, tier: Tier, run_length: int, threshold: int, period: int, text: str, preview: str
 ) -> Reminder:
     """The reminder of ``call``'s loop, for the run, tool and span of the call."""

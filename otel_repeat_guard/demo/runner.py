@@ -194,7 +194,7 @@ class _Agents:
         self._model_call(tracer, context, script, model, len(subagent.calls), None, clock, explicit=False)
         span.end(end_time=clock.now_ns)
 
-    def _model_call(
+    def _model_call(  # noqa: PLR0913, PLR0917 - one scripted model call's parts, by name
         self,
         tracer: trace.Tracer,
         context: Context,
@@ -253,7 +253,7 @@ class _Agents:
         span.end(end_time=end)  # the scripted (simulated) latency
 
 
-def run_scenario(
+def run_scenario(  # noqa: PLR0913 - keyword options
     scripts: Sequence[AgentScript],
     db_path: str | Path,
     *,

@@ -91,7 +91,7 @@ class IngestOptions:
 class Ingest:
     """Reads one file (optionally following it), or another span source, into the store at ``db``."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword options
         self,
         path: str | Path | SpanSource,
         db: str | Path,

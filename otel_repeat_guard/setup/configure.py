@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -318,7 +318,7 @@ def _store_exporter(store: str | Path | bool, config: GuardConfig, store_argumen
     return exporter
 
 
-def configure(
+def configure(  # noqa: PLR0913 - the public entry point: keyword options
     config: GuardConfig | None = None,
     *,
     on_reminder: ReminderCallback | None = None,
@@ -349,6 +349,9 @@ def configure(
     spans; and when some other code set the global tracer provider first, it raises
     ``ValueError``: a guard on a provider that receives no spans would never see a call.
     """
+    options = _Options(
+        config, on_reminder, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
+    )
     if checked_flag("set_global", set_global):  # "no" is a text, and bool("no") would install globals
         with _global_lock:
             if _global:
@@ -364,37 +367,35 @@ def configure(
                     "RepeatGuardSpanProcessor to that provider (provider.add_span_processor(guard)), "
                     "or call configure(set_global=False)"
                 )
-            telemetry = _build(
-                config,
-                on_reminder,
-                service_name,
-                resource_attributes,
-                span_exporters,
-                metric_readers,
-                store,
-                store_arguments,
-            )
+            telemetry = _build(options)
             trace.set_tracer_provider(telemetry.tracer_provider)
             metrics.set_meter_provider(telemetry.meter_provider)
             set_installed_guard(telemetry.guard)
             _global.append(telemetry)
             return telemetry
-    return _build(
-        config, on_reminder, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
-    )
+    return _build(options)
+
+
+class _Options(NamedTuple):
+    """configure()'s options, as the application gave them."""
+
+    config: GuardConfig | None
+    on_reminder: ReminderCallback | None
+    service_name: str | None
+    resource_attributes: Mapping[str, AttributeValue] | None
+    span_exporters: Sequence[SpanExporter] | None
+    metric_readers: Sequence[MetricReader] | None
+    store: str | Path | bool
+    store_arguments: bool
 
 
 def _check_options(
-    service_name: object,
-    resource_attributes: object,
-    span_exporters: object,
-    metric_readers: object,
-    store: object,
-    store_arguments: object,
+    options: _Options,
 ) -> tuple[tuple[SpanExporter, ...] | None, tuple[MetricReader, ...] | None]:
     """configure()'s options that would otherwise fail deep in the SDK (an exporter is shut down at exit, far
     from its cause) or be read as something else: a ValueError naming the one that is wrong. The exporters and
     readers, as tuples."""
+    _, _, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments = options
     if service_name is not None and not (isinstance(service_name, str) and service_name):
         raise ValueError(f"service_name must be a non-empty string or None, got {service_name!r}")
     checked_flag("store_arguments", store_arguments)
@@ -411,20 +412,10 @@ def _check_options(
     return exporters, readers
 
 
-def _build(
-    config: GuardConfig | None,
-    on_reminder: ReminderCallback | None,
-    service_name: str | None,
-    resource_attributes: Mapping[str, AttributeValue] | None,
-    span_exporters: Sequence[SpanExporter] | None,
-    metric_readers: Sequence[MetricReader] | None,
-    store: str | Path | bool,
-    store_arguments: bool,
-) -> GuardTelemetry:
+def _build(options: _Options) -> GuardTelemetry:
     environ = os.environ
-    span_exporters, metric_readers = _check_options(
-        service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
-    )
+    span_exporters, metric_readers = _check_options(options)
+    config, on_reminder, service_name, resource_attributes, _, _, store, store_arguments = options
     check_environment(environ)
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)

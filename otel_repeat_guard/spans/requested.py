@@ -86,7 +86,7 @@ class Step:
         "wasted_tool",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913, PLR0917 - the record's own fields
         self,
         read: RequestReader,
         name: str,

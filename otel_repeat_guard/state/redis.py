@@ -170,7 +170,7 @@ class RedisChainStore(ChainStore):
         "_url",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword options
         self,
         url: str,
         max_agents: int,

@@ -28,7 +28,7 @@ from otel_repeat_guard.store.records import (
     tool_call_row,
 )
 from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
-from otel_repeat_guard.store.rollup import CallRollup, ModelRollup, agent_label, rolled_up
+from otel_repeat_guard.store.rollup import CallRollup, ModelRollup, RolledCall, agent_label, rolled_up
 from otel_repeat_guard.store.schema import default_db_path, written_by_another
 from otel_repeat_guard.store.sql import (
     DROP_UNUSED_AGENT,
@@ -277,14 +277,16 @@ class SQLiteSpanExporter(SpanExporter):
                 if call.charges_issuer or (call.in_loop and not call.decided):
                     self._link_issuer(conn, call, models)
                 rollup.add(
-                    call.end_ns,
-                    call.service_name,
-                    label,
-                    call.tool_name,
-                    call.tracked,
-                    call.run_length,
-                    call.reminder_tier,
-                    call.duration_ns,
+                    RolledCall(
+                        call.end_ns,
+                        call.service_name,
+                        label,
+                        call.tool_name,
+                        call.tracked,
+                        call.run_length,
+                        call.reminder_tier,
+                        call.duration_ns,
+                    )
                 )
                 dimensions.update((("service", call.service_name), ("tool", call.tool_name)))
                 dimensions.update(("loop_kind", detection.kind) for detection in call.detections)
@@ -340,9 +342,8 @@ class SQLiteSpanExporter(SpanExporter):
             before = agent_label(name, key)
             after = agent_label(name if name is not None else run.agent_name, key if known else run.agent_key)
             if after != before:
-                figures = (end_ns, service, tool, bool(tracked), run_length, tier, duration_ns)
-                old.add(figures[0], service, before, *figures[2:])
-                new.add(figures[0], service, after, *figures[2:])
+                old.add(RolledCall(end_ns, service, before, tool, bool(tracked), run_length, tier, duration_ns))
+                new.add(RolledCall(end_ns, service, after, tool, bool(tracked), run_length, tier, duration_ns))
         return old, new
 
     @staticmethod

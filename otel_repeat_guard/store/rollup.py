@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import NamedTuple
 
 from otel_repeat_guard.store.storable import storable_int
 from otel_repeat_guard.store.tables import ROLLUP_BUCKET_NS, SMALL_INPUT_TOKENS
@@ -71,6 +72,19 @@ def agent_label(name: str | None, key: str) -> str:
 RollupKey = tuple[int, str, str, str, bool]  # bucket_ns, service, agent label, tool, tracked
 
 
+class RolledCall(NamedTuple):
+    """What the roll-up counts of one stored call, under its agent label."""
+
+    end_ns: int
+    service: str
+    agent: str
+    tool: str
+    tracked: bool
+    run_length: int | None
+    tier: str | None
+    duration_ns: int
+
+
 class CallRollup:
     """Per-group figures of some calls: added to (or taken from) ``call_rollup`` in one statement each."""
 
@@ -78,17 +92,8 @@ class CallRollup:
         # calls, repeated calls, gentle, detailed, longest run, repeated ns
         self.groups: dict[RollupKey, list[int]] = {}
 
-    def add(
-        self,
-        end_ns: int,
-        service: str,
-        agent: str,
-        tool: str,
-        tracked: bool,
-        run_length: int | None,
-        tier: str | None,
-        duration_ns: int,
-    ) -> None:
+    def add(self, call: RolledCall) -> None:
+        end_ns, service, agent, tool, tracked, run_length, tier, duration_ns = call
         key = (end_ns - end_ns % ROLLUP_BUCKET_NS, service, agent, tool, bool(tracked))
         figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0])
         repeated = run_length is not None and run_length >= 2

@@ -170,5 +170,5 @@ def test_the_hook_is_a_listed_subcommand_of_the_command_line(capsys: pytest.Capt
     with pytest.raises(SystemExit):
         cli(["--help"])
     listing = capsys.readouterr().out
-    assert re.search(r"^ +claude-code-hook +the Claude Code command hook", listing, re.MULTILINE), listing
+    assert re.search(r"^ +claude-code-hook +Claude Code's command hook", listing, re.MULTILINE), listing
     assert "{demo,dashboard,ingest,doctor,rollup,claude-code-hook}" in listing
