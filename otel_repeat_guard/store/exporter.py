@@ -20,7 +20,6 @@ from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.inputs import checked_flag
 from otel_repeat_guard.store.records import (
     AgentRunRow,
-    CallRow,
     ModelCallRow,
     ToolCallRow,
     agent_run_row,
@@ -28,26 +27,18 @@ from otel_repeat_guard.store.records import (
     tool_call_row,
 )
 from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
-from otel_repeat_guard.store.rollup import CallRollup, ModelRollup, RolledCall, agent_label, rolled_up
+from otel_repeat_guard.store.rollup import CallRollup, ModelFigures, ModelRollup, RolledCall, agent_label, rolled_up
 from otel_repeat_guard.store.schema import default_db_path, written_by_another
 from otel_repeat_guard.store.sql import (
     DROP_UNUSED_AGENT,
-    INSERT_ARGUMENTS,
-    INSERT_CALL,
-    INSERT_DETECTION,
     INSERT_DIMENSION,
-    INSERT_MODEL_CALL,
-    INSERT_OUTPUT,
     INSERT_RUN,
-    ISSUER_BY_AGENT,
-    ISSUER_BY_ID,
-    ISSUER_BY_PARENT,
     PENDING_MODELS_UNDER,
-    PENDING_UNDER,
     RESOLVE_PENDING,
     RESOLVE_PENDING_MODELS,
 )
 from otel_repeat_guard.store.store_file import WritingConnection
+from otel_repeat_guard.store.writes import insert_call, insert_model, link_issuer, relabelled
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -72,24 +63,6 @@ def _span_ids(span: ReadableSpan) -> str:
     if context is None:
         return "(no context)"
     return f"{format_trace_id(context.trace_id)}/{format_span_id(context.span_id)}"
-
-
-def _call_columns(row: CallRow, key: str, name: str | None, known: bool, pending: bool) -> tuple[object, ...]:
-    """The columns ``tool_calls`` and ``model_calls`` both start with, in order: when, where, and the agent
-    (as :meth:`SQLiteSpanExporter._agent_of` completed it)."""
-    return (
-        row.start_ns,
-        row.end_ns,
-        row.duration_ns,
-        row.service_name,
-        row.trace_id,
-        row.span_id,
-        row.parent_span_id,
-        key,
-        name,
-        known,
-        pending,
-    )
 
 
 @dataclass
@@ -266,16 +239,16 @@ class SQLiteSpanExporter(SpanExporter):
             duplicates = 0
             models = ModelRollup()
             for model in batch.models:
-                if not self._insert_model(conn, model, runs_seen, models):
+                if not insert_model(conn, model, runs_seen, models):
                     duplicates += 1
             for call in calls:
-                inserted = self._insert_call(conn, call, runs_seen)
+                inserted = insert_call(conn, call, runs_seen)
                 if inserted is None:  # this span is stored already (another exporter, an ingest)
                     duplicates += 1
                     continue
                 label, agent = inserted
                 if call.charges_issuer or (call.in_loop and not call.decided):
-                    self._link_issuer(conn, call, models)
+                    link_issuer(conn, call, models)
                 rollup.add(
                     RolledCall(
                         call.end_ns,
@@ -295,7 +268,7 @@ class SQLiteSpanExporter(SpanExporter):
             rollup.apply(conn)  # before any run below moves some of these calls to another label
             for run in runs:
                 conn.execute(INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
-                old, new = self._relabelled(conn, run)
+                old, new = relabelled(conn, run)
                 resolved = conn.execute(
                     RESOLVE_PENDING,
                     {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
@@ -307,13 +280,12 @@ class SQLiteSpanExporter(SpanExporter):
                     RESOLVE_PENDING_MODELS,
                     {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
                 )
-                for row in pending_models:  # now final: into the roll-up under the run's label
-                    key, name, known, tokens_in, wasted = row[3], row[4], row[5], row[9], row[12]
-                    if rolled_up(False, tokens_in):
-                        label = agent_label(
-                            name if name is not None else run.agent_name, key if known else run.agent_key
+                for row in (ModelFigures(*found) for found in pending_models):  # final now: rolled up under its label
+                    if rolled_up(False, row.input_tokens):
+                        name = row.agent_name if row.agent_name is not None else run.agent_name
+                        models.add(
+                            row, agent_label(name, row.agent_key if row.agent_known else run.agent_key), row.wasted_tool
                         )
-                        models.add(row, label, wasted)
                 if resolved:
                     dimensions.add(("agent", run.agent_name or run.agent_key))
                 for label in old.labels() - new.labels():  # e.g. `coder#32845f6266c53a36`, now `coder`
@@ -327,175 +299,3 @@ class SQLiteSpanExporter(SpanExporter):
             raise
         total = len(calls) + len(batch.models)
         return total - duplicates, duplicates
-
-    @staticmethod
-    def _relabelled(conn: sqlite3.Connection, run: AgentRunRow) -> tuple[CallRollup, CallRollup]:
-        """The calls ``run`` is about to resolve (see RESOLVE_PENDING) whose agent label changes.
-
-        Returns them grouped under their old labels and under their new ones; read before the
-        UPDATE, applied after it (so a recount of an old group no longer sees them).
-        """
-        old, new = CallRollup(), CallRollup()
-        for end_ns, service, key, name, known, tool, tracked, run_length, tier, duration_ns in conn.execute(
-            PENDING_UNDER, (run.trace_id, run.span_id)
-        ):
-            before = agent_label(name, key)
-            after = agent_label(name if name is not None else run.agent_name, key if known else run.agent_key)
-            if after != before:
-                old.add(RolledCall(end_ns, service, before, tool, bool(tracked), run_length, tier, duration_ns))
-                new.add(RolledCall(end_ns, service, after, tool, bool(tracked), run_length, tier, duration_ns))
-        return old, new
-
-    @staticmethod
-    def _link_issuer(conn: sqlite3.Connection, call: ToolCallRow, models: ModelRollup) -> None:
-        """Mark the model call that issued ``call`` (a repeated call, or one in a detected cycle or no-progress
-        run: :attr:`ToolCallRow.in_loop`) as wasted, under the first such call's tool."""
-        issuer = None
-        if call.decided:  # the guard named the model call it charged
-            issuer = conn.execute(ISSUER_BY_ID, (call.trace_id, call.issuer_span_id)).fetchone()
-        elif call.parent_span_id is not None:
-            issuer = conn.execute(ISSUER_BY_PARENT, (call.trace_id, call.parent_span_id, call.end_ns)).fetchone()
-        if issuer is None and call.agent_known and not call.decided:
-            issuer = conn.execute(ISSUER_BY_AGENT, (call.agent_key, call.end_ns)).fetchone()
-        if issuer is None or issuer[12] is not None:  # none found, or it issued an earlier repeat already
-            return
-        conn.execute("UPDATE model_calls SET wasted_tool = ? WHERE id = ?", (call.tool_name, issuer[0]))
-        if rolled_up(issuer[6], issuer[9]):
-            label = agent_label(issuer[4], issuer[3])
-            models.add(issuer, label, None, sign=-1)
-            models.add(issuer, label, call.tool_name)
-
-    def _insert_model(
-        self,
-        conn: sqlite3.Connection,
-        model: ModelCallRow,
-        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-        models: ModelRollup,
-    ) -> bool:
-        """Insert one model call (its agent from an already exported run span if it has one); False when
-        the store holds the span already."""
-        key, name, known, pending = self._agent_of(conn, model, runs_seen)
-        cursor = conn.execute(
-            INSERT_MODEL_CALL,
-            (
-                *_call_columns(model, key, name, known, pending),
-                model.model,
-                model.provider,
-                model.input_tokens,
-                model.output_tokens,
-                model.total_tokens,
-                model.conversation_id,
-                model.error,
-                model.cache_read_tokens,
-                model.cache_write_tokens,
-            ),
-        )
-        if cursor.rowcount == 0:
-            return False
-        if model.output_preview is not None:
-            conn.execute(INSERT_OUTPUT, (cursor.lastrowid, model.output_preview))
-        if rolled_up(pending, model.input_tokens):
-            figures = (
-                cursor.lastrowid,
-                model.end_ns,
-                model.service_name,
-                key,
-                name,
-                known,
-                pending,
-                model.model,
-                model.provider,
-                model.input_tokens,
-                model.output_tokens,
-                model.total_tokens,
-                None,
-                model.cache_read_tokens,
-                model.cache_write_tokens,
-            )
-            models.add(figures, agent_label(name, key), None)
-        return True
-
-    def _agent_of(
-        self,
-        conn: sqlite3.Connection,
-        row: CallRow,
-        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-    ) -> tuple[str, str | None, bool, bool]:
-        """A call's agent key, name, known and pending flags: its own, completed from its agent-run span
-        when that was exported first (unusual, but possible)."""
-        key, name, known, pending = row.agent_key, row.agent_name, row.agent_known, row.agent_pending
-        if pending:
-            found = self._run_of_parent(conn, row.trace_id, row.parent_span_id, runs_seen)
-            if found is not None:
-                key = key if known else str(found[0])
-                name = name if name is not None else found[1]
-                known, pending = True, False
-        return key, name, known, pending
-
-    @staticmethod
-    def _run_of_parent(
-        conn: sqlite3.Connection,
-        trace_id: str,
-        parent_span_id: str | None,
-        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-    ) -> tuple[str, str | None] | None:
-        """The agent key and name of the run span ``parent_span_id``, if it was exported already."""
-        parent = (trace_id, parent_span_id)
-        if parent not in runs_seen:
-            runs_seen[parent] = conn.execute(
-                "SELECT agent_key, agent_name FROM agent_runs WHERE trace_id = ? AND span_id = ?", parent
-            ).fetchone()
-        return runs_seen[parent]
-
-    def _insert_call(
-        self,
-        conn: sqlite3.Connection,
-        call: ToolCallRow,
-        runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None],
-    ) -> tuple[str, str | None] | None:
-        """Insert one call; returns its agent label and the label for the filter lists (None while
-        provisional), or None when the store holds the span already.
-
-        ``runs_seen`` remembers, for this batch, which parents are known agent runs: a batch's
-        first calls mostly share a few parents, so each is looked up once, not once per call.
-        """
-        key, name, known, pending = self._agent_of(conn, call, runs_seen)
-        cursor = conn.execute(
-            INSERT_CALL,
-            (
-                *_call_columns(call, key, name, known, pending),
-                call.tool_name,
-                call.tracked,
-                call.arguments_digest,
-                call.error,
-                call.run_length,
-                call.reminder_tier,
-                call.reminder_threshold,
-                call.unguarded_reason,
-            ),
-        )
-        if cursor.rowcount == 0:
-            return None
-        if call.arguments_preview is not None:
-            conn.execute(INSERT_ARGUMENTS, (cursor.lastrowid, call.arguments_preview))
-        conn.executemany(
-            INSERT_DETECTION,
-            [
-                (
-                    cursor.lastrowid,
-                    d.kind,
-                    call.end_ns,
-                    d.run_length,
-                    d.period,
-                    d.repetitions,
-                    d.cycle_tools,
-                    d.outcome_digest,
-                    d.reminder_tier,
-                    d.reminder_threshold,
-                )
-                for d in call.detections
-            ],
-        )
-        if pending and not known:
-            return agent_label(name, key), None  # labelled when its agent-run span arrives
-        return agent_label(name, key), name or key

@@ -137,22 +137,43 @@ class CallRollup:
 ModelRollupKey = tuple[int, str, str, str, str, str]  # bucket_ns, service, agent label, model, provider, wasted tool
 
 
+class ModelFigures(NamedTuple):
+    """A model call's row as the roll-up reads it: the columns of ``sql.MODEL_FIGURES``, by name."""
+
+    id: int | None
+    end_ns: int
+    service_name: str
+    agent_key: str
+    agent_name: str | None
+    agent_known: bool
+    agent_pending: bool
+    model: str | None
+    provider: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    total_tokens: int | None
+    wasted_tool: str | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+
+
 class ModelRollup:
     """Token sums of some model calls, added to (or, with ``sign=-1``, taken from) ``model_rollup``."""
 
     def __init__(self) -> None:
         self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit, cache r/w
 
-    def add(self, row: tuple[object, ...], agent: str, wasted_tool: str | None, sign: int = 1) -> None:
-        """Add (or take) one model call, given as the columns of ``sql._MODEL_FIGURES``."""
-        _, end_ns, service, _, _, _, _, model, provider, tokens_in, tokens_out, total, _, read, write = row
-        end = int(end_ns)  # type: ignore[call-overload]
+    def add(self, row: ModelFigures, agent: str, wasted_tool: str | None, sign: int = 1) -> None:
+        """Add (or take) one model call."""
+        end = int(row.end_ns)
+        tokens_in, tokens_out, total = row.input_tokens, row.output_tokens, row.total_tokens
+        read, write = row.cache_read_tokens, row.cache_write_tokens
         key = (
             end - end % ROLLUP_BUCKET_NS,
-            str(service),
+            str(row.service_name),
             agent,
-            str(model or ""),
-            str(provider or ""),
+            str(row.model or ""),
+            str(row.provider or ""),
             wasted_tool or "",
         )
         figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0, 0])

@@ -56,21 +56,21 @@ SELECT end_ns, service_name, agent_key, agent_name, agent_known, tool_name, trac
        reminder_tier, duration_ns
 FROM tool_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
 """
-_MODEL_FIGURES = (
+MODEL_FIGURES = (
     "id, end_ns, service_name, agent_key, agent_name, agent_known, agent_pending, model, provider,"
     " input_tokens, output_tokens, total_tokens, wasted_tool, cache_read_tokens, cache_write_tokens"
 )
 # A repeated call's issuer: the latest model call under the same parent span that started before it ended ...
 ISSUER_BY_PARENT = f"""
-SELECT {_MODEL_FIGURES} FROM model_calls
+SELECT {MODEL_FIGURES} FROM model_calls
 WHERE trace_id = ? AND parent_span_id = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
 """
 # ... else the latest model call of its agent run (tool spans nested below the run's model calls' parent).
 ISSUER_BY_AGENT = f"""
-SELECT {_MODEL_FIGURES} FROM model_calls
+SELECT {MODEL_FIGURES} FROM model_calls
 WHERE agent_key = ? AND start_ns < ? ORDER BY start_ns DESC LIMIT 1
 """
-ISSUER_BY_ID = f"SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND span_id = ?"
+ISSUER_BY_ID = f"SELECT {MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND span_id = ?"
 PENDING_MODELS_UNDER = f"""
-SELECT {_MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
+SELECT {MODEL_FIGURES} FROM model_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
 """
