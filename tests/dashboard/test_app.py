@@ -7,6 +7,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from decimal import Decimal
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from replay import Turn, replay
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.dashboard import VIEWS
-from otel_repeat_guard.dashboard.sections.timeline import COLUMNS
+from otel_repeat_guard.dashboard.sections.timeline import COLUMNS, TABLE_CLASS
 from otel_repeat_guard.demo.scenario import AgentScript
 from otel_repeat_guard.store import DB_ENV, SCHEMA_VERSION, open_for_writing
 
@@ -48,10 +49,39 @@ def goto(app: AppTest, page: str) -> AppTest:
     return app
 
 
+class _Cells(HTMLParser):
+    """The header and cells of an HTML table, as text (the unescaped text a browser shows)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
 def timeline(app: AppTest, nth: int = 0) -> pd.DataFrame:
     """The ``nth`` run timeline table on the page, under the column names of ``queries.run_timeline``."""
-    found = [t.value for t in app.table if COLUMNS["note"] in t.value.columns]
-    assert len(found) > nth, [list(t.value.columns) for t in app.table]
+    found = []
+    for element in app.get("html"):
+        if TABLE_CLASS in element.value:
+            cells = _Cells()
+            cells.feed(element.value)
+            found.append(pd.DataFrame(cells.rows[1:], columns=cells.rows[0]))
+    assert len(found) > nth, "no run timeline on the page"
     return found[nth].rename(columns={label: name for name, label in COLUMNS.items()})
 
 
