@@ -12,6 +12,7 @@ table) and input fields are measured directly. Set ``REPEAT_GUARD_SCREENSHOTS`` 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from browser import chromium, cli, environment, serving
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
 WIDTH, HEIGHT = 1440, 900  # the screenshots'
 WIDTHS = (1280, 1440)
@@ -180,3 +181,37 @@ def test_a_grid_too_wide_for_its_columns_is_found() -> None:
         "table cell clipped: 'gemini-2.5-fl'",
         "field clipped: '2026/12/0'",
     ]
+
+
+PICTURE = r"""() => {
+  const svg = document.querySelector('[data-testid=stVegaLiteChart] svg');
+  const box = svg.getBoundingClientRect();
+  const out = el => { const r = el.getBoundingClientRect();  // a label Vega hides (opacity 0) is not drawn
+    return r.width > 0 && el.getAttribute('opacity') !== '0' && (r.right > box.right + 0.5 || r.left < box.left - 0.5); };
+  const texts = sel => [...svg.querySelectorAll(sel)].map(t => t.textContent);
+  return {
+    numbers: texts('g.mark-text.role-mark text'),
+    cut: [...svg.querySelectorAll('g.mark-rect path, g.role-axis-label text, g.role-legend-label text')]
+      .filter(out).map(el => el.textContent || el.tagName),
+    legend: texts('g.role-legend-label text'),
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def test_the_run_picture_numbers_failing_repeats_and_cuts_nothing(page: Page, demo_url: str, width: int) -> None:
+    """The operator's shell call is denied six times in a row: a loop of failing calls, drawn as repeats."""
+    page.set_viewport_size({"width": width, "height": HEIGHT})
+    page.goto(f"{demo_url}/runs")
+    settle(page)
+    combo = page.get_by_role("combobox", name="Hotspot tool")
+    combo.click()
+    combo.fill("shell")
+    page.get_by_role("option", name="shell", exact=True).wait_for()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("combobox", name="Run of identical calls")).to_have_value(re.compile("run of 6 "))
+    settle(page)
+    found = page.evaluate(PICTURE)
+    assert found["numbers"] == ["2", "3", "4", "5", "6"], found
+    assert found["cut"] == [], found
+    assert "call failed" in found["legend"] and "loop broken" in found["legend"], found
