@@ -83,17 +83,27 @@ def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated cal
     return chart
 
 
-def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.Chart:
-    """Stacked bars of reminder outcomes per ``by`` (tier, tool, agent or model)."""
+def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.LayerChart:
+    """Stacked bars of reminder outcomes per ``by`` (tier, tool, agent or model), each as shares of its
+    reminders, with the number of reminders beside each bar (1 of 1 and 4 of 4 are not the same news)."""
     long = frame.melt(
         id_vars=[by], value_vars=["broken", "ignored", "ended", "open"], var_name="outcome", value_name="n"
     )
-    chart: alt.Chart = (
-        alt.Chart(long, title=f"Reminder outcomes by {by}")
+    order = list(frame[by])  # the table's order: most reminders first
+    y = alt.Y(f"{by}:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
+    x_scale = alt.Scale(domain=[0, 1.16], nice=False)  # room on the right for the counts
+    bars = (
+        alt.Chart(long)
         .mark_bar()
         .encode(
-            x=alt.X("n:Q", title="reminders", stack="normalize", axis=alt.Axis(format="%")),
-            y=alt.Y(f"{by}:N", title=None, sort="-x", axis=alt.Axis(labelLimit=260)),
+            x=alt.X(
+                "n:Q",
+                title="share of the reminders",
+                stack="normalize",
+                scale=x_scale,
+                axis=alt.Axis(format="%", values=[0, 0.2, 0.4, 0.6, 0.8, 1]),
+            ),
+            y=y,
             color=alt.Color(
                 "outcome:N",
                 scale=alt.Scale(
@@ -103,8 +113,13 @@ def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.Chart:
             ),
             tooltip=[alt.Tooltip(f"{by}:N"), "outcome:N", alt.Tooltip("n:Q", title="reminders")],
         )
-        .properties(height=alt.Step(22))
     )
+    counts = (
+        alt.Chart(frame.assign(at=1.0, said=[f"{n:,} reminder{'s' if n != 1 else ''}" for n in frame["reminders"]]))
+        .mark_text(align="left", dx=6, fontSize=12, color="#31333f")
+        .encode(x=alt.X("at:Q", scale=x_scale), y=y, text="said:N")
+    )
+    chart: alt.LayerChart = alt.layer(bars, counts, title=f"Reminder outcomes by {by}").properties(height=alt.Step(22))
     return chart
 
 

@@ -138,6 +138,21 @@ def efficacy(outcomes: pd.DataFrame, by: str) -> pd.DataFrame:
     return wide[columns].sort_values(["reminders", by], ascending=[False, True]).reset_index(drop=True)
 
 
+OVERALL = "(all reminders)"
+"""The label of the overall row :func:`efficacy_with_overall` adds."""
+
+
+def efficacy_with_overall(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """:func:`efficacy`'s table with a last row for every reminder in it (labelled ``OVERALL``), its
+    ``heeded`` the share of all decided reminders (not an average of the rows' shares)."""
+    if table.empty:
+        return table
+    counts = {column: int(table[column].sum()) for column in ("reminders", *OUTCOMES)}
+    decided = counts["broken"] + counts["ignored"]
+    overall = {by: OVERALL, **counts, "heeded": counts["broken"] / decided if decided else float("nan")}
+    return pd.concat([table, pd.DataFrame([overall])], ignore_index=True)[list(table.columns)]
+
+
 def heeded_rate(outcomes: pd.DataFrame) -> tuple[int, int, int]:
     """Broken, ignored and all reminders of an outcome frame."""
     if outcomes.empty:

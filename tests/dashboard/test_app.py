@@ -206,7 +206,7 @@ def test_reminder_efficacy_per_tier_tool_agent_and_model(
 ) -> None:
     figures = replay(scripts)
     app = run_app(monkeypatch, seeded_db, page="reminders")
-    tiers = table(app, "tier").set_index("tier")
+    tiers = table(app, "tier").set_index("tier").drop(index="(all reminders)")
     for tier in ("gentle", "detailed"):
         outcomes = [o for r, o in figures.outcomes if r.tier == tier]
         row = tiers.loc[tier]
@@ -218,7 +218,10 @@ def test_reminder_efficacy_per_tier_tool_agent_and_model(
     for by in ("tool", "agent", "model"):
         app.radio(key="efficacy_by").set_value(by).run()
         frame = table(app, by, having="heeded")
-        assert int(frame["reminders"].sum()) == len(figures.outcomes) == 12
+        *_, overall = frame.itertuples(index=False)
+        assert overall[0] == "(all reminders)" and overall.reminders == len(figures.outcomes) == 12
+        assert int(frame["reminders"].iloc[:-1].sum()) == 12
+        assert overall.heeded == pytest.approx(100 * overall.broken / (overall.broken + overall.ignored))
     run_tests = table(app, "model", having="heeded").set_index("model").loc["gpt-4o"]
     assert (run_tests["broken"], run_tests["ignored"]) == (1, 3)  # the coder: run_tests 3, 5 and grep 3 ignored
 

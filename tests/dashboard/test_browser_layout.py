@@ -148,7 +148,34 @@ def test_every_table_on_the_page_reads_in_full_at_1280_and_1440_px(
         screenshot(page, name)
 
 
-@pytest.mark.parametrize("width", [WIDTH], ids=[f"{WIDTH}px"])
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+@pytest.mark.parametrize("by", ["Agent", "Tool"])
+def test_the_reminders_by_agent_or_tool_read_in_full_with_their_counts_and_an_overall_row(
+    page: Page, demo_url: str, width: int, by: str
+) -> None:
+    """At 1280 px the Heeded column was cut to "H" and the legend to "op", "er"; the bars were shares only."""
+    page.set_viewport_size({"width": width, "height": HEIGHT})
+    page.goto(f"{demo_url}/reminders")
+    settle(page)
+    page.get_by_test_id("stRadioGroup").get_by_text(by, exact=True).click()
+    settle(page)
+    found = page.evaluate(MEASURE)
+    (grid,) = found["grids"]
+    assert grid["headers"][0] == by and grid["headers"][-1] == "Heeded"
+    assert problems(found) == []
+    rows = page.get_by_test_id("stDataFrame").first.evaluate(
+        "g => [...g.querySelectorAll('tbody tr[role=row]')].map(r => [...r.querySelectorAll('td')].map(c => c.textContent.trim()))"
+    )
+    *groups, overall = rows
+    assert overall[0] == "(all reminders)" and int(overall[1]) == sum(int(row[1]) for row in groups)
+    chart = page.evaluate(PICTURE)
+    assert chart["cut"] == [], chart
+    assert chart["legend"] == ["broken", "ignored", "ended", "open"]
+    counts = [f"{row[1]} reminder{'s' if row[1] != '1' else ''}" for row in groups]
+    assert chart["numbers"] == counts  # beside each bar, in the table's order
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
 def test_the_reminders_by_model_and_the_custom_range_read_in_full(page: Page, demo_url: str, width: int) -> None:
     """The long names: models ("claude-3-5-haiku-latest") and the custom range's dates."""
     page.set_viewport_size({"width": width, "height": HEIGHT})
