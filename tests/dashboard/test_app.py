@@ -178,7 +178,7 @@ def test_hotspot_and_agent_tables_are_the_replayed_rows(
             assert row["repeated_calls"] == want["repeated_calls"]
             assert row["reminders"] == want["reminders"]
             assert row["longest_run"] == want["longest_run"]
-            assert row["wasted_seconds"] == pytest.approx(want["wasted_seconds"])
+            assert abs(row["wasted_seconds"] - want["wasted_seconds"]) < 0.1  # type: ignore[operator]
             assert row["repeated_share"] == pytest.approx(100 * want["repeated_share"])  # type: ignore[operator]
             issued = [t for t in figures.wasted_turns if t.call is not None and getattr(t.call, by) == row[label]]
             assert row["wasted_tokens"] == sum(t.input_tokens + t.output_tokens for t in issued)
@@ -199,7 +199,8 @@ def test_by_model_shows_tokens_their_waste_and_cost(
         assert row["calls"] == len(turns)
         assert row["total_tokens"] == sum(t.input_tokens + t.output_tokens for t in turns)
         assert row["wasted_tokens"] == sum(t.input_tokens + t.output_tokens for t in wasted)
-        assert row["cost_text"].startswith("$") and row["unpriced"] == ""
+        assert row["cost_text"].startswith("$")
+    assert "unpriced" not in frame.columns  # every model has a price: no column of empty cells
 
 
 def test_reminder_efficacy_per_tier_tool_agent_and_model(
