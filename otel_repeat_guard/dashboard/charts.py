@@ -44,13 +44,14 @@ def _bucket_text(bucket_s: float) -> str:
 
 
 def _time_format(bucket_s: float) -> str:
+    """Each label with its date (a range of last week's calls read as today's without it)."""
     if bucket_s < 1:
-        return "%H:%M:%S.%L"
+        return "%b %d %H:%M:%S.%L"
     if bucket_s < 60:
-        return "%H:%M:%S"
+        return "%b %d %H:%M:%S"
     if bucket_s < 86400:
         return "%b %d %H:%M"
-    return "%b %d"
+    return "%b %d %Y"
 
 
 def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated calls") -> alt.LayerChart:
@@ -67,10 +68,10 @@ def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated cal
     dashes = alt.Scale(domain=series, range=[[1, 0], [6, 3], [2, 2]])
     sizes = alt.Scale(domain=series, range=[40, 90, 140])
     base = alt.Chart(frame).encode(
-        x=alt.X("bucket:T", title=None, axis=alt.Axis(format=fmt)),
+        x=alt.X("bucket:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format=fmt)),
         y=alt.Y("count:Q", title="calls", axis=alt.Axis(tickMinStep=1, format="d")),
         color=alt.Color("series:N", scale=colors, title=None, legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("bucket:T", format=fmt), "series:N", "count:Q"],
+        tooltip=[alt.Tooltip("bucket:T", format=fmt, formatType="utc"), "series:N", "count:Q"],
     )
     lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=dashes, legend=None))
     points = base.mark_point(filled=False, strokeWidth=2).encode(

@@ -434,3 +434,24 @@ def test_calls_the_guard_could_not_compare_are_shown_with_why(monkeypatch: pytes
     assert not any("no_arguments" in text or "no_agent" in text for text in said)
     tables = [df.value[["tool", "calls"]].values.tolist() for df in app.dataframe]
     assert tables == [[["lookup", 3]], [["lookup", 2]]]
+
+
+def test_an_empty_time_range_names_the_first_and_last_call_and_leads_to_all_time(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path
+) -> None:
+    """Zeros on every page and no word of where the calls were (last week's collector file, "Last 24 hours")."""
+    with sqlite3.connect(seeded_db) as conn:
+        first, last = conn.execute("SELECT MIN(end_ns), MAX(end_ns) FROM tool_calls").fetchone()
+    app = run_app(monkeypatch, seeded_db)
+    assert not [w for w in app.warning if "No calls in the time range" in w.value]
+    app.selectbox(key="time_range").set_value("Custom range").run()
+    app.date_input(key="custom_to_day").set_value(dt.date(2000, 1, 1)).run()
+    app.date_input(key="custom_from_day").set_value(dt.date(1999, 1, 1)).run()
+    (said,) = [w.value for w in app.warning if "No calls in the time range" in w.value]
+    at = dt.datetime.fromtimestamp(first / 1e9, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    until = dt.datetime.fromtimestamp(last / 1e9, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    assert said == f"No calls in the time range (Custom range). The store's calls run from {at} UTC to {until} UTC."
+    app.button(key="show_all_time").click().run()
+    assert app.selectbox(key="time_range").value == "All time"
+    assert metrics(app)["Tool calls"] == "61"
+    assert not [w for w in app.warning if "No calls in the time range" in w.value]

@@ -123,3 +123,36 @@ def test_a_link_opens_the_same_selection_and_the_address_follows_the_filters(
     goto(app, "hotspots")
     assert app.multiselect(key="tools").value == ["sql_query"]
     assert list(table(app, "tool")["tool"]) == ["sql_query"]
+
+
+def test_the_reminders_grouping_and_the_chosen_loop_travel_in_the_address(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path
+) -> None:
+    """A link to /reminders?by=agent opened grouped by tier; a link to the Runs page lost the loop shown."""
+    monkeypatch.setenv(DB_ENV, str(seeded_db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params["by"] = "agent"
+    app.run()
+    goto(app, "reminders")
+    assert app.radio(key="efficacy_by").value == "agent"
+    assert list(app.dataframe[0].value.columns)[:1] == ["agent"]
+    app.radio(key="efficacy_by").set_value("model").run()
+    assert app.query_params["by"] == "model"
+
+    runs = AppTest.from_file(str(APP), default_timeout=60)
+    runs.run()
+    goto(runs, "runs")
+    runs.selectbox(key="drill_tool").set_value("web_search").run()
+    box = runs.selectbox(key="drill_run:web_search")
+    box.set_value(box.options[1] if not isinstance(box.options[1], str) else box.value).run()
+    link = dict(runs.query_params)
+    assert link["hotspot"] == "web_search" and link["loop"].startswith("repeat:")
+
+    linked = AppTest.from_file(str(APP), default_timeout=60)
+    for name, value in link.items():
+        linked.query_params[name] = value
+    linked.run()
+    goto(linked, "runs")
+    assert linked.selectbox(key="drill_tool").value == "web_search"
+    kind, end_id = link["loop"].split(":")
+    assert linked.selectbox(key="drill_run:web_search").value == (kind, int(end_id))

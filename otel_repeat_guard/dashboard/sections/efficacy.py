@@ -7,6 +7,7 @@ import streamlit as st
 
 from otel_repeat_guard.dashboard import charts, figures
 from otel_repeat_guard.dashboard.queries import REMINDER_WINDOW
+from otel_repeat_guard.dashboard.sections import address
 from otel_repeat_guard.store.records import REPEAT
 
 EFFICACY_BY = {"tier": "Tier", "tool": "Tool", "agent": "Agent", "model": "Model"}
@@ -24,10 +25,12 @@ def draw(outcomes: pd.DataFrame, reminders: int, kind: str | None) -> None:
             f"The outcomes of the latest {REMINDER_WINDOW:,} of the {reminders:,} reminders in this "
             "selection (narrow the time range for all of them)."
         )
+    address.restore_choice("by", {by: by for by in EFFICACY_BY}, "efficacy_by")
     by = st.radio(
         "Group by", list(EFFICACY_BY), format_func=EFFICACY_BY.__getitem__, horizontal=True, key="efficacy_by"
     )
     by = str(by or "tier")
+    address.show_choice("by", None if by == "tier" else by)  # /reminders?by=agent opens grouped by agent
     table = figures.efficacy(outcomes, by)
     shown = figures.efficacy_with_overall(table, by)
     # One above the other, each the page's width: side by side at 1280 px the table cut its Heeded column
