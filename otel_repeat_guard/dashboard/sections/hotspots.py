@@ -37,7 +37,7 @@ def _hotspot_table(frame: pd.DataFrame, label: str, key: str, models: bool, word
                 "Wasted tokens", format="localized", help="Tokens of the model calls that issued its repeated calls"
             ),
             "wasted_token_share": st.column_config.NumberColumn(
-                "Of all tokens", format="%.1f%%", help="Wasted tokens as a share of all model tokens in the selection"
+                "Of tokens", format="%.1f%%", help="Wasted tokens as a share of all model tokens in the selection"
             ),
             "wasted_cost": st.column_config.TextColumn("Wasted cost"),
         },
