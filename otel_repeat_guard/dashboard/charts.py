@@ -58,7 +58,7 @@ def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated cal
     """Repeated calls (``measure``: what the loop kind counts) and reminders by tier per time bucket.
 
     Coinciding series stay apart: each has its own colour, dash, point shape and size, and the
-    reminder points are drawn over the repeats' line.
+    reminder points are drawn over the repeats' line. A bucket that counts 0 has no point: its line only.
     """
     fmt = _time_format(bucket_s)
     series = [measure, *SERIES[1:]]
@@ -74,9 +74,13 @@ def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated cal
         tooltip=[alt.Tooltip("bucket:T", format=fmt, formatType="utc"), "series:N", "count:Q"],
     )
     lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=dashes, legend=None))
-    points = base.mark_point(filled=False, strokeWidth=2).encode(
-        shape=alt.Shape("series:N", scale=shapes, title=None, legend=alt.Legend(orient="top")),
-        size=alt.Size("series:N", scale=sizes, legend=None),
+    points = (
+        base.transform_filter("datum.count > 0")
+        .mark_point(filled=False, strokeWidth=2)
+        .encode(
+            shape=alt.Shape("series:N", scale=shapes, title=None, legend=alt.Legend(orient="top")),
+            size=alt.Size("series:N", scale=sizes, legend=None),
+        )
     )
     chart: alt.LayerChart = alt.layer(lines, points).properties(
         height=260, title=f"Repeats and reminders per {_bucket_text(bucket_s)}"
