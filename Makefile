@@ -198,9 +198,11 @@ test-all: lint typecheck unit unit-compiled sdk-oldest integration
 screenshot: $(BIN)/.installed chromium
 	REPEAT_GUARD_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q tests/dashboard/test_browser_layout.py
 
-# 1,000,000 tool calls: the time of each dashboard query and of a cold page run.
+# 1,000,000 tool calls: the time of each dashboard query and of a cold page run; then a fresh dashboard
+# page against a bare Streamlit page in chromium, side by side (goal: within 0.5 s; `make chromium` first).
 benchmark: $(BIN)/.installed
 	$(BIN)/python benchmarks/dashboard_queries.py
+	$(BIN)/python benchmarks/dashboard_page.py
 
 # The guard's cost, side by side with its baselines (not part of `make test`): see benchmarks/RESULTS.md.
 # Both builds, one after the other, in one table; BENCH_FLAGS=--instructions adds the valgrind counts.

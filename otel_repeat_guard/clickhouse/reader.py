@@ -16,7 +16,7 @@ from otel_repeat_guard.clickhouse import drill
 from otel_repeat_guard.clickhouse.base import TableReader
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.store.queries.filters import TIERS, Filters, tiers_shown
-from otel_repeat_guard.store.queries.overview import long_form
+from otel_repeat_guard.store.queries.overview import fill_buckets, long_form
 from otel_repeat_guard.store.queries.reminders import REMINDER_WINDOW
 from otel_repeat_guard.store.records import CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE, REPEAT
 
@@ -156,7 +156,7 @@ class ClickHouseReader(TableReader):
                    {self._tier_sum(filters, "detailed")} AS detailed_reminders
             FROM parts GROUP BY bucket_ns ORDER BY bucket_ns"""
         wide = self.frame(sql, self.params(filters, bucket=bucket_ns))
-        return long_form(wide.astype("int64"))
+        return long_form(fill_buckets(wide.astype("int64"), bucket_ns))
 
     def run_lengths(self, filters: Filters) -> pd.DataFrame:
         sql = f"""WITH {self.tools(filters)}

@@ -10,7 +10,7 @@ import streamlit as st
 
 from otel_repeat_guard.dashboard import VIEWS, reads, view
 from otel_repeat_guard.dashboard.sections import sidebar
-from otel_repeat_guard.dashboard.settings import Settings
+from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS, Settings
 from otel_repeat_guard.store.schema import StoreError
 
 FEED_HELP = """
@@ -63,6 +63,18 @@ def pages() -> list[st.Page]:
     ]
 
 
+@st.fragment(run_every=REFRESH_SECONDS)
+def _wait_for_calls(db: str) -> None:
+    """An empty store's page looks again every few seconds, and draws the dashboard once calls arrive."""
+    st.caption(f"This page looks at the store every {REFRESH_SECONDS} s and shows the calls as they arrive.")
+    try:
+        arrived = reads.has_data(db) and int(reads.time_bounds(db).iloc[0]["rows"]) > 0
+    except (StoreError, sqlite3.Error):
+        return  # the store is being created: the next look will tell
+    if arrived:
+        st.rerun(scope="app")
+
+
 def main() -> None:
     st.set_page_config(
         page_title="Repeat guard · loop hotspots", page_icon="🔁", layout="wide", menu_items={"About": None}
@@ -74,6 +86,7 @@ def main() -> None:
         if bounds is None or int(bounds.iloc[0]["rows"]) == 0:
             st.title("Loop hotspots")
             st.info(CLICKHOUSE_FEED_HELP if settings.clickhouse else FEED_HELP.format(db=shlex.quote(str(db))))
+            _wait_for_calls(db)
             return
         filters, auto, kinds = sidebar.draw(db, reads.filter_options(db), bounds)
     except (StoreError, sqlite3.Error) as exc:

@@ -44,20 +44,21 @@ def _bucket_text(bucket_s: float) -> str:
 
 
 def _time_format(bucket_s: float) -> str:
+    """Each label with its date (a range of last week's calls read as today's without it)."""
     if bucket_s < 1:
-        return "%H:%M:%S.%L"
+        return "%b %d %H:%M:%S.%L"
     if bucket_s < 60:
-        return "%H:%M:%S"
+        return "%b %d %H:%M:%S"
     if bucket_s < 86400:
         return "%b %d %H:%M"
-    return "%b %d"
+    return "%b %d %Y"
 
 
 def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated calls") -> alt.LayerChart:
     """Repeated calls (``measure``: what the loop kind counts) and reminders by tier per time bucket.
 
     Coinciding series stay apart: each has its own colour, dash, point shape and size, and the
-    reminder points are drawn over the repeats' line.
+    reminder points are drawn over the repeats' line. A bucket that counts 0 has no point: its line only.
     """
     fmt = _time_format(bucket_s)
     series = [measure, *SERIES[1:]]
@@ -67,15 +68,19 @@ def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated cal
     dashes = alt.Scale(domain=series, range=[[1, 0], [6, 3], [2, 2]])
     sizes = alt.Scale(domain=series, range=[40, 90, 140])
     base = alt.Chart(frame).encode(
-        x=alt.X("bucket:T", title=None, axis=alt.Axis(format=fmt)),
+        x=alt.X("bucket:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format=fmt)),
         y=alt.Y("count:Q", title="calls", axis=alt.Axis(tickMinStep=1, format="d")),
         color=alt.Color("series:N", scale=colors, title=None, legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("bucket:T", format=fmt), "series:N", "count:Q"],
+        tooltip=[alt.Tooltip("bucket:T", format=fmt, formatType="utc"), "series:N", "count:Q"],
     )
     lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=dashes, legend=None))
-    points = base.mark_point(filled=False, strokeWidth=2).encode(
-        shape=alt.Shape("series:N", scale=shapes, title=None, legend=alt.Legend(orient="top")),
-        size=alt.Size("series:N", scale=sizes, legend=None),
+    points = (
+        base.transform_filter("datum.count > 0")
+        .mark_point(filled=False, strokeWidth=2)
+        .encode(
+            shape=alt.Shape("series:N", scale=shapes, title=None, legend=alt.Legend(orient="top")),
+            size=alt.Size("series:N", scale=sizes, legend=None),
+        )
     )
     chart: alt.LayerChart = alt.layer(lines, points).properties(
         height=260, title=f"Repeats and reminders per {_bucket_text(bucket_s)}"
@@ -83,17 +88,27 @@ def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated cal
     return chart
 
 
-def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.Chart:
-    """Stacked bars of reminder outcomes per ``by`` (tier, tool, agent or model)."""
+def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.LayerChart:
+    """Stacked bars of reminder outcomes per ``by`` (tier, tool, agent or model), each as shares of its
+    reminders, with the number of reminders beside each bar (1 of 1 and 4 of 4 are not the same news)."""
     long = frame.melt(
         id_vars=[by], value_vars=["broken", "ignored", "ended", "open"], var_name="outcome", value_name="n"
     )
-    chart: alt.Chart = (
-        alt.Chart(long, title=f"Reminder outcomes by {by}")
+    order = list(frame[by])  # the table's order: most reminders first
+    y = alt.Y(f"{by}:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
+    x_scale = alt.Scale(domain=[0, 1.16], nice=False)  # room on the right for the counts
+    bars = (
+        alt.Chart(long)
         .mark_bar()
         .encode(
-            x=alt.X("n:Q", title="reminders", stack="normalize", axis=alt.Axis(format="%")),
-            y=alt.Y(f"{by}:N", title=None, sort="-x", axis=alt.Axis(labelLimit=260)),
+            x=alt.X(
+                "n:Q",
+                title="share of the reminders",
+                stack="normalize",
+                scale=x_scale,
+                axis=alt.Axis(format="%", values=[0, 0.2, 0.4, 0.6, 0.8, 1]),
+            ),
+            y=y,
             color=alt.Color(
                 "outcome:N",
                 scale=alt.Scale(
@@ -103,8 +118,13 @@ def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.Chart:
             ),
             tooltip=[alt.Tooltip(f"{by}:N"), "outcome:N", alt.Tooltip("n:Q", title="reminders")],
         )
-        .properties(height=alt.Step(22))
     )
+    counts = (
+        alt.Chart(frame.assign(at=1.0, said=[f"{n:,} reminder{'s' if n != 1 else ''}" for n in frame["reminders"]]))
+        .mark_text(align="left", dx=6, fontSize=12, color="#31333f")
+        .encode(x=alt.X("at:Q", scale=x_scale), y=y, text="said:N")
+    )
+    chart: alt.LayerChart = alt.layer(bars, counts, title=f"Reminder outcomes by {by}").properties(height=alt.Step(22))
     return chart
 
 

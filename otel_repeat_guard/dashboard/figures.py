@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -43,6 +45,21 @@ def token_headline(all_priced: pd.DataFrame, wasted_priced: pd.DataFrame) -> Tok
     return TokenHeadline(tokens, cost, unpriced, wasted, wasted_cost, wasted_unpriced, names)
 
 
+def one_rounding(values: Sequence[float], digits: int = 1) -> list[float]:
+    """``values`` rounded to ``digits`` decimals so that they add up to their total rounded the same way
+    (as the Overview shows it): each is rounded down, and the units left go to the largest remainders
+    (the first of equal ones). Rounded one by one, 35.69 s spread over tools read 35.6 and over agents 35.8."""
+    scale = 10**digits
+    units = [max(0.0, float(v)) * scale for v in values]
+    floors = [math.floor(u) for u in units]
+    target = round(float(f"{sum(units) / scale:.{digits}f}") * scale)
+    left = target - sum(floors)
+    order = sorted(range(len(units)), key=lambda i: (-(units[i] - floors[i]), i))
+    for i in order[: max(0, left)]:
+        floors[i] += 1
+    return [f / scale for f in floors]
+
+
 def _counts(column: pd.Series) -> pd.Series:
     """Whole counts, none (a row the merge found nothing for) as 0. An empty frame's column is of object
     dtype, so after a merge it holds only NaN: typed first, so that ``fillna`` downcasts nothing (pandas
@@ -68,8 +85,8 @@ def with_wasted_tokens(
     hotspots: pd.DataFrame, wasted: pd.DataFrame, key: str, label: str, all_priced: pd.DataFrame
 ) -> pd.DataFrame:
     """A hotspot table (by tool or by agent) with the wasted tokens, their cost (``wasted_cost`` as the page
-    shows it) and ``wasted_token_share``: of all tokens for a tool (model calls belong to no tool), of the
-    agent's own tokens for an agent."""
+    shows it) and ``wasted_token_share``: of all model tokens in the selection, for a tool and for an agent
+    alike, so that each table's shares add up to the Overview's."""
     merged = hotspots.merge(_wasted_columns(wasted, key, label), on=label, how="left")
     merged["wasted_tokens"] = _counts(merged["wasted_tokens"])
     merged["wasted_unpriced_tokens"] = _counts(merged["wasted_unpriced_tokens"])
@@ -79,14 +96,7 @@ def with_wasted_tokens(
             merged["wasted_cost_usd"], merged["wasted_unpriced_tokens"], merged["wasted_tokens"], strict=True
         )
     ]
-    if label == "agent":
-        totals = costs.summarize(all_priced, ["agent"])[["agent", "total_tokens"]].rename(
-            columns={"total_tokens": "tokens"}
-        )
-        merged = merged.merge(totals, on="agent", how="left")
-        merged["tokens"] = _counts(merged["tokens"])
-    else:
-        merged["tokens"] = costs.total(all_priced)[0]
+    merged["tokens"] = costs.total(all_priced)[0]
     merged["wasted_token_share"] = [
         w / t if t else 0.0 for w, t in zip(merged["wasted_tokens"], merged["tokens"], strict=True)
     ]
@@ -136,6 +146,21 @@ def efficacy(outcomes: pd.DataFrame, by: str) -> pd.DataFrame:
     decided = wide["broken"] + wide["ignored"]
     wide["heeded"] = (wide["broken"] / decided.where(decided > 0)).astype(float)
     return wide[columns].sort_values(["reminders", by], ascending=[False, True]).reset_index(drop=True)
+
+
+OVERALL = "(all reminders)"
+"""The label of the overall row :func:`efficacy_with_overall` adds."""
+
+
+def efficacy_with_overall(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """:func:`efficacy`'s table with a last row for every reminder in it (labelled ``OVERALL``), its
+    ``heeded`` the share of all decided reminders (not an average of the rows' shares)."""
+    if table.empty:
+        return table
+    counts = {column: int(table[column].sum()) for column in ("reminders", *OUTCOMES)}
+    decided = counts["broken"] + counts["ignored"]
+    overall = {by: OVERALL, **counts, "heeded": counts["broken"] / decided if decided else float("nan")}
+    return pd.concat([table, pd.DataFrame([overall])], ignore_index=True)[list(table.columns)]
 
 
 def heeded_rate(outcomes: pd.DataFrame) -> tuple[int, int, int]:

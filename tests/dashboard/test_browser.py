@@ -63,7 +63,7 @@ def page(dashboard_url: str) -> Iterator[Page]:
 def open_page(page: Page, url: str, address: str) -> None:
     """The dashboard's page at ``address`` (``""``: the overview), once its first table is drawn."""
     page.goto(f"{url}/{address}")
-    drawn = "[data-testid=stDataFrame] tbody tr[role=row], [data-testid=stTable] tbody tr, [data-testid=stMetric]"
+    drawn = "[data-testid=stDataFrame] tbody tr[role=row], .repeat-guard-calls tbody tr, [data-testid=stMetric]"
     page.locator(drawn).first.wait_for(state="attached")
 
 
@@ -99,7 +99,7 @@ def pick(page: Page, label: str, option: str) -> None:
 
 def table_rows(page: Page) -> list[list[str]]:
     """The cells of the page's run timeline (an HTML table: its text wraps)."""
-    table = page.get_by_test_id("stTable").first
+    table = page.locator(".repeat-guard-calls table").first
     expect(table.locator("tbody tr").first).to_be_attached(timeout=30_000)
     rows: list[list[str]] = table.evaluate(
         """t => [...t.querySelectorAll('tbody tr')].map(row => [...row.querySelectorAll('td, th')].map(
@@ -152,13 +152,14 @@ def test_script_in_arguments_model_outputs_and_tool_names_is_text(page: Page, da
     code = page.get_by_test_id("stCode").first
     expect(code).to_contain_text('{"html":"<script>alert(1)</script>"}', timeout=30_000)
     want = '{"html":"<script>alert(1)</script>"}'
+    said = f"Calling render_page with {json.dumps({'html': PAYLOAD})}"  # the model's output, as its text
     assert settled(lambda: "render_page" in timeline_names(page), True)
     texts = {row[-1] for row in table_rows(page) if len(row) > 6}
-    assert want in texts
+    assert want in texts and said in texts
     page.get_by_text("Arguments and outputs in full").click()  # the model outputs, in full
     full = page.get_by_test_id("stExpander").get_by_test_id("stCode")
-    expect(full).to_contain_text(PAYLOAD)
-    expect(full).to_contain_text('"role": "assistant"')
+    expect(full.first).to_contain_text(said)  # the model's text ...
+    expect(full.last).to_contain_text('"role": "assistant"')  # ... and its output as stored
     assert TOOL_PAYLOAD in timeline_names(page)  # a tool name
     injected = page.evaluate("() => [...document.scripts].filter(s => s.textContent.includes('alert(')).length")
     assert injected == 0

@@ -1,17 +1,18 @@
-"""Every page at 1440 × 900 in Debian's chromium, on the demo's store: no table needs a horizontal scroll and
-no column's text is clipped, however the table is drawn.
+"""Every page at 1280 × 900 and 1440 × 900 in Debian's chromium, on the demo's store: no table needs a horizontal
+scroll and no column's text is clipped, however the table is drawn.
 
 ``st.dataframe`` draws on a canvas: its grid sizes each column to its text (up to 500 px) and stretches the
 columns when there is room, so a grid fits when the widths its text needs (header and cells, measured in the
 grid's own font) add up to no more than its visible width. The grid mirrors its cells in an accessible
-table, numbers as values: each stands in as the longest text the page's formats make of it. HTML tables (``st.table``) and input fields are
-measured directly. Set ``REPEAT_GUARD_SCREENSHOTS`` to a folder to keep each page's screenshot
+table, numbers as values: each stands in as the longest text the page's formats make of it. HTML tables (``st.table``, the run's
+table) and input fields are measured directly. Set ``REPEAT_GUARD_SCREENSHOTS`` to a folder to keep each page's screenshot
 (``make screenshot`` refreshes docs/screenshots/).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,9 +20,10 @@ from typing import Any
 
 import pytest
 from browser import chromium, cli, environment, serving
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
-WIDTH, HEIGHT = 1440, 900
+WIDTH, HEIGHT = 1440, 900  # the screenshots'
+WIDTHS = (1280, 1440)
 MAX_AUTO_WIDTH = 500  # the grid's widest column sized to its text (31.25rem)
 PAGES = {
     "overview": "",
@@ -55,7 +57,7 @@ MEASURE = r"""() => {
     const scroller = grid.querySelector('.dvn-scroller');
     return {headers, needed, visible: scroller.clientWidth, scroll: scroller.scrollWidth, rows: rows.length};
   });
-  const tables = [...document.querySelectorAll('[data-testid=stTable]')].filter(visible).map(box => ({
+  const tables = [...document.querySelectorAll('[data-testid=stTable], .repeat-guard-calls')].filter(visible).map(box => ({
     visible: box.clientWidth,
     scroll: Math.max(box.scrollWidth, box.querySelector('table').scrollWidth),
     clipped: [...box.querySelectorAll('td, th')].filter(cell => cell.scrollWidth > cell.clientWidth + 1)
@@ -93,7 +95,7 @@ def settle(page: Page) -> None:
     page.get_by_test_id("stMain").wait_for()
     page.wait_for_timeout(500)
     page.get_by_test_id("stStatusWidget").wait_for(state="detached")
-    drawn = "[data-testid=stDataFrame] tbody tr[role=row], [data-testid=stTable] tbody tr, [data-testid=stMetric]"
+    drawn = "[data-testid=stDataFrame] tbody tr[role=row], .repeat-guard-calls tbody tr, [data-testid=stMetric]"
     page.locator(drawn).first.wait_for(state="attached")
     page.wait_for_timeout(1000)
 
@@ -131,18 +133,52 @@ def screenshot(page: Page, name: str) -> None:
     page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
 
 
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
 @pytest.mark.parametrize("name", list(PAGES))
-def test_every_table_on_the_page_reads_in_full_at_1440_px(page: Page, demo_url: str, name: str) -> None:
+def test_every_table_on_the_page_reads_in_full_at_1280_and_1440_px(
+    page: Page, demo_url: str, name: str, width: int
+) -> None:
+    page.set_viewport_size({"width": width, "height": HEIGHT})
     page.goto(f"{demo_url}/{PAGES[name]}")
     settle(page)
     found = page.evaluate(MEASURE)
     assert name == "overview" or found["grids"] or found["tables"], "no table drawn"
     assert problems(found) == []
-    screenshot(page, name)
+    if width == WIDTH:
+        screenshot(page, name)
 
 
-def test_the_reminders_by_model_and_the_custom_range_read_in_full(page: Page, demo_url: str) -> None:
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+@pytest.mark.parametrize("by", ["Agent", "Tool"])
+def test_the_reminders_by_agent_or_tool_read_in_full_with_their_counts_and_an_overall_row(
+    page: Page, demo_url: str, width: int, by: str
+) -> None:
+    """At 1280 px the Heeded column was cut to "H" and the legend to "op", "er"; the bars were shares only."""
+    page.set_viewport_size({"width": width, "height": HEIGHT})
+    page.goto(f"{demo_url}/reminders")
+    settle(page)
+    page.get_by_test_id("stRadioGroup").get_by_text(by, exact=True).click()
+    settle(page)
+    found = page.evaluate(MEASURE)
+    (grid,) = found["grids"]
+    assert grid["headers"][0] == by and grid["headers"][-1] == "Heeded"
+    assert problems(found) == []
+    rows = page.get_by_test_id("stDataFrame").first.evaluate(
+        "g => [...g.querySelectorAll('tbody tr[role=row]')].map(r => [...r.querySelectorAll('td')].map(c => c.textContent.trim()))"
+    )
+    *groups, overall = rows
+    assert overall[0] == "(all reminders)" and int(overall[1]) == sum(int(row[1]) for row in groups)
+    chart = page.evaluate(PICTURE)
+    assert chart["cut"] == [], chart
+    assert chart["legend"] == ["broken", "ignored", "ended", "open"]
+    counts = [f"{row[1]} reminder{'s' if row[1] != '1' else ''}" for row in groups]
+    assert chart["numbers"] == counts  # beside each bar, in the table's order
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def test_the_reminders_by_model_and_the_custom_range_read_in_full(page: Page, demo_url: str, width: int) -> None:
     """The long names: models ("claude-3-5-haiku-latest") and the custom range's dates."""
+    page.set_viewport_size({"width": width, "height": HEIGHT})
     page.goto(f"{demo_url}/reminders")
     settle(page)
     page.get_by_test_id("stRadioGroup").get_by_text("Model", exact=True).click()
@@ -172,3 +208,37 @@ def test_a_grid_too_wide_for_its_columns_is_found() -> None:
         "table cell clipped: 'gemini-2.5-fl'",
         "field clipped: '2026/12/0'",
     ]
+
+
+PICTURE = r"""() => {
+  const svg = document.querySelector('[data-testid=stVegaLiteChart] svg');
+  const box = svg.getBoundingClientRect();
+  const out = el => { const r = el.getBoundingClientRect();  // a label Vega hides (opacity 0) is not drawn
+    return r.width > 0 && el.getAttribute('opacity') !== '0' && (r.right > box.right + 0.5 || r.left < box.left - 0.5); };
+  const texts = sel => [...svg.querySelectorAll(sel)].map(t => t.textContent);
+  return {
+    numbers: texts('g.mark-text.role-mark text'),
+    cut: [...svg.querySelectorAll('g.mark-rect path, g.role-axis-label text, g.role-legend-label text')]
+      .filter(out).map(el => el.textContent || el.tagName),
+    legend: texts('g.role-legend-label text'),
+  };
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def test_the_run_picture_numbers_failing_repeats_and_cuts_nothing(page: Page, demo_url: str, width: int) -> None:
+    """The operator's shell call is denied six times in a row: a loop of failing calls, drawn as repeats."""
+    page.set_viewport_size({"width": width, "height": HEIGHT})
+    page.goto(f"{demo_url}/runs")
+    settle(page)
+    combo = page.get_by_role("combobox", name="Hotspot tool")
+    combo.click()
+    combo.fill("shell")
+    page.get_by_role("option", name="shell", exact=True).wait_for()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("combobox", name="Run of identical calls")).to_have_value(re.compile("run of 6 "))
+    settle(page)
+    found = page.evaluate(PICTURE)
+    assert found["numbers"] == ["2", "3", "4", "5", "6"], found
+    assert found["cut"] == [], found
+    assert "call failed" in found["legend"] and "loop broken" in found["legend"], found

@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import pytest
+
 from otel_repeat_guard.dashboard import costs, figures
 from otel_repeat_guard.dashboard.sections.wording import WORDING, loop_calls, plural
 from otel_repeat_guard.store import open_for_reading, queries
@@ -42,3 +44,29 @@ def test_labels_say_one_repeated_call_and_two_repeated_calls() -> None:
     assert loop_calls(1, WORDING[None]) == "1 call in a loop"
     assert loop_calls(3, WORDING[None]) == "3 calls in loops"
     assert loop_calls(1, WORDING["parallel_duplicate"]) == "1 parallel duplicate"
+
+
+def test_one_rounding_adds_up_to_the_rounded_total() -> None:
+    """Rounded one by one, these read 35.6 (and another split 35.8) for a total the Overview shows as 35.7."""
+    spread = [12.04, 11.03, 12.62]  # 35.69 s
+    assert [round(v, 1) for v in spread] == [12.0, 11.0, 12.6]  # one by one: 35.6
+    assert figures.one_rounding(spread) == [12.1, 11.0, 12.6]  # the largest remainder takes the unit
+    assert f"{sum(figures.one_rounding(spread)):.1f}" == "35.7"
+    assert figures.one_rounding([]) == [] and figures.one_rounding([0.04, 0.04]) == [0.1, 0.0]
+
+
+def test_wasted_seconds_and_token_shares_add_up_to_the_overview_by_tool_and_by_agent(seeded_db: Path) -> None:
+    conn, _ = open_for_reading(seeded_db)
+    try:
+        by_tool, by_agent = queries.hotspots_by_tool(conn, Filters()), queries.hotspots_by_agent(conn, Filters())
+        headline = queries.headline(conn, Filters()).iloc[0]
+        all_tokens = costs.price(queries.model_tokens(conn, Filters(), costs.bands()))
+        wasted = costs.price(queries.wasted_tokens(conn, Filters(), costs.bands()))
+    finally:
+        conn.close()
+    shown = f"{float(headline['repeated_seconds']):.1f}"
+    token_share = figures.token_headline(all_tokens, wasted).wasted_share
+    for frame, label in ((by_tool, "tool"), (by_agent, "agent")):
+        assert f"{sum(figures.one_rounding(frame['wasted_seconds'].tolist())):.1f}" == shown, label
+        table = figures.with_wasted_tokens(frame, wasted, label, label, all_tokens)
+        assert sum(table["wasted_token_share"]) == pytest.approx(token_share), label  # "Of all tokens", both

@@ -11,6 +11,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from test_app import APP, goto, metrics, run_app, table
 
+from otel_repeat_guard.dashboard.figures import OVERALL
 from otel_repeat_guard.store import DB_ENV, open_for_reading, queries
 from otel_repeat_guard.store.queries import TIERS, Filters
 
@@ -43,7 +44,10 @@ def total(app: AppTest, first_column: str, column: str, having: str | None = Non
         for df in app.dataframe
         if list(df.value.columns)[:1] == [first_column] and (having is None or having in df.value.columns)
     ]
-    return int(found[0][column].sum()) if found else None
+    if not found:
+        return None
+    rows = found[0][found[0][first_column] != OVERALL]  # the reminders' overall row repeats the others' sum
+    return int(rows[column].sum())
 
 
 def test_every_table_adds_up_to_the_headline_under_each_filter(
@@ -118,3 +122,36 @@ def test_a_link_opens_the_same_selection_and_the_address_follows_the_filters(
     goto(app, "hotspots")
     assert app.multiselect(key="tools").value == ["sql_query"]
     assert list(table(app, "tool")["tool"]) == ["sql_query"]
+
+
+def test_the_reminders_grouping_and_the_chosen_loop_travel_in_the_address(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path
+) -> None:
+    """A link to /reminders?by=agent opened grouped by tier; a link to the Runs page lost the loop shown."""
+    monkeypatch.setenv(DB_ENV, str(seeded_db))
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.query_params["by"] = "agent"
+    app.run()
+    goto(app, "reminders")
+    assert app.radio(key="efficacy_by").value == "agent"
+    assert list(app.dataframe[0].value.columns)[:1] == ["agent"]
+    app.radio(key="efficacy_by").set_value("model").run()
+    assert app.query_params["by"] == "model"
+
+    runs = AppTest.from_file(str(APP), default_timeout=60)
+    runs.run()
+    goto(runs, "runs")
+    runs.selectbox(key="drill_tool").set_value("web_search").run()
+    box = runs.selectbox(key="drill_run:web_search")
+    box.set_value(box.options[1] if not isinstance(box.options[1], str) else box.value).run()
+    link = dict(runs.query_params)
+    assert link["hotspot"] == "web_search" and link["loop"].startswith("repeat:")
+
+    linked = AppTest.from_file(str(APP), default_timeout=60)
+    for name, value in link.items():
+        linked.query_params[name] = value
+    linked.run()
+    goto(linked, "runs")
+    assert linked.selectbox(key="drill_tool").value == "web_search"
+    kind, end_id = link["loop"].split(":")
+    assert linked.selectbox(key="drill_run:web_search").value == (kind, int(end_id))

@@ -299,3 +299,28 @@ def test_conversations_group_the_runs(conn: sqlite3.Connection) -> None:
 
 def test_excluded_tools_are_named(conn: sqlite3.Connection) -> None:
     assert list(queries.excluded_tools(conn, ("todo_write", "grep", "no-such-tool"))["tool"]) == ["todo_write"]
+
+
+def test_the_over_time_series_count_zero_in_the_buckets_between_that_hold_no_repeats() -> None:
+    """The line went straight from one burst of repeats to the next, as if the agents had looped all along."""
+    from otel_repeat_guard.store.queries.overview import fill_buckets, long_form
+
+    wide = pd.DataFrame(
+        {"bucket_ns": [10, 40], "repeated_calls": [3, 2], "gentle_reminders": [1, 0], "detailed_reminders": [0, 1]}
+    )
+    filled = fill_buckets(wide, 10)
+    assert filled["bucket_ns"].tolist() == [10, 20, 30, 40]
+    assert filled["repeated_calls"].tolist() == [3, 0, 0, 2]
+    series = long_form(filled)
+    assert len(series) == 12 and series.loc[series["series"] == "gentle reminders", "count"].tolist() == [1, 0, 0, 0]
+
+
+def test_the_over_time_axis_names_the_date_of_every_bucket() -> None:
+    from otel_repeat_guard.dashboard import charts
+
+    frame = pd.DataFrame(
+        {"bucket": pd.to_datetime([0], unit="ns", utc=True), "series": ["repeated calls"], "count": [1]}
+    )
+    for bucket_s in (0.1, 5.0, 600.0, 86400.0 * 2):
+        x = charts.over_time(frame, bucket_s).to_dict()["layer"][0]["encoding"]["x"]
+        assert "%b %d" in x["axis"]["format"] and x["scale"]["type"] == "utc", bucket_s

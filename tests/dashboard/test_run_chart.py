@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import streamlit as st
-from test_app import run_app
+from test_app import run_app, timeline
 
 from otel_repeat_guard.dashboard import run_chart
 from otel_repeat_guard.store import open_for_reading, queries
@@ -72,6 +72,39 @@ def test_the_runs_page_draws_the_picture_above_the_table_with_arguments_and_toke
     assert {"arguments or output", "tokens", "run position", "what happened"} <= hover
     kinds = [layer["mark"]["type"] for layer in spec["layer"]]
     assert kinds == ["bar", "point", "text", "point", "rule"]
-    (table,) = app.table  # and the same calls as a table, under it
-    assert "What happened" in table.value.columns
-    assert table.value["What happened"].str.contains("loop broken after 8 identical calls").any()
+    table = timeline(app)  # and the same calls as a table, under it
+    assert table["note"].str.contains("loop broken after 8 identical calls").any()
+
+
+@pytest.fixture
+def denied_run(seeded_db: Path) -> pd.DataFrame:
+    conn, _ = open_for_reading(seeded_db)
+    try:
+        runs = queries.hotspot_runs(conn, queries.Filters(), "shell")
+        return queries.run_timeline(conn, str(runs["agent_key"].iloc[0]))
+    finally:
+        conn.close()
+
+
+def test_a_failing_repeat_is_drawn_as_a_repeat_with_its_run_position_and_a_cross(denied_run: pd.DataFrame) -> None:
+    """The operator's denied shell call, six times in a row: a loop of failing calls, not six error dots."""
+    calls = run_chart.calls_frame(denied_run)
+    shell = calls[(calls["name"] == "shell") & calls["failed"]]
+    assert shell["what"].tolist() == ["tool call", *["repeated call"] * 5]
+    assert shell["position"].tolist() == [str(i) for i in range(1, 7)]
+    spec = run_chart.run_timeline(denied_run).to_dict()
+    numbers = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "text")
+    crosses = spec["layer"][-1]
+    assert crosses["encoding"]["color"]["field"] == "what"  # the ✕ in the colour of what the call was
+    assert crosses["encoding"]["shape"]["scale"]["range"][-1] == run_chart.MARK_SHAPES[-1]
+    datasets = spec["datasets"]
+    assert [r["position"] for r in datasets[numbers["data"]["name"]] if r["name"] == "shell"] == [
+        str(i) for i in range(2, 7)
+    ]
+    assert len(datasets[crosses["data"]["name"]]) == len(shell) == 6
+
+
+def test_the_time_axis_holds_every_call_whole(denied_run: pd.DataFrame) -> None:
+    calls = run_chart.calls_frame(denied_run)
+    first, last = run_chart.time_domain(calls)
+    assert first < calls["start"].min().value / 1e6 and last > calls["end"].max().value / 1e6

@@ -13,6 +13,27 @@ from otel_repeat_guard.store.queries import Filters
 PARAMS = {"service": "services", "agent": "agents", "tool": "tools", "tier": "tiers"}
 """Address parameter -> the sidebar's widget key (and ``Filters`` field)."""
 RANGE = "range"
+PAGE_PARAMS = ("by", "hotspot", "loop")
+"""What a page puts in the address itself (the Reminders grouping, the Runs page's tool and loop): the sidebar
+keeps them as they are."""
+
+
+def restore_choice(name: str, options: Mapping[str, object], key: str) -> None:
+    """A page's box ``key`` from the address's ``name`` (one of ``options``, by its text there), once: before the
+    box is first drawn in this session."""
+    wanted = st.query_params.get(name)
+    if key not in st.session_state and wanted is not None and wanted in options:
+        st.session_state[key] = options[wanted]
+
+
+def show_choice(name: str, value: str | None) -> None:
+    """The address's ``name`` after a page's box: its value, or nothing for the box's default (None)."""
+    params = st.query_params
+    if value is None:
+        if name in params:
+            del params[name]
+    elif params.get(name) != value:
+        params[name] = value
 
 
 def restore(offered: Mapping[str, Sequence[str]], ranges: Sequence[str], key: str) -> bool:
@@ -38,5 +59,6 @@ def publish(filters: Filters, time_range: str, default_range: str, shareable: Se
     if time_range != default_range and time_range in shareable:
         wanted[RANGE] = [time_range]
     params = st.query_params
+    wanted |= {name: params.get_all(name) for name in PAGE_PARAMS if name in params}
     if {name: params.get_all(name) for name in params} != wanted:
         params.from_dict(wanted)

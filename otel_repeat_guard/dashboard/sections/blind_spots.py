@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard.sections.wording import plural
-from otel_repeat_guard.decide.blind_spots import explain
+from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_GUARD, explain, fix_for
 
 
 def draw_excluded(excluded: pd.DataFrame) -> None:
@@ -21,27 +23,41 @@ def draw_excluded(excluded: pd.DataFrame) -> None:
     )
 
 
+REASON_TITLES = {
+    NO_ARGUMENTS: "No arguments recorded",
+    NO_AGENT: "No agent run",
+    NO_GUARD: "No guard where the spans were made",
+}
+"""Each reason the store records (``tool_calls.unguarded_reason``), as the page names it."""
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
+
+
+def _plain(text: str) -> str:
+    """``text`` for ``st.markdown`` as typed: every character Markdown (or Streamlit's directives) would read escaped."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
 def draw_unguarded(unguarded: pd.DataFrame) -> None:
-    """Calls the guard could not compare: never a reassuring zero for what it could not see."""
+    """Calls the guard could not compare (never a reassuring zero for what it could not see): each reason in
+    words, what fixes it, and its calls by tool."""
     if unguarded.empty:
         return
     total = int(unguarded["calls"].sum())
-    st.warning(
-        f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here. "
-        "Run `otel-repeat-guard doctor` on the collector's files (or `--store URL` on a ClickHouse table) "
-        "for the setting that fixes each.",
-        icon="⚠️",
-    )
-    frame = unguarded.assign(why=[explain(str(reason)) for reason in unguarded["reason"]])
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        key="unguarded_calls",
-        column_config={
-            "reason": st.column_config.TextColumn("Reason"),
-            "tool": st.column_config.TextColumn("Tool"),
-            "calls": st.column_config.NumberColumn("Calls", format="localized"),
-            "why": st.column_config.TextColumn("Why"),
-        },
-    )
+    st.warning(f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here.", icon="⚠️")
+    by_reason = unguarded.groupby("reason", sort=False)["calls"].sum().sort_values(ascending=False, kind="stable")
+    for reason, calls in by_reason.items():
+        code = str(reason)
+        title = REASON_TITLES.get(code, code.replace("_", " ").capitalize())
+        st.markdown(f"**{_plain(title)}** · {plural(int(calls), 'call')}: {_plain(explain(code))}.")
+        st.markdown(f"**Fix:** {_plain(fix_for(code, None))}.")
+        tools = unguarded.loc[unguarded["reason"] == reason, ["tool", "calls"]]
+        st.dataframe(
+            tools,
+            hide_index=True,
+            width="content",
+            key=f"unguarded_calls:{code}",
+            column_config={
+                "tool": st.column_config.TextColumn("Tool"),
+                "calls": st.column_config.NumberColumn("Calls", format="localized"),
+            },
+        )

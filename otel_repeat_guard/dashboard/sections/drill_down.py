@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard import reads
-from otel_repeat_guard.dashboard.sections import timeline
+from otel_repeat_guard.dashboard.sections import address, timeline
 from otel_repeat_guard.dashboard.settings import Settings
 from otel_repeat_guard.dashboard.source import lists_loops
 from otel_repeat_guard.store.queries import Filters
@@ -50,7 +50,9 @@ def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds:
     if not tools:
         st.caption("No hotspots to drill into.")
         return
+    address.restore_choice("hotspot", {t: t for t in tools}, "drill_tool")
     tool = str(st.selectbox("Hotspot tool", tools, key="drill_tool"))
+    address.show_choice("hotspot", tool)
     loops = _hotspot_loops(db, filters, tool, kinds)
     unlisted = [] if lists_loops(db) else [k.replace("_", " ") for k in kinds if k != REPEAT]
     if unlisted and filters.kind != REPEAT:  # counted in the figures above; never a silent "no loops"
@@ -64,8 +66,11 @@ def draw(db: str, filters: Filters, tools: list[str], settings: Settings, kinds:
     labels = {(str(loop["kind"]), int(loop["end_id"])): _loop_label(loop) for _, loop in loops.iterrows()}
     # Keyed by tool: the box shows this tool's loops, never the one picked for the previous tool.
     title = "Run of identical calls" if set(loops["kind"]) == {REPEAT} else "Loop"
-    choice = st.selectbox(title, list(labels), format_func=labels.__getitem__, key=f"drill_run:{tool}")
+    run_key = f"drill_run:{tool}"
+    address.restore_choice("loop", {f"{k}:{i}": (k, i) for k, i in labels}, run_key)
+    choice = st.selectbox(title, list(labels), format_func=labels.__getitem__, key=run_key)
     kind, end_id = choice if choice is not None else next(iter(labels))
+    address.show_choice("loop", f"{kind}:{end_id}")  # a link opens this loop
     picked = loops.loc[(loops["kind"] == kind) & (loops["end_id"] == end_id)].iloc[0]
     agent_key = str(picked["agent_key"])
     length = 1 if pd.isna(picked["run_length"]) else int(picked["run_length"])

@@ -30,7 +30,8 @@ _EPOCH, _LAST_DAY = dt.date(1970, 1, 1), dt.date(2262, 4, 10)  # what nanosecond
 
 def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters, bool, tuple[str, ...]]:
     """The filters, auto-refresh, and the loop kinds the store holds (in ``LOOP_KINDS`` order), from the
-    store's ``filter_options`` and ``time_bounds``."""
+    store's ``filter_options`` and ``time_bounds``; above the page, where the calls are when the time range
+    holds none of them."""
 
     def values(kind: str) -> list[str]:
         return [str(v) for v in options.loc[options["kind"] == kind, "value"]]
@@ -63,9 +64,37 @@ def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters,
         kind=_kind_filter(kinds),
     )
     address.publish(filters, str(label), DEFAULT_TIME_RANGE, list(TIME_RANGES))
+    draw_empty_range(bounds, filters, str(label))
     auto = sidebar.toggle(f"Auto-refresh every {REFRESH_SECONDS} s", value=False, key="auto_refresh")
     sidebar.caption(f"Store: `{db}`")
     return filters, auto, kinds
+
+
+ALL_TIME = "All time"
+
+
+def _show_all_time() -> None:
+    st.session_state["time_range"] = ALL_TIME  # a callback: it runs before the box is drawn again
+
+
+def draw_empty_range(bounds: pd.DataFrame, filters: Filters, label: str) -> bool:
+    """When the time range holds none of the store's calls (the default "Last 24 hours" over last week's
+    collector file), say where the calls are, with a button to "All time". Whether it said so."""
+    row = bounds.iloc[0]
+    if pd.isna(row["first_ns"]) or pd.isna(row["last_ns"]):
+        return False
+    first, last = int(row["first_ns"]), int(row["last_ns"])
+    before = filters.end_ns is not None and filters.end_ns < first
+    after = filters.start_ns is not None and filters.start_ns > last
+    if not (before or after):
+        return False
+    st.warning(
+        f"No calls in the time range ({label}). The store's calls run from {_utc(first):%Y-%m-%d %H:%M:%S} UTC "
+        f"to {_utc(last):%Y-%m-%d %H:%M:%S} UTC.",
+        icon="🕒",
+    )
+    st.button(f"Show {ALL_TIME.lower()}", key="show_all_time", on_click=_show_all_time, type="primary")
+    return True
 
 
 def _utc(ns: int) -> dt.datetime:

@@ -170,7 +170,25 @@ def over_time(conn: sqlite3.Connection, filters: Filters, bucket_s: float) -> pd
             FROM ({rows}) GROUP BY bucket_ns
         """
         frames.append(read(conn, sql, [bucket_ns, bucket_ns, *gentle_params, *detailed_params, *params]))
-    return long_form(_summed_by_bucket(frames))
+    return long_form(fill_buckets(_summed_by_bucket(frames), bucket_ns))
+
+
+MAX_FILLED_BUCKETS = 10_000
+"""At most this many buckets are filled in (the bucket width gives 36 to 60 over the range that holds calls)."""
+
+
+def fill_buckets(wide: pd.DataFrame, bucket_ns: int) -> pd.DataFrame:
+    """``wide`` (``bucket_ns`` and counts) with a row of zeros for every bucket between its first and last
+    that holds none: a bucket without repeats counts 0, and the line goes down to it instead of joining its
+    neighbours across the gap."""
+    if wide.empty:
+        return wide
+    first, last = int(wide["bucket_ns"].min()), int(wide["bucket_ns"].max())
+    if (last - first) // bucket_ns + 1 > MAX_FILLED_BUCKETS:
+        return wide
+    every = pd.DataFrame({"bucket_ns": range(first, last + 1, bucket_ns)})
+    filled = every.merge(wide, on="bucket_ns", how="left").fillna(0)
+    return filled.astype({c: "int64" for c in filled.columns})
 
 
 def long_form(wide: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from otel_repeat_guard.store.queries.filters import Filters, one, read, where
+from otel_repeat_guard.store.queries.model_text import model_text
 from otel_repeat_guard.store.queries.reminders import OUTCOME_TEXT, outcome
 
 
@@ -121,7 +122,9 @@ def run_timeline(
 ) -> pd.DataFrame:
     """A run's model calls and tool calls in start order, with what happened at each: the run position,
     the reminder delivered after a call and the model call that received it, each reminder's outcome
-    and the call that broke a loop (``note``), tokens and duration, and the argument or output preview.
+    and the call that broke a loop (``note``), tokens and duration, and the argument or output preview
+    (``text``: a model's output as its text, :func:`~otel_repeat_guard.store.queries.model_text.model_text`;
+    ``stored``: as the store keeps it).
 
     With ``focus_ns`` (a loop's first call) the timeline starts ``before`` calls earlier; at most
     ``limit`` rows. Previews are plain text from the store: the page shows them as text, never HTML.
@@ -189,6 +192,11 @@ def annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
             for kind, i, o in zip(frame["kind"], frame["input_tokens"], frame["output_tokens"], strict=True)
         ],
         time=pd.to_datetime(frame["start_ns"], unit="ns", utc=True),
+        stored=frame["text"],
+        text=[
+            model_text(text) if kind == "model" and isinstance(text, str) else text
+            for kind, text in zip(frame["kind"], frame["text"], strict=True)
+        ],
         status=frame["error"].map({1: "error", 0: "ok"}),
         name=frame["name"].fillna("(model not recorded)"),
     )
