@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
-from opentelemetry.trace import SpanContext, format_span_id
+from opentelemetry.trace import format_span_id
 
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter
 from otel_repeat_guard.conventions.base import call_failed
@@ -201,14 +201,12 @@ class Guard:
     ) -> Decision | None:
         """A tool span ended: count the call in its run, and say which model call issued it.
 
-        The plain case first, nearly every call: nothing opt-in, no model step pending, its arguments recorded and
-        the span straight under its run's span (so no tool span of the same call encloses it, and no model call
-        is to be answered). It is counted as the general body would count it, without that body's questions."""
+        Its run is found once, and a tool span of the same call above it counts it instead (counted once). Then the
+        plain case, nearly every call: nothing opt-in, no model step pending, no reminder of the run waiting for
+        this call, its arguments recorded. It is counted as the general body would count it, without the body's
+        questions about model steps; ``fast_path=False`` sends every call through the body."""
         tool, arguments, agent_id, agent_name, error, call_id = call
         parent = span.parent
-        run = self._plain_run(parent, tool, arguments, agent_id) if self._plain else None
-        if run is not None:
-            return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error))
         run = self.agents.run_of(parent, agent_id, agent_name)
         tracked = self.tracked[tool]
         if run is None:
@@ -217,6 +215,8 @@ class Guard:
         if outer is not None or (call_id is not None and self.steps.was_counted(run.key, call_id)):
             # the enclosing tool span of the same call counts it, or it was counted from its request already
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
+        if tracked and self._plain and arguments is not MISSING and self._nothing_pending(run):
+            return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error))
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
         steps.tool_ended(run.key, times.end_ns(span))
         step = self._answered_step(span, run, call_id) if steps.any_step() or steps.any_open() else None
@@ -246,15 +246,10 @@ class Guard:
             self.models.charge(step, tool, counted, facts)
         return self._quiet(facts) if counted is None else counted
 
-    def _plain_run(self, parent: SpanContext | None, tool: str, arguments: Any, agent_id: str | None) -> Run | None:
-        """The run of a plain call (see :meth:`tool_call`): the one its parent stands for, when nothing is pending,
-        its arguments were recorded, its tool is tracked and no reminder of the run waits for it; else None."""
-        if agent_id is not None or parent is None or arguments is MISSING or not self.steps.idle():
-            return None
-        run = self.agents.run_of(parent, None, None)
-        if run is None or run.span_id != parent[SPAN_ID] or not self.tracked[tool]:
-            return None  # no run, a run above a span between (maybe a tool span of the same call), or untracked
-        return None if self.chains.pending and self.chains.waiting(run.key) else run
+    def _nothing_pending(self, run: Run) -> bool:
+        """Whether a call of ``run`` may take the plain case: no model step to answer, no call counted from a
+        request, no step open, and no reminder of the run waiting for this call's outcome."""
+        return self.steps.idle() and not (self.chains.pending and self.chains.waiting(run.key))
 
     def _count_plain(self, call: CountedCall) -> Decision | None:
         """Count a plain call in its run, as :meth:`_count` would with nothing opt-in and nothing pending."""
