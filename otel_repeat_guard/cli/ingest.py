@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from otel_repeat_guard.core.config import GuardConfig, safe_url
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.store.schema import (
     StoreError,
     check_creatable,

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 import pandas as pd
 
 from otel_repeat_guard.clickhouse.target import PASSWORD_ENV, PASSWORD_FILE_ENV, Target
-from otel_repeat_guard.core.config import safe_url
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.store.schema import StoreError
 
 Value = int | float | str | Sequence[str] | Sequence[int]

@@ -17,7 +17,7 @@ from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
 from otel_repeat_guard.clickhouse.target import Target, parse
-from otel_repeat_guard.core.config import safe_url
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.blind_spots import explain as explain_reason
 from otel_repeat_guard.decide.blind_spots import fix_for
 from otel_repeat_guard.store.queries.filters import Filters

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from otel_repeat_guard.core.config import safe_url
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.store.schema import StoreError
 
 PASSWORD_ENV = "OTEL_REPEAT_GUARD_CLICKHOUSE_PASSWORD"

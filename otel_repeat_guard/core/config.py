@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
-import inspect
 import json
 import logging
 import os
@@ -14,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from otel_repeat_guard.core.urls import redis_url_problem, safe_url
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -210,7 +211,7 @@ class GuardConfig:
                 f"chain_store must be {MEMORY_STORE!r} or a Redis URL starting with "
                 f"{', '.join(STORE_SCHEMES)}; got {safe_url(store) if isinstance(store, str) else store!r}"
             )
-        if store != MEMORY_STORE and (problem := _redis_url_problem(store)) is not None:
+        if store != MEMORY_STORE and (problem := redis_url_problem(store)) is not None:
             raise ValueError(f"chain_store is not a valid Redis URL ({problem}), got {safe_url(store)!r}")
         timeout = self.store_timeout_ms
         if not _is_int(timeout) or not 1 <= timeout <= MAX_STORE_TIMEOUT_MS:
@@ -405,62 +406,3 @@ def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> i
     if len(raw) > 100:  # past every field's limit; past 4,300 digits int() itself refuses, naming no field
         raise ValueError(f"{variable} ({field}) is past every limit: a number of {len(raw):,} digits")
     return int(raw)
-
-
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[/\\]+")
-"""A URL's scheme and the slashes after it (one, two or three, or backslashes): ``u:pw@h`` has none."""
-_SECRET_PARAMETER = re.compile(r"([?&;][^=&;#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&;#]*=)[^&;#]*", re.I)
-"""A query parameter that may hold a secret (redis-py's ``?password=``, a ``token=``, an ``api_key=``): its value."""
-
-
-def safe_url(url: str) -> str:
-    """``url`` as a log line or an error may quote it: without its credentials, however malformed it is.
-
-    The one function that quotes a store URL (a Redis chain store, a ClickHouse ``--store`` or ``--from``): the
-    user part (user and password) becomes ``***``, and so does the value of every query parameter that may hold a
-    secret (``password=``, ``token=``, ``…key=``, ``auth…=``). The user part ends at the last ``@`` before the
-    query: a password with ``/``, ``#`` or ``@`` in it is dropped whole; one with a ``?`` in it too (an ``@`` after
-    the ``?`` with no ``=`` before it). A URL with no ``scheme:/`` (``u:pw@h:8123/db``) or with one slash
-    (``clickhouse:/u:pw@h``) loses its user part the same way."""
-    scheme = _SCHEME.match(url)
-    start = scheme.end() if scheme is not None else 0
-    query = url.find("?", start)
-    at = url.rfind("@", start, len(url) if query < 0 else query)
-    if at < 0 and query >= 0:  # no "@" before the "?": a "?" inside a password, unless a parameter came first
-        later = url.rfind("@", query)
-        at = later if later >= 0 and "=" not in url[start:later] else -1
-    if at >= 0:
-        url = url[:start] + "***" + url[at:]
-    return _SECRET_PARAMETER.sub(r"\g<1>***", url)
-
-
-def _redis_url_problem(url: str) -> str | None:
-    """What redis-py's own URL parser (the one ``Redis.from_url`` uses) finds wrong with ``url``: None when
-    nothing, or when redis-py (the ``redis`` extra) is not installed, where the scheme check is all there is."""
-    try:
-        connection = importlib.import_module("redis.connection")  # an optional extra, only for a Redis URL
-    except ImportError:
-        return None
-    try:
-        options = connection.parse_url(url)
-    except Exception as error:  # its ValueError, or whatever a malformed URL makes urllib raise
-        return str(error) or type(error).__name__
-    kind = options.pop("connection_class", connection.Connection)
-    if kind is connection.UnixDomainSocketConnection and not options.get("path"):
-        return "a unix:// URL needs the socket's path, as unix:///run/redis.sock"
-    database = url.partition("://")[2].partition("?")[0].partition("/")[2]
-    if kind is not connection.UnixDomainSocketConnection and not (
-        (database.isascii() and database.isdigit()) or not database
-    ):
-        return f"the database after the host must be a number, got {database!r}"
-    known = {name for part in (*inspect.getmro(kind), connection.ConnectionPool) for name in _parameters(part)}
-    unknown = sorted(set(options) - known)  # else accepted here, and a TypeError in every call to the store
-    return f"unknown option(s) {', '.join(unknown)}" if unknown else None
-
-
-def _parameters(kind: type) -> list[str]:
-    """The named parameters of ``kind``'s own ``__init__``."""
-    init = kind.__dict__.get("__init__")
-    if init is None:
-        return []
-    return [p.name for p in inspect.signature(init).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]

@@ -33,8 +33,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Tracer
 
-from otel_repeat_guard.core.config import MEMORY_STORE, GuardConfig, safe_url
+from otel_repeat_guard.core.config import MEMORY_STORE, GuardConfig
 from otel_repeat_guard.core.reminders import Reminder
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._claude import json_text
 from otel_repeat_guard.integrations._claude_calls import (

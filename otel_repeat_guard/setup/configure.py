@@ -43,7 +43,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.util.types import AttributeValue
 
-from otel_repeat_guard.core.config import GuardConfig, safe_url
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard

@@ -16,7 +16,7 @@ from typing import Any
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
-from otel_repeat_guard.core.config import safe_url
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.state.deadline import connection_class
 from otel_repeat_guard.version import __version__
 

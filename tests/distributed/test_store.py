@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import set_span_in_context
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
-from otel_repeat_guard.core.config import safe_url
+from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.inbox import RedisReminderInbox, ReminderInbox, reminder_inbox
 from otel_repeat_guard.state.connection import wire
 from tests.distributed.servers import RedisServer

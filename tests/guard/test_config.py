@@ -232,7 +232,7 @@ SAFE_URLS = {
 
 @pytest.mark.parametrize(("url", "shown"), list(SAFE_URLS.items()), ids=list(SAFE_URLS))
 def test_a_url_is_quoted_without_user_password_or_secret_parameter_however_malformed(url: str, shown: str) -> None:
-    from otel_repeat_guard.core.config import safe_url
+    from otel_repeat_guard.core.urls import safe_url
 
     assert safe_url(url) == shown
     assert "SECRET" not in safe_url(url) and "CRETpw" not in safe_url(url)
