@@ -69,8 +69,8 @@ class GuardOptions(NamedTuple):
     names the one that is wrong)."""
 
     meter_provider: MeterProvider | None
-    max_agents: object
-    max_live_spans: object
+    max_agents: Any  # any value: the guard checks it (``object`` fails a compiled NamedTuple's annotations)
+    max_live_spans: Any
     conventions: Sequence[Convention]
     redact: Callable[[str], str] | None
     audit: Callable[[CallAudit], None] | None
