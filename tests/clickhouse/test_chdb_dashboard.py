@@ -10,10 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,7 @@ from playwright.sync_api import sync_playwright
 
 from otel_repeat_guard.dashboard.source import SQLiteReader
 from otel_repeat_guard.store.queries import Filters
-from tests.dashboard.browser import chromium, cli, environment, free_port
+from tests.dashboard.browser import chromium, cli, dashboard, environment
 
 TESTS_HOME = str(Path(__file__).resolve().parents[2])
 """Where ``tests`` is imported from: after the package's own home (the installed build's, under ``make test``)."""
@@ -53,34 +50,9 @@ def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return directory, store
 
 
-@contextmanager
-def serving(store: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """The command's address while it serves ``store``; stopped after (it stops its Streamlit child on SIGTERM)."""
-    port = free_port()
-    server = subprocess.Popen(
-        [*cli(), "dashboard", "--store", store, "--port", str(port)],
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    output = server.stdout.read() if server.stdout else ""
-                    pytest.fail(f"the dashboard did not start (exit {server.poll()}):\n{output}")
-                time.sleep(0.2)
-        yield url, server
-    finally:
-        server.terminate()
-        assert server.wait(timeout=20) == 130
+def serving(store: str) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
+    """The command's address while it serves ``store`` (the first run imports chdb: 90 s to start)."""
+    return dashboard(["--store", store], seconds=90)
 
 
 def test_the_dashboard_on_a_chdb_directory_draws_the_overview_from_it(chdb_dir: tuple[Path, Path]) -> None:

@@ -51,11 +51,12 @@ def environment() -> dict[str, str]:
 
 
 @contextmanager
-def serving(db: Path) -> Iterator[str]:
-    """The dashboard's address while it serves ``db``; stopped (and its exit checked) after."""
+def dashboard(arguments: list[str], seconds: float = 60) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The address of ``otel-repeat-guard dashboard ARGUMENTS`` once it answers its health check (within ``seconds``),
+    and its process; stopped with SIGTERM after (it stops its Streamlit child)."""
     port = free_port()
     server = subprocess.Popen(
-        [*cli(), "dashboard", "--db", str(db), "--port", str(port)],
+        [*cli(), "dashboard", *arguments, "--port", str(port)],
         env=environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -63,7 +64,7 @@ def serving(db: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + seconds
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
@@ -74,10 +75,21 @@ def serving(db: Path) -> Iterator[str]:
                     output = server.stdout.read() if server.stdout else ""
                     pytest.fail(f"the dashboard did not start (exit {server.poll()}):\n{output}")
                 time.sleep(0.2)
-        yield url
+        yield url, server
     finally:
-        server.terminate()  # the command stops its Streamlit child on SIGTERM
-        assert server.wait(timeout=20) == 130
+        server.terminate()
+        try:
+            server.wait(timeout=20)  # gone before the next test: a chdb directory is one process's at a time
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@contextmanager
+def serving(db: Path) -> Iterator[str]:
+    """The dashboard's address while it serves ``db``; stopped (and its exit checked) after."""
+    with dashboard(["--db", str(db)]) as (url, server):
+        yield url
+    assert server.returncode == 130
 
 
 def chromium(playwright: Playwright) -> Browser:
