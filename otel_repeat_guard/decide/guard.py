@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span
-from opentelemetry.trace import format_span_id
+from opentelemetry.trace import SpanContext, format_span_id
 
 from otel_repeat_guard.conventions import MISSING, Convention, EventLike, RawToolCall, SpanRouter
 from otel_repeat_guard.conventions.base import call_failed
@@ -187,26 +187,32 @@ class Guard:
         mask = self._router.route(name, attributes) & self._call_bits  # not the agent-run mark
         if not mask:  # nearly every span stops here
             return self.models.run_ended(span) if self.steps.any_step() else None
-        events, parent, _ = rest_of(span)
+        events, parent, ended = rest_of(span)
         reader = self._tool_readers[mask & self._tool_bits]
         call = None if reader is None else reader(name, attributes, events)
         if call is not None:
-            return self.tool_call(span, call, attributes, events)
+            return self.tool_call(span, call, attributes, events, parent, ended)
         if mask & self.model_bits:
             return self.models.ended(span, mask, name, attributes, events, parent)
         return None
 
     def tool_call(
-        self, span: ReadableSpan, call: RawToolCall, attributes: Mapping[str, Any], events: Sequence[EventLike]
+        self,
+        span: ReadableSpan,
+        call: RawToolCall,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        parent: SpanContext | None,
+        ended: int | None,
     ) -> Decision | None:
         """A tool span ended: count the call in its run, and say which model call issued it.
 
         Its run is found once, and a tool span of the same call above it counts it instead (counted once). Then the
         plain case, nearly every call: nothing opt-in, no model step pending, no reminder of the run waiting for
         this call, its arguments recorded. It is counted as the general body would count it, without the body's
-        questions about model steps; ``fast_path=False`` sends every call through the body."""
+        questions about model steps; ``fast_path=False`` sends every call through the body. ``parent`` and
+        ``ended`` are the span's, as :func:`~otel_repeat_guard.spans.span_events.rest_of` read them."""
         tool, arguments, agent_id, agent_name, error, call_id = call
-        parent = span.parent
         run = self.agents.run_of(parent, agent_id, agent_name)
         tracked = self.tracked[tool]
         if run is None:
@@ -216,9 +222,9 @@ class Guard:
             # the enclosing tool span of the same call counts it, or it was counted from its request already
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
         if tracked and self._plain and arguments is not MISSING and self._nothing_pending(run):
-            return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error))
+            return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error), ended)
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
-        steps.tool_ended(run.key, times.end_ns(span))
+        steps.tool_ended(run.key, ended or 0)
         step = self._answered_step(span, run, call_id) if steps.any_step() or steps.any_open() else None
         facts = None
         if self.facts:
@@ -251,10 +257,10 @@ class Guard:
         request, no step open, and no reminder of the run waiting for this call's outcome."""
         return self.steps.idle() and not (self.chains.pending and self.chains.waiting(run.key))
 
-    def _count_plain(self, call: CountedCall) -> Decision | None:
+    def _count_plain(self, call: CountedCall, ended: int | None) -> Decision | None:
         """Count a plain call in its run, as :meth:`_count` would with nothing opt-in and nothing pending."""
-        run, span = call.run, call.span
-        self.steps.tool_ended(run.key, 0 if span is None else times.end_ns(span))
+        run = call.run
+        self.steps.tool_ended(run.key, ended or 0)
         call.key, raw = self._key_of(run, call.arguments)
         length = self.chains.observe(run.key, call.tool, call.key, raw)
         call.facts = run.facts if self.facts else None
