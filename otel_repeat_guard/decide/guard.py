@@ -2,17 +2,16 @@
 
 The processor (:mod:`otel_repeat_guard.processor`) holds the SDK's hooks and hands every span
 here. A span that ends is read once (:meth:`Guard.ended`): a tool span becomes a call of its run
-(:meth:`Guard.tool_call`), a model span the run's last step (:meth:`Guard.model_ended`), and a
-span that stood for a run counts what its last step requested without tool spans
-(:meth:`Guard.run_ended`). Each decision carries the **facts** every other part shows (the run,
+(:meth:`Guard.tool_call`); a model span the run's last step, and a span that stood for a run counts what its
+last step requested without tool spans (both on the model-call side, :mod:`otel_repeat_guard.decide.model_calls`). Each decision carries the **facts** every other part shows (the run,
 the model call that issued a call, whether it charged that call's tokens as wasted) as span
 attributes (see :mod:`otel_repeat_guard.decide.recorder`), so the store, the metrics and ``doctor`` use the
 guard's answer and never derive it again.
 
 There is one tool path: the router picks a span's reader once per shape (its vocabulary's marks), and
-:meth:`Guard.tool_call` decides. It opens with the plain case (nothing pending, nothing opt-in, the span
-straight under its run's span), which counts the call without the general body's questions; ``fast_path=False``
-on the processor sends every call through the general body, and a property test holds the two equal.
+:meth:`Guard.tool_call` decides. Once it has the call's run, it takes the plain case (nothing pending, nothing
+opt-in), which counts the call without the general body's questions about model steps; ``fast_path=False`` on
+the processor sends every call through the general body, and a property test holds the two equal.
 """
 
 from __future__ import annotations
@@ -39,9 +38,7 @@ from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
-from otel_repeat_guard.decide.recorder import (
-    Recorder,
-)
+from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.inputs import checked_guard_options
 from otel_repeat_guard.spans import span_events as times  # the span's times, whole nanoseconds (start_ns, end_ns)
@@ -49,19 +46,10 @@ from otel_repeat_guard.spans.agents import AgentChains
 from otel_repeat_guard.spans.nesting import nested_facts
 from otel_repeat_guard.spans.requested import PendingSteps, Step
 from otel_repeat_guard.spans.runs import Run, RunResolver
-from otel_repeat_guard.spans.span_events import (
-    SPAN_ID,
-    Attributes,
-    marks_of,
-    rest_of,
-    timing_of,
-)
+from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, marks_of, rest_of, timing_of
 from otel_repeat_guard.state.stores import chain_store
 
 logger = logging.getLogger("otel_repeat_guard")
-
-UNKNOWN_TOOL = "(unknown)"
-"""The tool name of a call the model asked for when its request's content was not recorded."""
 
 
 class GuardOptions(NamedTuple):
@@ -94,7 +82,6 @@ class Guard:
         self._tool_bits = router.tool_bits
         self._call_bits = router.tool_bits | router.model_bits  # what an ending span is read for
         self._tool_readers = router.tool_readers()
-        self._issues_while_open = router.issues_while_open  # model calls whose tool spans may end in them
         self.tracked = ToolFilter(config.include, config.exclude)
         self.metrics = GuardMetrics(meter_provider)
         self._recorder = Recorder(config, self.metrics, redact)
@@ -122,7 +109,17 @@ class Guard:
 
     def after_fork(self) -> None:
         """In a forked child (:mod:`otel_repeat_guard.forks`): every part starts afresh, the configuration stays."""
-        for part in (self.runs, self.chains, self.steps, self.agents, self.metrics, self.blind.warn, self._awaited):
+        parts = (
+            self.runs,
+            self.chains,
+            self.steps,
+            self.agents,
+            self.metrics,
+            self.blind.warn,
+            self._awaited,
+            self.models,
+        )
+        for part in parts:
             part.after_fork()
 
     # -- the harness's questions ---------------------------------------------------------
