@@ -121,9 +121,8 @@ class ModelCalls:
         if late:  # its enclosing spans, for runs without agent spans (at once when they were marked before)
             self._runs.mark_model_call(parent)
         keep = may_request(attributes, events)
-        idle = (
-            not keep and not (due and self._steps.any_step()) and not self._awaited.any_run()
-        )  # a text answer, nothing pending
+        # a text answer, nothing pending
+        idle = not keep and not (due and self._steps.any_step()) and not self._awaited.any_run()
         if idle and not self._facts:
             return None  # not even its run to resolve: nothing records it
         run = started_run or self._runs.resolve(parent, langgraph_node(attributes))
