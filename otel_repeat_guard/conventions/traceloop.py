@@ -19,6 +19,7 @@ from otel_repeat_guard.conventions.base import (
     str_or_none,
     tool_name,
 )
+from otel_repeat_guard.conventions.genai import AGENT_ID, AGENT_NAME
 from otel_repeat_guard.conventions.requests import gen_ai_output_messages, traceloop_completions
 from otel_repeat_guard.conventions.responses import gen_ai_input_messages, traceloop_prompts
 from otel_repeat_guard.core.canonical import parse_exactly
@@ -96,7 +97,9 @@ class TraceloopConvention(BuiltInConvention):
         arguments = first_present(attributes, _ARGUMENT_KEYS)
         if arguments is not MISSING:
             arguments = unwrap_mcp_input(unwrap_langchain_inputs(arguments), tool)
-        return (tool, arguments, *gen_ai_agent(attributes), False, call_id_of(attributes))
+        if AGENT_ID in attributes or AGENT_NAME in attributes:
+            return (tool, arguments, *gen_ai_agent(attributes), False, call_id_of(attributes))
+        return (tool, arguments, None, None, False, call_id_of(attributes))  # the common case, as GenAI's read
 
     def requested_calls(
         self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]
