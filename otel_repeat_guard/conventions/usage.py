@@ -180,3 +180,25 @@ def token_usage(attributes: Mapping[str, Any]) -> tuple[int | None, int | None]:
 def reasoning_usage(attributes: Mapping[str, Any]) -> int | None:
     """The reasoning tokens a model-call span records (part of its output tokens); None where unknown."""
     return figure_of(attributes, REASONING)
+
+
+class Usage(NamedTuple):
+    """A model call's token figures (each None where unknown): cache reads and writes are part of ``input``,
+    reasoning part of ``output``."""
+
+    input: int | None
+    output: int | None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    reasoning: int | None = None
+
+
+def usage_of(attributes: Mapping[str, Any]) -> Usage:
+    """Every token figure a model-call span records, as :func:`figure_of` reads each."""
+    return Usage(
+        figure_of(attributes, INPUT),
+        figure_of(attributes, OUTPUT),
+        figure_of(attributes, CACHE_READ),
+        figure_of(attributes, CACHE_WRITE),
+        figure_of(attributes, REASONING),
+    )

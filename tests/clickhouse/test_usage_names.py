@@ -126,20 +126,20 @@ class _Runs:
     def _span(self, name: str, attributes: dict[str, Any], context: Any) -> None:
         self.tracer.start_span(name, context, attributes=attributes, start_time=next(self.clock)).end(next(self.clock))
 
-    def wasted_tokens(self) -> dict[tuple[str, str], int]:
-        """The guard's ``repeat_tool_guard.wasted_tokens`` by (tool, token type)."""
+    def wasted_tokens(self) -> dict[tuple[str, str, str], int]:
+        """The guard's ``repeat_tool_guard.wasted_tokens`` by (tool, ``gen_ai.token.type``, its breakdown: the
+        ``gen_ai.token.cache`` or ``gen_ai.token.phase`` value, "" for none)."""
         data = self.reader.get_metrics_data()
         assert data is not None
-        found: dict[tuple[str, str], int] = {}
+        found: dict[tuple[str, str, str], int] = {}
         for resource in data.resource_metrics:
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
                     if metric.name == "repeat_tool_guard.wasted_tokens":
                         for point in metric.data.data_points:
-                            key = (
-                                str(point.attributes["gen_ai.tool.name"]),
-                                str(point.attributes["gen_ai.token.type"]),
-                            )
+                            attributes = point.attributes or {}
+                            part = attributes.get("gen_ai.token.cache", attributes.get("gen_ai.token.phase", ""))
+                            key = (str(attributes["gen_ai.tool.name"]), str(attributes["gen_ai.token.type"]), str(part))
                             found[key] = int(point.value)
         return found
 
@@ -151,7 +151,7 @@ class _Runs:
 @pytest.fixture(scope="module")
 def usage_runs(
     demo_filled: tuple[list[ReadableSpan], Path, Target], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[dict[tuple[str, str], int], Path, Target]]:
+) -> Iterator[tuple[dict[tuple[str, str, str], int], Path, Target]]:
     store = tmp_path_factory.mktemp("usage") / "store.db"
     runs = _Runs(store)
     for case, (usage, _) in CASES.items():
@@ -186,12 +186,22 @@ def _table_rows(target: Target) -> dict[str, set[tuple[Any, ...]]]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_each_spelling_of_usage_gives_the_same_figures_to_the_guard_the_store_and_clickhouse(
-    usage_runs: tuple[dict[tuple[str, str], int], Path, Target], case: str
+    usage_runs: tuple[dict[tuple[str, str, str], int], Path, Target], case: str
 ) -> None:
     wasted, store, target = usage_runs
     usage, (tokens_in, tokens_out, cache_read, cache_write, reasoning) = CASES[case]
     expected = (tokens_in, tokens_out, cache_read, cache_write, tokens_in + tokens_out)
-    assert (wasted[(case, "input")], wasted[(case, "output")]) == (tokens_in, tokens_out)  # one issuer, charged once
+    by_type = {
+        kind: sum(n for (tool, t, _), n in wasted.items() if (tool, t) == (case, kind)) for kind in ("input", "output")
+    }
+    assert (by_type["input"], by_type["output"]) == (tokens_in, tokens_out)  # one issuer, charged once
+    parts = {(t, part): n for (tool, t, part), n in wasted.items() if tool == case}
+    cached = {"none": tokens_in - (cache_read or 0) - (cache_write or 0), "read": cache_read, "creation": cache_write}
+    phases = {"response": tokens_out - (reasoning or 0), "reasoning": reasoning} if reasoning else {"": tokens_out}
+    expected_parts = {("input", k): n for k, n in cached.items() if n} | {
+        ("output", k): n for k, n in phases.items() if n
+    }
+    assert parts == expected_parts  # the conventions' gen_ai.token.cache / gen_ai.token.phase breakdown
     assert _store_rows(store)[case] == {expected}
     assert _table_rows(target)[case] == {expected}
     info = read_model_call({**CHAT, **usage})
