@@ -17,13 +17,7 @@ from __future__ import annotations
 
 from otel_repeat_guard.conventions.base import EXECUTE_TOOL_PREFIX, TOOL_NAME_KEYS
 from otel_repeat_guard.conventions.genai import INVOCATIONS
-from otel_repeat_guard.conventions.usage import (
-    CACHE_READ_KEYS,
-    CACHE_WRITE_KEYS,
-    INPUT_TOKEN_KEYS,
-    MAX_TOKENS,
-    OUTPUT_TOKEN_KEYS,
-)
+from otel_repeat_guard.conventions.usage import CACHE_READ, CACHE_WRITE, INPUT, MAX_TOKENS, OUTPUT, TOTAL, Figure
 from otel_repeat_guard.conventions.vercel_ai import ARGUMENTS_KEY as VERCEL_ARGUMENTS
 from otel_repeat_guard.conventions.vercel_ai import STEPS as VERCEL_STEPS
 from otel_repeat_guard.conventions.vercel_ai import TOOL_CALL as VERCEL_TOOL
@@ -43,7 +37,6 @@ from otel_repeat_guard.store.model_calls import (
     MODEL_KEYS,
     OUTPUT_KEYS,
     PROVIDER_KEYS,
-    TOTAL_TOKEN_KEYS,
 )
 
 NOT_SEEN = NO_GUARD
@@ -233,12 +226,24 @@ TOOL_CALLS = TOOL_SPANS + "    UNION ALL" + REQUESTED_CALLS
 """Every call: the tool spans', then those counted from requests."""
 
 
-def _count(keys: tuple[str, ...]) -> str:
-    """The first of ``keys`` (the usage reader's, constants) whose text is an integer from 0 to ``MAX_TOKENS``, else
-    NULL (``usage.count_of``; the table's text keeps no type, so a count written as a string or a whole float
-    counts here, where the embedded store reads none)."""
-    read = [f"toInt64OrNull(SpanAttributes['{key}'])" for key in keys]
-    return "coalesce(" + ", ".join(f"if({value} BETWEEN 0 AND {MAX_TOKENS}, {value}, NULL)" for value in read) + ")"
+def _counted(key: str) -> str:
+    """``key``'s text as an integer from 0 to ``MAX_TOKENS``, else NULL."""
+    value = f"toInt64OrNull(SpanAttributes['{key}'])"
+    return f"if({value} BETWEEN 0 AND {MAX_TOKENS}, {value}, NULL)"
+
+
+def _figure(figure: Figure) -> str:
+    """``figure`` (the usage reader's, constants) as ``usage.figure_of`` reads it: the first of its totals whose
+    text is an integer from 0 to ``MAX_TOKENS``, else the sum of its known parts (NULL when none is known or the
+    sum is past it). The table's text keeps no type, so a count written as a string or a whole float counts here,
+    where the embedded store reads none."""
+    total = "coalesce(" + ", ".join(_counted(key) for key in figure.totals) + ")"
+    if not figure.parts:
+        return total
+    parts = [_counted(key) for key in figure.parts]
+    summed = " + ".join(f"ifNull({part}, 0)" for part in parts)
+    known = f"coalesce({', '.join(parts)}) IS NOT NULL AND ({summed}) <= {MAX_TOKENS}"
+    return f"ifNull({total}, if({known}, {summed}, NULL))"
 
 
 def _text(keys: tuple[str, ...]) -> str:
@@ -256,11 +261,11 @@ MODEL_CALLS = f"""
         ifNull(agent_name, agent_key) AS agent,
         {_text(MODEL_KEYS)} AS model,
         {_text(PROVIDER_KEYS)} AS provider,
-        {_count(INPUT_TOKEN_KEYS)} AS input_tokens,
-        {_count(OUTPUT_TOKEN_KEYS)} AS output_tokens,
-        {_count(CACHE_READ_KEYS)} AS cache_read_tokens,
-        {_count(CACHE_WRITE_KEYS)} AS cache_write_tokens,
-        ifNull(input_tokens + output_tokens, {_count(TOTAL_TOKEN_KEYS)}) AS total_tokens,
+        {_figure(INPUT)} AS input_tokens,
+        {_figure(OUTPUT)} AS output_tokens,
+        {_figure(CACHE_READ)} AS cache_read_tokens,
+        {_figure(CACHE_WRITE)} AS cache_write_tokens,
+        ifNull(input_tokens + output_tokens, {_figure(TOTAL)}) AS total_tokens,
         {_text(CONVERSATION_KEYS)} AS conversation_id,
         {_FAILED} AS error,
         {_text(OUTPUT_KEYS)} AS output

@@ -14,17 +14,12 @@ from collections.abc import Mapping
 from typing import Final
 
 from otel_repeat_guard.conventions.genai import IS_NESTED
-from otel_repeat_guard.conventions.usage import CACHE_READ_KEYS, CACHE_WRITE_KEYS, INPUT_TOKEN_KEYS, OUTPUT_TOKEN_KEYS
+from otel_repeat_guard.conventions.usage import FIGURES
 from otel_repeat_guard.core.facts import WASTED, WRAPPER
-from otel_repeat_guard.store.model_calls import TOTAL_TOKEN_KEYS
 
 INT_KEYS: Final = frozenset(
     (
-        *INPUT_TOKEN_KEYS,
-        *OUTPUT_TOKEN_KEYS,
-        *CACHE_READ_KEYS,
-        *CACHE_WRITE_KEYS,
-        *TOTAL_TOKEN_KEYS,
+        *(key for figure in FIGURES for key in (*figure.totals, *figure.parts)),
         # the guard's own event attributes, read back by the store from a trace recorded with the guard
         "repeat_tool_guard.run_length",
         "repeat_tool_guard.threshold",

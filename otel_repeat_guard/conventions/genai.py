@@ -36,8 +36,11 @@ IS_NESTED = "gen_ai.invocation.is_nested"
 AGENT_NAME: Final = "gen_ai.agent.name"
 _INVOKE_AGENT = "invoke_agent"
 INVOCATIONS = (_INVOKE_AGENT, "invoke_workflow", "handle_conversation_turn")
-"""The operations of ``gen_ai.invocation.internal`` spans (in-process agent, workflow and conversation-turn
-runs), each a run of the calls under it; ``invoke_agent`` alone is the older conventions' name."""
+"""The operations of the invocation spans (agent, workflow and conversation-turn runs), each a run of the calls
+under it, whatever the span's kind: ``invoke_agent`` has a client form (``gen_ai.invoke_agent.client``, span kind
+CLIENT: a remote agent, with ``gen_ai.provider.name``) and an internal form (``gen_ai.invoke_agent.internal``,
+span kind INTERNAL: an in-process agent), both read here alike; ``invoke_agent`` alone is the older conventions'
+operation."""
 
 
 def _arguments_from_events(events: Sequence[EventLike]) -> Any:
@@ -58,7 +61,7 @@ class GenAIConvention(BuiltInConvention):
     Arguments: ``gen_ai.tool.call.arguments``, else google-adk's legacy
     ``gcp.vertex.agent.tool_call_args``, else strands-agents' ``gen_ai.tool.message`` event.
     The agent: ``gen_ai.agent.id`` on the tool span is the chain key; run spans are the invocations
-    (``gen_ai.invocation.internal``): ``gen_ai.operation.name`` ``invoke_agent``, ``invoke_workflow`` or
+    (either form, client or internal): ``gen_ai.operation.name`` ``invoke_agent``, ``invoke_workflow`` or
     ``handle_conversation_turn``, or a name starting with one (many are named so at start and get their
     attributes only at the end).
     """

@@ -18,6 +18,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
+from otel_repeat_guard.conventions.usage import Usage
 from otel_repeat_guard.version import __version__
 
 REPEATED_CALLS = "repeat_tool_guard.repeated_calls"
@@ -35,6 +36,42 @@ MAX_PENDING_RUNS = 10_000
 MAX_REPEAT_LOG = 4096
 """Repeats logged before they are folded into the totals without waiting for a collection."""
 _OVERFLOW: dict[str, bool] = {"otel.metric.overflow": True}
+TOKEN_CACHE = "gen_ai.token.cache"
+TOKEN_PHASE = "gen_ai.token.phase"
+_PART_ATTRIBUTES: dict[str, dict[str, str]] = {
+    "": {},
+    "none": {TOKEN_CACHE: "none"},
+    "read": {TOKEN_CACHE: "read"},
+    "creation": {TOKEN_CACHE: "creation"},
+    "response": {TOKEN_PHASE: "response"},
+    "reasoning": {TOKEN_PHASE: "reasoning"},
+}
+"""The GenAI conventions' breakdown attribute of each part of a wasted-token count ("": none, the bare count)."""
+
+
+def token_parts(usage: Usage) -> list[tuple[str, str, int]]:
+    """``usage`` as (``gen_ai.token.type``, part, tokens) data points, as the GenAI conventions break token counts
+    down (``gen_ai.client.inference.input_tokens_by_cache``: ``gen_ai.token.cache`` ``none`` / ``read`` /
+    ``creation``; ``…output_tokens_by_phase``: ``gen_ai.token.phase`` ``response`` / ``reasoning``). The parts of a
+    direction sum to its count, so a sum by ``gen_ai.token.type`` is the count either way; a direction whose span
+    reports no breakdown (no cache or reasoning tokens above 0, or more than its count) is one bare point (part "")
+    as before; a part of 0 is no point; an unknown count, none."""
+    points: list[tuple[str, str, int]] = []
+    if usage.input is not None:
+        read, write = usage.cache_read or 0, usage.cache_write or 0
+        if 0 < read + write <= usage.input:
+            parts = (("none", usage.input - read - write), ("read", read), ("creation", write))
+            points.extend(("input", part, tokens) for part, tokens in parts if tokens)
+        else:
+            points.append(("input", "", usage.input))
+    if usage.output is not None:
+        reasoning = usage.reasoning or 0
+        if 0 < reasoning <= usage.output:
+            phases = (("response", usage.output - reasoning), ("reasoning", reasoning))
+            points.extend(("output", part, tokens) for part, tokens in phases if tokens)
+        else:
+            points.append(("output", "", usage.output))
+    return points
 
 
 class GuardMetrics:
@@ -60,7 +97,7 @@ class GuardMetrics:
         self._repeats: dict[str, int] = {}
         self._wasted_ns: dict[str, int] = {}
         self._repeat_log: deque[tuple[str, int]] = deque()
-        self._wasted_tokens: dict[tuple[str, str], int] = {}
+        self._wasted_tokens: dict[tuple[str, str, str], int] = {}
         self._reminders: dict[tuple[str, str, int, str], int] = {}
         self._outcomes: dict[tuple[str, str, str], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
@@ -141,16 +178,14 @@ class GuardMetrics:
                 counts[tool] = counts.get(tool, 0) + 1
                 wasted[tool] = wasted.get(tool, 0) + max(0, duration_ns)
 
-    def wasted_tokens(self, tool: str, input_tokens: int | None, output_tokens: int | None) -> None:
+    def wasted_tokens(self, tool: str, usage: Usage) -> None:
         """The tokens of a model call that issued a wasted call to ``tool``; unknown counts add nothing."""
         with self._lock:
             counts = self._wasted_tokens
-            for token_type, tokens in (("input", input_tokens), ("output", output_tokens)):
-                if tokens is None:
-                    continue
-                key = (tool, token_type)
+            for token_type, part, tokens in token_parts(usage):
+                key = (tool, token_type, part)
                 if key not in counts and len(counts) >= MAX_SERIES:
-                    key = ("", token_type)
+                    key = ("", token_type, part)
                 counts[key] = counts.get(key, 0) + tokens
 
     def reminder(self, tool: str, tier: str, threshold: int, kind: str = "repeat") -> None:
@@ -232,8 +267,8 @@ class GuardMetrics:
         with self._lock:
             totals = list(self._wasted_tokens.items())
         return [
-            Observation(n, {**self._attributes(tool), "gen_ai.token.type": token_type})
-            for (tool, token_type), n in totals
+            Observation(n, {**self._attributes(tool), "gen_ai.token.type": token_type, **_PART_ATTRIBUTES[part]})
+            for (tool, token_type, part), n in totals
         ]
 
     def _observe_unguarded(self, options: CallbackOptions) -> Iterable[Observation]:

@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanContext, format_span_id
 
 from otel_repeat_guard.conventions import MISSING, SpanRouter
 from otel_repeat_guard.conventions.openinference import langgraph_node
-from otel_repeat_guard.conventions.usage import token_usage
+from otel_repeat_guard.conventions.usage import usage_of
 from otel_repeat_guard.core.facts import ISSUER
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.rules import put_bounded
@@ -191,7 +191,7 @@ class ModelCalls:
     def _tokens_wasted(self, tool: str, scope: str, attributes: Mapping[str, Any]) -> None:
         """The tokens of the model call that issued a wasted call to ``tool``, to the metric. A model call that
         records no usage adds nothing, and its scope is warned of once: its wasted tokens are unknown, not 0."""
-        input_tokens, output_tokens = token_usage(attributes)
-        if input_tokens is None and output_tokens is None:
+        usage = usage_of(attributes)
+        if usage.input is None and usage.output is None:
             self._blind.warn.no_usage(scope)
-        self._metrics.wasted_tokens(tool, input_tokens, output_tokens)
+        self._metrics.wasted_tokens(tool, usage)

@@ -13,10 +13,10 @@ model          ``gen_ai.response.model``,               GenAI and OpenLLMetry (t
 provider       ``gen_ai.provider.name``,                GenAI (``gen_ai.system`` before semconv 1.37,
                ``gen_ai.system``, ``llm.provider``,     and OpenLLMetry); OpenInference
                ``llm.system``
-input and     as :mod:`otel_repeat_guard.conventions.usage` reads them for the guard
-output tokens
-total tokens   input + output when both are known, else ``llm.usage.total_tokens`` (OpenLLMetry) or
-               ``llm.token_count.total`` (OpenInference)
+input and     as :mod:`otel_repeat_guard.conventions.usage` reads them for the guard (also cache reads
+output tokens  and writes, and reasoning tokens: not a column of the store's yet)
+total tokens   input + output when both are known, else ``usage.TOTAL``: ``llm.usage.total_tokens``
+               (OpenLLMetry) or ``llm.token_count.total`` (OpenInference)
 conversation   ``gen_ai.conversation.id``, ``session.id``
 output         ``gen_ai.output.messages``, ``output.value``, ``gen_ai.completion.0.content``,
                ``llm.output_messages.0.message.content`` (kept only as a bounded text preview)
@@ -31,11 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from otel_repeat_guard.conventions.usage import cache_usage, count_of, token_usage
+from otel_repeat_guard.conventions.usage import TOTAL, cache_usage, figure_of, reasoning_usage, token_usage
 
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name")
 PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")
-TOTAL_TOKEN_KEYS = ("llm.usage.total_tokens", "llm.token_count.total")
 CONVERSATION_KEYS = ("gen_ai.conversation.id", "session.id")
 OUTPUT_KEYS = (
     "gen_ai.output.messages",
@@ -57,6 +56,7 @@ class ModelCallInfo(NamedTuple):
     output: str | None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 def _text(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -74,7 +74,7 @@ def read_model_call(attributes: Mapping[str, Any]) -> ModelCallInfo:
     if input_tokens is not None and output_tokens is not None:
         total: int | None = input_tokens + output_tokens
     else:
-        total = count_of(attributes, TOTAL_TOKEN_KEYS)
+        total = figure_of(attributes, TOTAL)
     return ModelCallInfo(
         model=_text(attributes, MODEL_KEYS),
         provider=_text(attributes, PROVIDER_KEYS),
@@ -85,4 +85,5 @@ def read_model_call(attributes: Mapping[str, Any]) -> ModelCallInfo:
         output=_text(attributes, OUTPUT_KEYS),
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
+        reasoning_tokens=reasoning_usage(attributes),
     )

@@ -222,3 +222,22 @@ def test_a_parallel_duplicate_wastes_no_tokens() -> None:
     names = [[e.name for e in s.events] for s in h.tool_spans()]
     assert names == [[], ["repeat_tool_guard.parallel_duplicate"]]
     assert "repeat_tool_guard.wasted_tokens" not in _points(reader)
+
+
+def test_wasted_tokens_are_broken_down_as_the_conventions_do_only_where_the_parts_fit_their_count() -> None:
+    from otel_repeat_guard.conventions.usage import Usage
+    from otel_repeat_guard.decide.metrics import token_parts
+
+    assert token_parts(Usage(1000, 100, cache_read=300, cache_write=50, reasoning=20)) == [
+        ("input", "none", 650),
+        ("input", "read", 300),
+        ("input", "creation", 50),
+        ("output", "response", 80),
+        ("output", "reasoning", 20),
+    ]
+    assert token_parts(Usage(1000, 100, cache_read=0, reasoning=0)) == [("input", "", 1000), ("output", "", 100)]
+    # cache tokens reported apart from the input (more than it), reasoning past the output: no breakdown, the
+    # counts as reported, so the sum by gen_ai.token.type is the same figure as before either way
+    assert token_parts(Usage(100, 10, cache_read=300, reasoning=11)) == [("input", "", 100), ("output", "", 10)]
+    assert token_parts(Usage(500, None, cache_read=500)) == [("input", "read", 500)]
+    assert token_parts(Usage(None, None, cache_read=5, reasoning=1)) == []

@@ -32,7 +32,7 @@ from otel_repeat_guard import Reminder, RepeatGuardSpanProcessor
 from otel_repeat_guard.cli.doctor import read_files
 from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, VercelAIConvention, find_agent_run, find_tool_call
-from otel_repeat_guard.conventions.usage import cache_usage, token_usage
+from otel_repeat_guard.conventions.usage import cache_usage, reasoning_usage, token_usage
 from otel_repeat_guard.core.canonical import canonical_arguments
 from otel_repeat_guard.ingest import Ingest, IngestOptions
 from otel_repeat_guard.ingest.playback import play
@@ -123,6 +123,8 @@ def test_a_steps_usage_is_read_from_its_ai_usage_keys_in_each_sdk_version(spans:
     own = {k: v for k, v in (first.attributes or {}).items() if not k.startswith("gen_ai.")}
     assert token_usage(own) == usage("rome", 0) and cache_usage(own) == (0, None)  # AI SDK 6, without gen_ai.*
     assert token_usage({"ai.usage.promptTokens": 7, "ai.usage.completionTokens": 3}) == (7, 3)  # AI SDK 4
+    assert reasoning_usage(own) == 0  # AI SDK 6 reports none (0, known), under outputTokenDetails and its own key
+    assert reasoning_usage({"ai.usage.reasoningTokens": 5}) == 5  # AI SDK 5
 
 
 def test_doctor_counts_every_ai_sdk_tool_call_as_recognised_and_comparable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -524,3 +524,48 @@ def test_a_frameworks_model_span_around_its_clients_is_one_model_call(tmp_path: 
     assert [(o.attributes or {}).get(WRAPPER) for o in outers] == [True, True, True]
     rows = query(db, "SELECT span_id, input_tokens, output_tokens, wasted_tool FROM model_calls ORDER BY start_ns")
     assert rows == [(inner_ids[0], 100, 1, None), (inner_ids[1], 200, 2, "lookup"), (inner_ids[2], 300, 3, None)]
+
+
+CACHED_2026 = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "anthropic",
+    "gen_ai.request.model": "claude-3-5-haiku-latest",
+    "gen_ai.usage.text.input_tokens": 9_000,
+    "gen_ai.usage.image.input_tokens": 1_000,
+    "gen_ai.usage.text.output_tokens": 200,
+    "gen_ai.usage.text.cache_read.input_tokens": 5_000,
+    "gen_ai.usage.image.cache_read.input_tokens": 1_000,
+    "gen_ai.usage.cache_write.input_tokens": 1_000,
+}
+
+
+def test_usage_under_the_2026_names_is_priced_at_the_cache_rates_as_the_current_names_are(tmp_path: Path) -> None:
+    """Per-modality input, output and cache reads, and ``cache_write`` (``cache_creation`` before): the same
+    figures, so the same cache-aware cost, as :data:`CACHED` under the current names."""
+    import genai_prices
+
+    from otel_repeat_guard.dashboard import costs
+    from otel_repeat_guard.store import queries
+    from otel_repeat_guard.store.queries import Filters
+
+    prices = []
+    for name, attributes in (("current", CACHED), ("2026", CACHED_2026)):
+        db = tmp_path / f"{name}.db"
+        agent = Agent(db)
+        run = agent.run(name)
+        agent.model(run, attributes)
+        run.end()
+        agent.close()
+        conn, _ = open_for_reading(db)
+        try:
+            priced = costs.price(queries.model_tokens(conn, Filters(), costs.bands()))
+        finally:
+            conn.close()
+        prices.append(sum(priced["cost"]))
+    usage = genai_prices.Usage(
+        input_tokens=10_000, output_tokens=200, cache_read_tokens=6_000, cache_write_tokens=1_000
+    )
+    expected = genai_prices.calc_price(usage, "claude-3-5-haiku-latest", provider_id="anthropic").total_price
+    assert prices == [pytest.approx(expected, rel=Decimal("1e-12"))] * 2
+    plain = genai_prices.Usage(input_tokens=10_000, output_tokens=200)
+    assert expected < genai_prices.calc_price(plain, "claude-3-5-haiku-latest", provider_id="anthropic").total_price
