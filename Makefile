@@ -36,18 +36,18 @@ PORT ?= 8501
 # stands alone). `make -j2 integration` installs and runs groups in parallel; `make test` runs two jobs at a time.
 VENV_INT ?= .venv-int
 INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry clients claude
-INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py
-INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py
+INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py tests/integrations/test_examples.py
+INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py tests/integrations/test_examples.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py tests/integrations/test_google_adk_adapter.py
 INTEGRATION_TESTS_oi := tests/integrations/test_smolagents.py tests/integrations/test_llama_index.py tests/integrations/test_smolagents_adapter.py tests/integrations/test_llama_index_adapter.py
 INTEGRATION_TESTS_agno := tests/integrations/test_agno.py tests/integrations/test_haystack.py tests/integrations/test_haystack_adapter.py tests/integrations/test_agno_adapter.py
 INTEGRATION_TESTS_msft := tests/integrations/test_autogen.py tests/integrations/test_semantic_kernel.py tests/integrations/test_autogen_adapter.py tests/integrations/test_semantic_kernel_adapter.py tests/integrations/test_client_adapter_msft.py
-INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py tests/integrations/test_crewai_openllmetry.py tests/integrations/test_crewai_adapter.py
+INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py tests/integrations/test_crewai_openllmetry.py tests/integrations/test_crewai_adapter.py tests/integrations/test_examples.py
 INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
 INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
-INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py tests/integrations/test_client_adapters_whole_chain.py
+INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py tests/integrations/test_client_adapters_whole_chain.py tests/integrations/test_examples.py
 # The Claude Code CLI that claude-agent-sdk's wheel bundles, offline against tests/integrations/fake_anthropic.py.
-INTEGRATION_TESTS_claude := tests/integrations/test_claude_agent_sdk.py tests/integrations/test_claude_code_hook.py
+INTEGRATION_TESTS_claude := tests/integrations/test_claude_agent_sdk.py tests/integrations/test_claude_code_hook.py tests/integrations/test_examples.py
 
 .PHONY: redis check test test-all lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
@@ -177,10 +177,11 @@ sdk-oldest: $(VENV_OLDEST)/.installed
 	OTEL_REPEAT_GUARD_EXPECT_BUILD=pure $(VENV_OLDEST)/bin/python -m pytest -q tests/guard tests/packaging/test_build_mode.py
 
 # OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1: a framework that fails to import fails the run instead of skipping.
+# OTEL_REPEAT_GUARD_INTEGRATION_GROUP names the group: tests/integrations/test_examples.py runs its examples.
 # (An explicit rule per group: make never applies pattern rules to .PHONY targets.)
 define integration_rule
 integration-$(1): $(VENV_INT)-$(1)/.installed
-	OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1 $(VENV_INT)-$(1)/bin/python -m pytest -q -p no:cacheprovider $(INTEGRATION_TESTS_$(1))
+	OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1 OTEL_REPEAT_GUARD_INTEGRATION_GROUP=$(1) $(VENV_INT)-$(1)/bin/python -m pytest -q -p no:cacheprovider $(INTEGRATION_TESTS_$(1))
 endef
 $(foreach group,$(INTEGRATION_GROUPS),$(eval $(call integration_rule,$(group))))
 

@@ -136,3 +136,39 @@ def test_every_framework_extra_has_its_section() -> None:
     frameworks |= {"semantic-kernel", "pydantic-ai", "strands", "google-adk"}
     assert {extra for _, extra, _ in _turn_on_sections()} == frameworks
     assert frameworks <= set(_extras())
+
+
+EXAMPLE_SECTIONS = {
+    "langgraph_weather.py": "LangChain / LangGraph",
+    "openai_agents_weather.py": "OpenAI Agents SDK",
+    "crewai_weather.py": "CrewAI",
+    "pydantic_ai_weather.py": "pydantic-ai",
+}
+"""Each example of a framework that docs/runtimes.md turns on, and that section's title (each example runs in
+its framework's group: tests/integrations/test_examples.py)."""
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines of ``text`` without comments and blank lines, stripped (a ``#`` inside a string is kept only
+    where no code follows a ``  #``: enough for these short blocks)."""
+    lines = (line.split("  # ", 1)[0].strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize(("script", "title"), EXAMPLE_SECTIONS.items())
+def test_each_example_installs_and_turns_on_its_framework_as_docs_runtimes_shows(script: str, title: str) -> None:
+    sections = {t: (extra, code) for t, extra, code in _turn_on_sections()}
+    extra, code = sections[title]
+    example = (ROOT / "examples" / script).read_text(encoding="utf-8")
+    installs = re.search(r"pip install 'otel-repeat-guard\[([a-z,-]+)\]'", example)
+    assert installs is not None and extra in installs[1].split(","), f"{script}: its pip line lacks [{extra}]"
+    missing = [line for line in _code_lines(code) if line not in _code_lines(example)]
+    assert not missing, f"examples/{script} lacks these lines of docs/runtimes.md's {title!r} section: {missing}"
+
+
+def test_the_examples_readme_lists_every_example_and_the_readme_points_to_it() -> None:
+    listed = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    scripts = sorted(path.name for path in (ROOT / "examples").glob("*.py"))
+    assert set(EXAMPLE_SECTIONS) <= set(scripts)
+    assert [s for s in scripts if f"({s})" not in listed] == []
+    assert "(examples/README.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
