@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.blind_spots import CallAudit, explain, fix_for
-from otel_repeat_guard.ingest.playback import play
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+from otel_repeat_guard.spans.playback import play
 
 
 @dataclass(frozen=True)

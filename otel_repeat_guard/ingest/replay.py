@@ -5,7 +5,7 @@ idle for a while (``--follow``), or the input ended. Then they are played throug
 :class:`RepeatGuardSpanProcessor` in wrapping mode, in the order the SDK would have seen
 them live: each span starts at its start time and ends at its end time (at equal times, what
 ended before what started, parents start before children and children end before parents;
-:func:`otel_repeat_guard.ingest.playback.play`). The guard resolves each
+:func:`otel_repeat_guard.spans.playback.play`). The guard resolves each
 tool call's agent through its live ancestors exactly as in the agent process, counts runs
 per agent in end order, and hands back copies of the tool spans with its
 ``repeat_tool_guard.repeat`` events, which the store reads like any other.
@@ -30,8 +30,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.ingest.playback import play
 from otel_repeat_guard.processor import REMINDER_EVENT, RepeatGuardSpanProcessor
+from otel_repeat_guard.spans.playback import play
 from otel_repeat_guard.spans.span_events import replace_events
 
 _GUARD_EVENT_PREFIX = "repeat_tool_guard."

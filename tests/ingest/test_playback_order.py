@@ -22,7 +22,7 @@ from otel_repeat_guard.cli.main import main
 from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import scenario
 from otel_repeat_guard.ingest import Ingest, IngestOptions
-from otel_repeat_guard.ingest.playback import play
+from otel_repeat_guard.spans.playback import play
 from otel_repeat_guard.spans.span_events import replace_events
 from tests.ingest.otlp import batches, otlp_json_line, write_lines
 

@@ -35,7 +35,7 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, VercelAIConventio
 from otel_repeat_guard.conventions.usage import cache_usage, reasoning_usage, token_usage
 from otel_repeat_guard.core.canonical import canonical_arguments
 from otel_repeat_guard.ingest import Ingest, IngestOptions
-from otel_repeat_guard.ingest.playback import play
+from otel_repeat_guard.spans.playback import play
 from otel_repeat_guard.store import open_for_reading, queries
 from tests.integrations.scenario import metric_points
 

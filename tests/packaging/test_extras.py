@@ -100,3 +100,25 @@ def test_a_command_on_the_install_without_extras_names_the_extra_it_lacks(
 ) -> None:
     said = _refusal(core_only, _words(argv, tmp_path), tmp_path)
     assert f"pip install 'otel-repeat-guard[{extra}]'" in said and "Traceback" not in said, said
+
+
+def test_the_in_process_doctor_and_the_guard_need_no_extra(core_only: Path) -> None:
+    """docs/operations.md's ``otel_repeat_guard.doctor.diagnose(spans)`` and the guard itself, on the bare install."""
+    script = (
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from otel_repeat_guard import RepeatGuardSpanProcessor\n"
+        "from otel_repeat_guard.doctor import diagnose\n"
+        "provider, spans = TracerProvider(), InMemorySpanExporter()\n"
+        "provider.add_span_processor(RepeatGuardSpanProcessor())\n"
+        "provider.add_span_processor(SimpleSpanProcessor(spans))\n"
+        "tracer = provider.get_tracer('t')\n"
+        "with tracer.start_as_current_span('invoke_agent a', attributes={'gen_ai.operation.name': 'invoke_agent'}):\n"
+        "    for _ in range(3):\n"
+        "        tracer.start_span('execute_tool grep', attributes={'gen_ai.operation.name': 'execute_tool',\n"
+        "            'gen_ai.tool.name': 'grep', 'gen_ai.tool.call.arguments': '{}'}).end()\n"
+        "print(diagnose(spans.get_finished_spans()).exit_code)\n"
+    )
+    done = subprocess.run([str(core_only / "python"), "-c", script], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "0"), done.stderr
