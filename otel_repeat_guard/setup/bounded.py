@@ -187,8 +187,7 @@ class Ending:
             calls.append(functools.partial(meter_provider.shutdown, timeout_millis=millis))
         unfinished = _all_within(self.timeout_s, calls)
         if unfinished:  # ends the exporters' retries; what their processors still hold is dropped, counted
-            for processor in self.processors:
-                processor.exporter.shutdown()
+            _all_within(0.0, [processor.exporter.shutdown for processor in self.processors])  # none may block
         self._say("shutdown", bool(unfinished))
 
     def force_flush(self, tracer_provider: TracerProvider, meter_provider: MeterProvider, millis: int) -> bool:

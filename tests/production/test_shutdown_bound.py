@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +118,17 @@ def test_shutdown_against_a_server_that_never_answers_ends_at_its_bound(caplog: 
     total = SPANS + AGENT_SPANS
     assert f"did not send {total:,} of {total:,} spans to http://127.0.0.1:{port}/v1/traces" in line, line
     assert "still unsent at its bound, 1 s" in line
+
+
+def test_a_silent_collector_does_not_hold_back_the_stores_spans(tmp_path: Path) -> None:
+    with _silent_server() as port, pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+        telemetry = configure(set_global=False, store=tmp_path / "store.db", shutdown_timeout_s=1)
+        _spans(telemetry)
+        took = _timed_shutdown(telemetry)
+    assert took < 1 + MARGIN_S, took
+    with sqlite3.connect(tmp_path / "store.db") as connection:
+        assert connection.execute("SELECT count(*) FROM tool_calls").fetchone() == (6,)
 
 
 def test_force_flush_against_a_server_that_never_answers_returns_false_at_its_timeout(
