@@ -81,6 +81,7 @@ KNOWN_VARIABLES = frozenset(
                 "BIND",
                 "DASHBOARD_STORE",
                 "PORT_SETTING",
+                "SHUTDOWN_TIMEOUT_S",
             ),
             *("PURE", "COMPILE"),  # the wheel's build hook (hatch_build.py)
             *("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD_FILE"),

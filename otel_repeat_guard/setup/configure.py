@@ -16,7 +16,9 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
   ``service_name`` and ``resource_attributes`` given in code, so a deployment can rename
   a service without a rebuild;
 - ``OTEL_METRIC_EXPORT_INTERVAL``: read by the periodic metric reader;
-- ``OTEL_REPEAT_GUARD_*``: the guard's own configuration, when ``config`` is not given.
+- ``OTEL_REPEAT_GUARD_*``: the guard's own configuration, when ``config`` is not given;
+  ``OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S``: how long ``shutdown()``, ``force_flush()`` and the exit wait at most
+  (5 s by default; :mod:`otel_repeat_guard.setup.bounded`).
 
 A wrong value of any of these, or of the other SDK variables configure() meets (``OTEL_BSP_*``,
 ``OTEL_METRIC_EXPORT_TIMEOUT``, compression, sampler, exemplar filter, temporality, resource detectors), is a
@@ -25,12 +27,13 @@ A wrong value of any of these, or of the other SDK variables configure() meets (
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,7 +43,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.core.config import GuardConfig
@@ -49,6 +52,16 @@ from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
+from otel_repeat_guard.setup.bounded import (
+    CountedBatchSpanProcessor,
+    CountedSpanExporter,
+    Ending,
+    EndingMeterProvider,
+    Tally,
+    counted_metric_exporter,
+    destination,
+    shutdown_timeout,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
@@ -77,17 +90,21 @@ class GuardTelemetry:
     meter_provider: MeterProvider
     guard: RepeatGuardSpanProcessor
     inbox: ReminderInbox | None
+    _ending: Ending = field(default_factory=Ending, repr=False, compare=False)
 
-    def force_flush(self, timeout_millis: float = 30_000) -> bool:
-        """Flush both providers; ``timeout_millis`` as the SDK takes it (an int or a float; anything else: 30 s)."""
-        timeout = flush_timeout(timeout_millis)
-        traces = self.tracer_provider.force_flush(timeout)
-        return self.meter_provider.force_flush(timeout) and traces
+    def force_flush(self, timeout_millis: float | None = None) -> bool:
+        """Flush both providers, waiting at most ``timeout_millis`` (an int or a float, as the SDK takes it;
+        None: the shutdown bound, 5 s by default; anything else: 30 s). False when something did not finish in
+        time (said in one line, with what is not sent yet) or a processor's flush failed."""
+        millis = round(self._ending.timeout_s * 1000) if timeout_millis is None else flush_timeout(timeout_millis)
+        return self._ending.force_flush(self.tracer_provider, self.meter_provider, millis)
 
     def shutdown(self) -> None:
-        """Flush and stop both providers (do this before the process exits)."""
-        self.tracer_provider.shutdown()
-        self.meter_provider.shutdown()
+        """Flush and stop both providers, within the shutdown bound (5 s by default,
+        ``OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S``); what was not sent is said in one line. The process's exit
+        does this too; a second call does nothing."""
+        atexit.unregister(self.shutdown)
+        self._ending.shutdown(self.tracer_provider, self.meter_provider)
 
 
 _POSITIVE_NUMBERS = (
@@ -183,6 +200,7 @@ def _check_more(environ: Mapping[str, str]) -> None:
     attributes = _env("OTEL_RESOURCE_ATTRIBUTES", environ)
     if attributes is not None and not _pairs(attributes):
         raise ValueError(f"OTEL_RESOURCE_ATTRIBUTES must be comma-separated key=value pairs, got {attributes!r}")
+    shutdown_timeout(None, environ)  # OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S
 
 
 def _pairs(text: str) -> bool:
@@ -265,8 +283,13 @@ def _installed(group: str) -> list[str]:
 
 def span_exporters(environ: Mapping[str, str] | None = None) -> list[SpanExporter]:
     """The span exporters ``OTEL_TRACES_EXPORTER`` asks for (each reads its own settings from the environment)."""
-    environ = os.environ if environ is None else environ
-    return [cls() for cls in _exporter_classes("TRACES", environ)]
+    return [exporter for exporter, _ in _named_span_exporters(os.environ if environ is None else environ)]
+
+
+def _named_span_exporters(environ: Mapping[str, str]) -> list[tuple[SpanExporter, str]]:
+    """The span exporters ``OTEL_TRACES_EXPORTER`` asks for, each with where it sends."""
+    classes = zip(_exporter_classes("TRACES", environ), exporter_names("TRACES", environ), strict=True)
+    return [(cls(), destination("TRACES", name, environ)) for cls, name in classes]
 
 
 def metric_readers(
@@ -274,15 +297,25 @@ def metric_readers(
 ) -> list[MetricReader]:
     """The metric readers ``OTEL_METRICS_EXPORTER`` asks for: pull readers (``prometheus``) as they are, push
     exporters behind a periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, unless ``export_interval_millis``)."""
-    environ = os.environ if environ is None else environ
+    return _metric_readers(os.environ if environ is None else environ, export_interval_millis, None)
+
+
+def _metric_readers(
+    environ: Mapping[str, str], export_interval_millis: float | None, tallies: list[Tally] | None
+) -> list[MetricReader]:
+    """:func:`metric_readers`; with ``tallies``, each push exporter counts its metric points in a tally added there."""
     readers: list[MetricReader] = []
     try:
-        for cls in _exporter_classes("METRICS", environ):
+        for cls, name in zip(_exporter_classes("METRICS", environ), exporter_names("METRICS", environ), strict=True):
             if issubclass(cls, MetricReader):
                 readers.append(cls())
-            else:
+                continue
+            if tallies is None:
                 exporter: MetricExporter = cls()
-                readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
+            else:
+                tallies.append(Tally("metric point", destination("METRICS", name, environ)))
+                exporter = counted_metric_exporter(cls, tallies[-1])
+            readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval_millis))
     except BaseException:
         for reader in readers:  # their threads would outlive the error
             reader.shutdown()
@@ -301,10 +334,6 @@ def build_resource(service_name: str | None, attributes: Mapping[str, AttributeV
     if service_name is not None:
         code[SERVICE_NAME] = service_name
     return Resource.create(code).merge(OTELResourceDetector().detect())
-
-
-_env_span_exporters = span_exporters  # configure()'s keyword arguments of the same names shadow them
-_env_metric_readers = metric_readers
 
 
 def _store_exporter(store: str | Path | bool, config: GuardConfig, store_arguments: bool) -> SpanExporter:
@@ -330,6 +359,7 @@ def configure(  # noqa: PLR0913 - the public entry point: keyword options
     store: str | Path | bool = False,
     store_arguments: bool = True,
     set_global: bool = True,
+    shutdown_timeout_s: float | None = None,
 ) -> GuardTelemetry:
     """Build providers with the guard and exporters; by default make them global.
 
@@ -343,6 +373,9 @@ def configure(  # noqa: PLR0913 - the public entry point: keyword options
       ``store_arguments=False`` keeps argument text out of it.
     - ``set_global``: set the global tracer and meter providers and make this guard the
       process-wide one (what framework adapters use when not given a guard).
+    - ``shutdown_timeout_s``: how long ``shutdown()`` (and the process's exit, which calls it) and
+      ``force_flush()`` wait at most for the exporters, in seconds; default ``OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S``,
+      else 5. What is not sent by then is dropped and said in one line.
 
     OpenTelemetry sets its global providers once. So with ``set_global``, a second call (a re-run
     notebook cell, a library and the application both calling it) returns what the first built,
@@ -351,7 +384,15 @@ def configure(  # noqa: PLR0913 - the public entry point: keyword options
     ``ValueError``: a guard on a provider that receives no spans would never see a call.
     """
     options = _Options(
-        config, on_reminder, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments
+        config,
+        on_reminder,
+        service_name,
+        resource_attributes,
+        span_exporters,
+        metric_readers,
+        store,
+        store_arguments,
+        shutdown_timeout_s,
     )
     if checked_flag("set_global", set_global):  # "no" is a text, and bool("no") would install globals
         with _global_lock:
@@ -388,6 +429,7 @@ class _Options(NamedTuple):
     metric_readers: Sequence[MetricReader] | None
     store: str | Path | bool
     store_arguments: bool
+    shutdown_timeout_s: float | None
 
 
 def _check_options(
@@ -396,7 +438,7 @@ def _check_options(
     """configure()'s options that would otherwise fail deep in the SDK (an exporter is shut down at exit, far
     from its cause) or be read as something else: a ValueError naming the one that is wrong. The exporters and
     readers, as tuples."""
-    _, _, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments = options
+    _, _, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments, _ = options
     if service_name is not None and not (isinstance(service_name, str) and service_name):
         raise ValueError(f"service_name must be a non-empty string or None, got {service_name!r}")
     checked_flag("store_arguments", store_arguments)
@@ -416,24 +458,33 @@ def _check_options(
 def _build(options: _Options) -> GuardTelemetry:
     environ = os.environ
     span_exporters, metric_readers = _check_options(options)
-    config, on_reminder, service_name, resource_attributes, _, _, store, store_arguments = options
+    config, on_reminder, service_name, resource_attributes, _, _, store, store_arguments, timeout_s = options
     check_environment(environ)
+    timeout_s = shutdown_timeout(timeout_s, environ)
     config = GuardConfig.from_env(environ) if config is None else config
     resource = build_resource(service_name, resource_attributes)
-    exporters = list(_env_span_exporters(environ) if span_exporters is None else span_exporters)
+    if span_exporters is None:
+        exporters = _named_span_exporters(environ)
+    else:
+        exporters = [(exporter, type(exporter).__name__) for exporter in span_exporters]
     if store is not False:
-        exporters.append(_store_exporter(store, config, store_arguments))
+        exporters.append((_store_exporter(store, config, store_arguments), "the store"))
     # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
     # would warn "Cannot call collect" every interval for the rest of the process
-    readers = list(_env_metric_readers(environ) if metric_readers is None else metric_readers)
+    tallies: list[Tally] = []
+    readers = list(_metric_readers(environ, None, tallies) if metric_readers is None else metric_readers)
 
-    meter_provider = MeterProvider(metric_readers=readers, resource=resource)
+    # the SDK's exit hooks wait up to 30 s per batch processor: the telemetry's own shutdown, bounded, instead
+    meter_provider = EndingMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
     inbox = default_inbox() if on_reminder is None else None
     guard = RepeatGuardSpanProcessor(
         config, inbox.put if inbox is not None else on_reminder, meter_provider=meter_provider, record_facts=True
     )
-    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export
-    for exporter in exporters:
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
-    return GuardTelemetry(tracer_provider, meter_provider, guard, inbox)
+    processors = [CountedBatchSpanProcessor(CountedSpanExporter(e, Tally("span", to))) for e, to in exporters]
+    for processor in processors:
+        tracer_provider.add_span_processor(processor)
+    telemetry = GuardTelemetry(tracer_provider, meter_provider, guard, inbox, Ending(timeout_s, processors, tallies))
+    atexit.register(telemetry.shutdown)
+    return telemetry

@@ -124,6 +124,7 @@ OTEL_VARIABLES = {  # each bad value the SDK refused naming no variable, with a 
     "OTEL_EXPORTER_OTLP_ENDPOINT": ["localhost:4318"],
     "OTEL_EXPORTER_OTLP_CERTIFICATE": ["/no/such/ca.pem"],
     "OTEL_RESOURCE_ATTRIBUTES": ["team"],
+    "OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S": ["0", "-1", "abc", "nan", "inf", "1e3", "1_0", "3601", "٣"],
 }
 
 
@@ -178,6 +179,7 @@ def test_good_values_of_the_same_variables_pass(monkeypatch: pytest.MonkeyPatch)
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
         "OTEL_EXPORTER_OTLP_HEADERS": "x-team=a,,x-b=c",
         "OTEL_RESOURCE_ATTRIBUTES": "team=a,,tier=b",
+        "OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S": "2.5",
     }.items():
         monkeypatch.setenv(variable, value)
     configure(set_global=False, span_exporters=[], metric_readers=[]).shutdown()
