@@ -26,7 +26,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from otel_repeat_guard.core.config import safe_url
+from otel_repeat_guard.core.urls import safe_url
 
 logger = logging.getLogger("otel_repeat_guard")
 
