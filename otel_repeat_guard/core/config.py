@@ -85,7 +85,14 @@ KNOWN_VARIABLES = frozenset(
             ),
             *("PURE", "COMPILE"),  # the wheel's build hook (hatch_build.py)
             *("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD_FILE"),
-            *("BENCH_BUILD", "EXPECT_BUILD", "REQUIRE_COMPILED", "REQUIRE_BACKENDS", "REQUIRE_FRAMEWORKS"),  # tests'
+            *(
+                "BENCH_BUILD",
+                "EXPECT_BUILD",
+                "REQUIRE_COMPILED",
+                "REQUIRE_BACKENDS",
+                "REQUIRE_FRAMEWORKS",
+                "INTEGRATION_GROUP",
+            ),  # tests'
             *("TRAJECTORIES", "SPAN_DUMP_DIR"),
         )
     ]
