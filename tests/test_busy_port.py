@@ -79,22 +79,24 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("target", ["demo", "dashboard"])
 def test_under_make_the_busy_port_hint_names_port_equals(tmp_path: Path, listener: int, target: str) -> None:
     """`make demo` sets --port from PORT=: its hint names PORT=, which is what the user changes there. The real
-    make runs the real recipe, with the compiled build's command standing for this interpreter's CLI."""
+    make runs the real recipe, with the demo's virtualenv's command standing for this interpreter's CLI."""
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
-    bin_dir = tmp_path / "compiled" / "bin"
+    bin_dir = tmp_path / "demo" / "bin"
     bin_dir.mkdir(parents=True)
     command = bin_dir / "otel-repeat-guard"
     command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m otel_repeat_guard.cli.main "$@"\n')
     command.chmod(0o755)
-    (bin_dir / ".installed-dashboard").touch()  # newer than every source: make runs the recipe alone
+    (bin_dir / ".installed").touch()  # newer than every source: make runs the recipe alone
     db = tmp_path / "ok.db"
     open_for_writing(db).close()
+    # a make of its own, not a job of the make running these tests (whose jobserver it would warn about)
+    environ = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     done = subprocess.run(
-        ["make", "-s", "--no-print-directory", target, f"VENV_COMPILED={tmp_path / 'compiled'}",
+        ["make", "-s", "--no-print-directory", target, f"VENV_DEMO={tmp_path / 'demo'}",
          f"PORT={listener}", f"DB={db}"],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert done.stdout == ""
     assert done.stderr.splitlines()[0] == (

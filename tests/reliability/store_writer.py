@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.store import SQLiteSpanExporter
+from otel_repeat_guard.store import exporter as exporter_module
 
 RUN = 4  # identical calls per run
 BATCH = 2000
@@ -46,6 +47,17 @@ class ReportingExporter(SQLiteSpanExporter):
             # A tiny page cache: the stalled transaction's pages spill into the WAL file before the
             # kill, so recovery has uncommitted frames to discard, not just an unwritten cache.
             self._store.current().execute("PRAGMA cache_size = 8")
+        insert_call = exporter_module.insert_call  # the transaction's write of one call (store/writes.py)
+
+        def inserting(*args: Any, **kwargs: Any) -> Any:
+            agent = insert_call(*args, **kwargs)
+            self._inserted += 1
+            if self._stalling and self._inserted == self._stall_at:
+                print(f"stalled {self.committed}", flush=True)
+                threading.Event().wait()  # inside the open transaction, until SIGKILL
+            return agent
+
+        exporter_module.insert_call = inserting  # this process has one exporter
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.batches += 1
@@ -57,14 +69,6 @@ class ReportingExporter(SQLiteSpanExporter):
             self.committed += len(spans)
             print(f"committed {self.committed}", flush=True)
         return result
-
-    def _insert_call(self, *args: Any, **kwargs: Any) -> Any:
-        agent = super()._insert_call(*args, **kwargs)
-        self._inserted += 1
-        if self._stalling and self._inserted == self._stall_at:
-            print(f"stalled {self.committed}", flush=True)
-            threading.Event().wait()  # inside the open transaction, until SIGKILL
-        return agent
 
 
 def main(argv: Sequence[str] | None = None) -> int:
