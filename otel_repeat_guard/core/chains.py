@@ -11,7 +11,7 @@ from typing import Any
 
 from otel_repeat_guard.core.detectors import Call, Detection, Detector, ParallelCollapse, RepeatDetector
 from otel_repeat_guard.core.detectors.repeat import key_if_same_raw
-from otel_repeat_guard.core.rules import put_bounded
+from otel_repeat_guard.core.rules import put_bounded, same_call
 
 RunEnded = Callable[[str, int], None]
 """Called with (tool name, final run length) when a run of two or more calls ends."""
@@ -257,7 +257,8 @@ class ChainTracker(ChainStore):
     def settle(self, agent_id: str, tool: str, key: bytes | None, call: Call) -> list[tuple[str, str, str]]:
         """Before the run's next call (``call``, whose ``tool`` and ``key`` these are) is counted: the
         (outcome, kind, tier) of each reminder waiting for it. Ignored when the detector of its kind (the
-        chain, for a repeat) says the call continues the loop."""
+        chain, for a repeat) says the call continues the loop. ``key`` is what the chain compares: the
+        arguments' key, or under ``progress: results`` that with the result's digest."""
         with self._lock:
             more = self._more.get(agent_id)
             chain = self._chains.get(agent_id)
@@ -265,10 +266,13 @@ class ChainTracker(ChainStore):
                 return []
             waiting, more.pending = more.pending, None
             self.pending -= 1
-            detectors: tuple[Detector, ...] = (chain, *(more.detectors or ()))
+            detectors: tuple[Detector, ...] = more.detectors or ()
             outcomes = []
             for kind, tier, period in waiting:
-                ignored = any(d.kind == kind and d.continues(call, period) for d in detectors)
+                if kind == chain.kind:
+                    ignored = same_call(tool, key, chain.tool, chain.key)
+                else:
+                    ignored = any(d.kind == kind and d.continues(call, period) for d in detectors)
                 outcomes.append(("ignored" if ignored else "broken", kind, tier))
         if self._on_reminder_outcome is not None:
             for outcome in outcomes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from otel_repeat_guard.core.policy import NONE, Policy, read_progress, read_tools
 from otel_repeat_guard.core.urls import redis_url_problem, safe_url
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -40,6 +41,8 @@ _FIELDS = (
     "store_timeout_ms",
     "store_expiry_seconds",
     "remote_runs",
+    "progress",
+    "tools",
 )
 _MAPPING_KEYS = {
     **{field: field for field in _FIELDS},
@@ -174,7 +177,9 @@ class GuardConfig:
     2 to ``max_cycle_period`` calls), ``no_progress_thresholds`` (run lengths of calls to one
     tool with changing arguments and the same outcome), ``collapse_parallel`` (identical calls
     made in one model step count once) and ``stop_at`` (the exact-repeat run length whose
-    reminder is the firm ``stop`` tier; above every threshold).
+    reminder is the firm ``stop`` tier; above every threshold). ``progress``: ``results`` makes a call
+    extend its run only when its result is also the run's last call's; ``tools``: a policy per tool-name
+    pattern (``core/policy.py``).
     """
 
     thresholds: tuple[int, ...] = (3, 5, 8)
@@ -190,6 +195,10 @@ class GuardConfig:
     store_timeout_ms: int = 50
     store_expiry_seconds: int = 86_400
     remote_runs: bool | None = None
+    progress: str = NONE
+    tools: Any = ()
+    """A mapping of tool-name patterns to their own thresholds, stop_at and progress (``core/policy.py``); once
+    built, the entries read (a tuple of ``ToolPolicy``), the first whose pattern matches a tool applying to it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -231,6 +240,9 @@ class GuardConfig:
             )
         if self.remote_runs is not None and not isinstance(self.remote_runs, bool):
             raise ValueError(f"remote_runs must be true, false or None, got {self.remote_runs!r}")
+        object.__setattr__(self, "progress", read_progress("progress", self.progress))
+        defaults = Policy(self.thresholds, self.stop_at, self.progress)
+        object.__setattr__(self, "tools", read_tools(self.tools, defaults, _thresholds, MAX_THRESHOLD))
 
     @property
     def shared_store(self) -> bool:
@@ -290,7 +302,7 @@ class GuardConfig:
         try:
             return cls(**{**fields, **kwargs})
         except ValueError as error:  # it names the field (its first word): name the variable or file it came from
-            field = str(error).partition(" ")[0]
+            field = str(error).partition(" ")[0].partition("[")[0]  # tools['x'].thresholds ...: tools
             named = variables.get(field, where if field in fields else None)
             raise error if named is None else ValueError(f"{named}: {error}") from None
 
@@ -387,8 +399,10 @@ def _env_fields(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]
             kwargs[field] = _env_int(variable, field, raw.strip())
         elif field in _BOOLS:
             kwargs[field] = read_boolean(f"{variable} ({field})", raw)
-        elif field == "chain_store":
+        elif field in ("chain_store", "progress"):
             kwargs[field] = raw.strip()
+        elif field == "tools":
+            kwargs[field] = _env_json(variable, field, raw)
         else:
             items = _env_list(variable, field, raw)
             kwargs[field] = [_env_int(variable, field, i, raw) for i in items] if field in _INT_LISTS else items
@@ -414,3 +428,11 @@ def _env_int(variable: str, field: str, raw: str, whole: str | None = None) -> i
     if len(raw) > 100:  # past every field's limit; past 4,300 digits int() itself refuses, naming no field
         raise ValueError(f"{variable} ({field}) is past every limit: a number of {len(raw):,} digits")
     return int(raw)
+
+
+def _env_json(variable: str, field: str, raw: str) -> object:
+    """A variable holding JSON (``OTEL_REPEAT_GUARD_TOOLS``), parsed; a ``ValueError`` naming it otherwise."""
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        raise ValueError(f"{variable} ({field}) must be JSON, got {raw!r} ({error})") from None

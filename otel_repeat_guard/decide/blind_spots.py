@@ -11,10 +11,12 @@ import threading
 from collections.abc import Callable
 from typing import Final, Literal, NamedTuple
 
-Reason = Literal["no_arguments", "no_agent"]
+Reason = Literal["no_arguments", "no_agent", "no_result"]
 NO_ARGUMENTS: Final = "no_arguments"
 NO_AGENT: Final = "no_agent"
-REASONS: Final = (NO_ARGUMENTS, NO_AGENT)
+NO_RESULT: Final = "no_result"
+"""Under ``progress: results``: a call whose result was not recorded, compared by its tool and arguments alone."""
+REASONS: Final = (NO_ARGUMENTS, NO_AGENT, NO_RESULT)
 NO_USAGE: Final = "no_usage"
 """Not a reason a call goes uncompared: a model call that issued a wasted call recorded no token usage (warned of
 once per scope, :meth:`WarnOnce.no_usage`)."""
@@ -41,7 +43,7 @@ class CallAudit(NamedTuple):
     run_from: str
     """``agent_id``, ``agent_id_run``, ``agent_span``, ``enclosing_span``, ``local_root``, or ``none``."""
     reason: str | None
-    """Why it could not be compared (``no_arguments``, ``no_agent``), or None."""
+    """Why it could not be compared (``no_arguments``, ``no_agent``; ``no_result``: not by its result), or None."""
 
 
 def tell(audit: Callable[[CallAudit], None] | None, record: CallAudit) -> None:
@@ -92,6 +94,22 @@ _AGENT_FIX: Final = (
 )
 
 
+# (instrumentation scope prefix, what to set so that a tool span records its result), most specific first.
+_RESULT_FIXES: Final = (
+    (
+        "semantic_kernel",
+        "set SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true (its tool spans' results)",
+    ),
+    ("gcp.vertex.agent", "set ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS=true (google-adk's content capture)"),
+    ("openinference.", "stop hiding outputs: OPENINFERENCE_HIDE_OUTPUTS=false (TraceConfig(hide_outputs=False))"),
+    ("opentelemetry.instrumentation.", "set TRACELOOP_TRACE_CONTENT=true (OpenLLMetry's content capture)"),
+    ("pydantic-ai", "turn content on: InstrumentationSettings(include_content=True)"),
+)
+_RESULT_FIX: Final = (
+    "record each tool's result on its span (gen_ai.tool.call.result; OpenInference: OPENINFERENCE_HIDE_OUTPUTS "
+    "unset; OpenLLMetry: TRACELOOP_TRACE_CONTENT=true); a call with no tool span of its own shows none"
+)
+
 _GUARD_FIX: Final = (
     "put the guard in the process that made these spans (configure(), or the zero-code setup), or replay "
     "them through it: otel-repeat-guard ingest --from URL --replay"
@@ -105,6 +123,8 @@ def fix_for(reason: str, scope: str | None) -> str:
     if reason == NO_GUARD:
         return _GUARD_FIX
     name = scope or ""
+    if reason == NO_RESULT:
+        return _result_fix(name)
     exact = _EXACT_ARGUMENT_FIXES.get(name)
     if exact is not None:
         return exact
@@ -114,12 +134,24 @@ def fix_for(reason: str, scope: str | None) -> str:
     return "record the call's arguments on the tool span (gen_ai.tool.call.arguments), or " + _CLIENT_CAPTURE
 
 
+def _result_fix(scope: str) -> str:
+    """The setting that makes tool spans of instrumentation ``scope`` record their results (``no_result``)."""
+    if scope == "ai":
+        return "leave the Vercel AI SDK's outputs recorded: experimental_telemetry.recordOutputs not false"
+    return next((fix for prefix, fix in _RESULT_FIXES if scope.startswith(prefix)), _RESULT_FIX)
+
+
 def explain(reason: str) -> str:
     """What the reason means, in a sentence."""
     if reason == NO_AGENT:
         return "the tool span has no parent span in this process and no gen_ai.agent.id, so no agent run"
     if reason == NO_GUARD:
         return "no guard facts or events on the span: the guard was not in the process that made it"
+    if reason == NO_RESULT:
+        return (
+            "no result (nor error) recorded for the call, so under progress: results it is compared by its tool "
+            "and arguments alone, and a poll whose result moved counts as a repeat"
+        )
     return "neither the tool span nor the model's request recorded the call's arguments"
 
 

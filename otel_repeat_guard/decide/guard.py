@@ -32,12 +32,14 @@ from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Call, detectors_for
 from otel_repeat_guard.core.facts import ISSUER, UNGUARDED
 from otel_repeat_guard.core.patterns import ToolFilter
+from otel_repeat_guard.core.policy import with_result
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
-from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
+from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_RESULT, CallAudit, WarnOnce
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
+from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.inputs import checked_guard_options
@@ -46,7 +48,7 @@ from otel_repeat_guard.spans.agents import AgentChains
 from otel_repeat_guard.spans.nesting import nested_facts
 from otel_repeat_guard.spans.requested import PendingSteps, Step
 from otel_repeat_guard.spans.runs import Run, RunResolver
-from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, marks_of, rest_of, timing_of
+from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, EventSpec, marks_of, rest_of, timing_of
 from otel_repeat_guard.state.stores import chain_store
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -102,9 +104,21 @@ class Guard:
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
-        parts = Parts(router, self.runs, self.steps, self._awaited, self.blind, self.metrics, self.tracked, self.facts)
+        self._results = Results.of(config)  # None unless some tool's calls compare results (progress: results)
+        parts = Parts(
+            router,
+            self.runs,
+            self.steps,
+            self._awaited,
+            self.blind,
+            self.metrics,
+            self.tracked,
+            self.facts,
+            self._results,
+        )
         self.models = ModelCalls(parts, self._count)
-        self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
+        opted = self._detecting or self._collapse_parallel or audit is not None or self._results is not None
+        self._plain = fast_path and not opted
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 
     def after_fork(self) -> None:
@@ -241,13 +255,29 @@ class Guard:
                 return decision
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
-        self.blind.compared(span, tool, source, run.how)
-        counted = self._count(
-            CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
-        )
+        compared = CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts)
+        blind = None if self._results is None else self._result_of(compared, source)
+        if blind is None:
+            self.blind.compared(span, tool, source, run.how)
+        counted = self._count(compared, awaits=call_id)
         if counted is not None and step is not None:
             self.models.charge(step, tool, counted, facts)
+        if blind is not None:  # counted by its arguments alone, as without progress: a blind spot, said on its span
+            counted = counted or Decision([], [], facts)
+            counted.events.append(blind)
         return self._quiet(facts) if counted is None else counted
+
+    def _result_of(self, call: CountedCall, source: str) -> EventSpec | None:
+        """Under ``progress: results``: the digest of the call's result, if its tool compares results (on
+        ``call.result``); with none recorded, the call is a ``no_result`` blind spot (counted, warned of once per
+        scope) whose event is returned."""
+        results = self._results
+        if results is None or not results.compares(call.tool):
+            return None
+        call.result = results.digest(call)
+        if call.result is not None:
+            return None
+        return self.blind.unguarded(NO_RESULT, call.tool, call.span, source, call.run.how)
 
     def _nothing_pending(self, run: Run) -> bool:
         """Whether a call of ``run`` may take the plain case: no model step to answer, no call counted from a
@@ -292,14 +322,17 @@ class Guard:
         carries the call's outcome back, if no span records it."""
         chains, run = self.chains, call.run
         call.key, raw = self._key_of(run, call.arguments)
+        chained = call.key
+        if call.result is not None and chained is not None:  # progress: results: the same result too
+            chained, raw = with_result(chained, call.result), None  # the raw key keys arguments alone
         detected = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
-            detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id)
+            detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id, chained)
             if detected is None and call.key is not None:  # the extra copy of a call made twice in one step
                 return Decision([self._recorder.parallel_duplicate(call.tool, call.key)], [], call.facts)
             if detected is not None and detected.awaits is not None:
                 self._awaited.waits(run.key)
-        length = chains.observe(run.key, call.tool, call.key, raw)
+        length = chains.observe(run.key, call.tool, chained, raw)
         if length < 2 and detected is None:
             return None  # nearly every call: no repeat, no detector to ask
         return self.repeated(call, length, detected, outcome)

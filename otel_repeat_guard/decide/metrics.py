@@ -140,7 +140,7 @@ class GuardMetrics:
                 UNGUARDED_CALLS,
                 self._observe_unguarded,
                 "{call}",
-                "Tool calls the guard recognised but could not compare, by reason (no_arguments, no_agent).",
+                "Tool calls the guard recognised but could not compare, by reason (no_arguments, no_agent, no_result).",
             ),
         )
         for name, callback, unit, description in counters:

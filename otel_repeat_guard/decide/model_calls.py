@@ -17,9 +17,10 @@ from otel_repeat_guard.core.facts import ISSUER
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
-from otel_repeat_guard.decide.blind_spots import NO_ARGUMENTS
+from otel_repeat_guard.decide.blind_spots import NO_ARGUMENTS, NO_RESULT
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
+from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.recorder import PARALLEL_DUPLICATE_EVENT, call_event
 from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.spans import span_events as times
@@ -43,6 +44,8 @@ class Parts(NamedTuple):
     metrics: GuardMetrics
     tracked: ToolFilter
     facts: bool
+    results: Results | None = None
+    """Under ``progress: results``: the tools whose calls compare results (a call from a request shows none)."""
 
 
 class ModelCalls:
@@ -57,6 +60,7 @@ class ModelCalls:
         "_issues_while_open",
         "_metrics",
         "_open",
+        "_results",
         "_router",
         "_runs",
         "_steps",
@@ -67,6 +71,7 @@ class ModelCalls:
         self._router, self._runs, self._steps, self._awaited = parts.router, parts.runs, parts.steps, parts.awaited
         self._blind, self._metrics, self._tracked, self._facts = parts.blind, parts.metrics, parts.tracked, parts.facts
         self._count = count
+        self._results = parts.results
         self._issues_while_open = parts.router.issues_while_open  # model calls whose tool spans may end in them
         self._open: dict[int, Run] = {}  # open model-call span id -> its run
 
@@ -168,6 +173,9 @@ class ModelCalls:
                 continue
             if call.arguments is MISSING:
                 decision.events.append(self._blind.unguarded(NO_ARGUMENTS, call.tool_name, step.scope, "none", run.how))
+            elif self._results is not None and self._results.compares(call.tool_name):  # its result is not seen
+                unseen = self._blind.unguarded(NO_RESULT, call.tool_name, step.scope, "model_request_only", run.how)
+                decision.events.append(unseen)
             else:
                 self._blind.compared(step.scope, call.tool_name, "model_request_only", run.how)
             facts: dict[str, Any] | None = {ISSUER: issuer} if self._facts else None

@@ -14,12 +14,13 @@ from otel_repeat_guard.spans.span_events import end_ns, start_ns
 
 
 def opt_in(
-    chains: ChainStore, config: GuardConfig, counted: CountedCall, awaits: str | None = None
+    chains: ChainStore, config: GuardConfig, counted: CountedCall, awaits: str | None, chained: bytes | None
 ) -> tuple[Call | None, Any]:
     """What the opt-in work needs before the call is counted: the call as detectors see it (None for
     a parallel duplicate, which is not counted), its outcome (for no-progress detection), and the outcome
     of reminders waiting for it. A call whose outcome was not recorded awaits it under its call id
-    ``awaits``, from the run's next model request."""
+    ``awaits``, from the run's next model request. ``chained`` is the key its run's chain compares (its arguments'
+    key, with its result's digest under ``progress: results``)."""
     span, tool, key = counted.span, counted.tool, counted.key
     outcome = outcome_key = None
     if config.no_progress_thresholds:
@@ -35,5 +36,5 @@ def opt_in(
         if chains.parallel_duplicate(counted.run.key, call, parent, start_ns(span), end_ns(span)):
             return None, outcome
     if chains.pending:
-        chains.settle(counted.run.key, tool, key, call)  # what the run's last reminders led to: the metric
+        chains.settle(counted.run.key, tool, chained, call)  # what the run's last reminders led to: the metric
     return call, outcome

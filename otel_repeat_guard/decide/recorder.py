@@ -18,6 +18,7 @@ from otel_repeat_guard.core.canonical import arguments_key, canonical_arguments,
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Detection
 from otel_repeat_guard.core.facts import CALL_EVENT
+from otel_repeat_guard.core.policy import Policy
 from otel_repeat_guard.core.reminders import (
     Kind,
     Reminder,
@@ -31,6 +32,7 @@ from otel_repeat_guard.core.reminders import (
 )
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
+from otel_repeat_guard.decide.progress import policy_table
 from otel_repeat_guard.spans.runs import Run
 from otel_repeat_guard.spans.span_events import EventSpec
 
@@ -71,10 +73,27 @@ def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:
     return {t: tier_for(t, thresholds) for t in thresholds}
 
 
+def _stop_tiers(policy: Policy) -> dict[int, Tier]:
+    """A tool policy's tiers by run length: its thresholds', and ``stop`` at its ``stop_at``."""
+    tiers = _tiers(policy.thresholds)
+    if policy.stop_at is not None:
+        tiers[policy.stop_at] = "stop"
+    return tiers
+
+
 class Recorder:
     """Turns the run's answers into events, metric updates and reminders, per the configuration."""
 
-    __slots__ = ("_config", "_cycle_tiers", "_metrics", "_no_progress_tiers", "_redact", "_tiers")
+    __slots__ = (
+        "_config",
+        "_cycle_tiers",
+        "_metrics",
+        "_no_progress_tiers",
+        "_policies",
+        "_policy_tiers",
+        "_redact",
+        "_tiers",
+    )
 
     def __init__(self, config: GuardConfig, metrics: GuardMetrics, redact: Callable[[str], str] | None) -> None:
         self._config = config
@@ -84,6 +103,8 @@ class Recorder:
         if config.stop_at is not None:
             self._tiers[config.stop_at] = "stop"
         self._cycle_tiers = _tiers(config.cycle_thresholds)
+        self._policies = policy_table(config) if config.tools else None  # per-tool thresholds and stop_at
+        self._policy_tiers = {} if self._policies is None else {p: _stop_tiers(p) for p in self._policies.policies}
         self._no_progress_tiers = _tiers(config.no_progress_thresholds)
 
     def repeat(self, call: CountedCall, key: bytes, length: int, duration_ns: int) -> Decision:
@@ -100,7 +121,8 @@ class Recorder:
             repeat["gen_ai.tool.call.id"] = call.call_id
         events: list[EventSpec] = [(REPEAT_EVENT, repeat)]
         self._metrics.repeated_call(call.tool, duration_ns)
-        tier = self._tiers.get(length)
+        policies = self._policies
+        tier = (self._tiers if policies is None else self._policy_tiers[policies[call.tool]]).get(length)
         if tier is None:
             return Decision(events, [], call.facts)
         preview = self._preview(canonical_arguments(call.arguments))  # only now: the key spared it on every call

@@ -260,7 +260,7 @@ def _upgrade_from_1(conn: sqlite3.Connection) -> None:
 
 
 def _upgrade_from_2(conn: sqlite3.Connection) -> None:
-    """Schema 3: why the guard could not compare a call (``no_arguments``, ``no_agent``), else NULL;
+    """Schema 3: why the guard could not compare a call (``no_arguments``, ``no_agent``, ``no_result``), else NULL;
     and one row per span, enforced by a unique index (rows two ingests duplicated are removed first)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(tool_calls)")}
     if "unguarded_reason" not in columns:

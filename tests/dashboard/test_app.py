@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.dashboard import VIEWS
 from otel_repeat_guard.dashboard.sections.timeline import COLUMNS, TABLE_CLASS
-from otel_repeat_guard.decide.blind_spots import fix_for
+from otel_repeat_guard.decide.blind_spots import explain, fix_for
 from otel_repeat_guard.demo.scenario import AgentScript
 from otel_repeat_guard.store import DB_ENV, SCHEMA_VERSION, open_for_writing
 
@@ -434,6 +434,41 @@ def test_calls_the_guard_could_not_compare_are_shown_with_why(monkeypatch: pytes
     assert not any("no_arguments" in text or "no_agent" in text for text in said)
     tables = [df.value[["tool", "calls"]].values.tolist() for df in app.dataframe]
     assert tables == [[["lookup", 3]], [["lookup", 2]]]
+
+
+def test_calls_with_no_result_under_progress_results_are_shown_with_the_setting_that_records_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
+    from otel_repeat_guard.store import SQLiteSpanExporter
+
+    db = tmp_path / "store.db"
+    exporter = SQLiteSpanExporter(db)
+    provider = TracerProvider()
+    provider.add_span_processor(RepeatGuardSpanProcessor(GuardConfig(progress="results")))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "poll", "gen_ai.tool.call.arguments": "{}"}
+    with tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for _ in range(3):
+            tracer.start_span("execute_tool poll", attributes=tool).end()  # no result recorded
+        tracer.start_span("execute_tool poll", attributes={**tool, "gen_ai.tool.call.result": "done"}).end()
+    provider.shutdown()
+
+    app = run_app(monkeypatch, db, page="blind_spots")
+    assert [w.value for w in app.warning] == [
+        "3 tool calls recorded no result, so progress: results compared them by tool and arguments alone: a poll"
+        " that moved counts as a repeat."
+    ]
+    said = [m.value.replace("\\", "") for m in app.markdown]
+    assert said == [
+        f"**No result recorded** · 3 calls: {explain('no_result')}.",
+        f"**Fix:** {fix_for('no_result', None)}.",
+    ]
+    assert [df.value[["tool", "calls"]].values.tolist() for df in app.dataframe] == [[["poll", 3]]]
 
 
 def test_an_empty_time_range_names_the_first_and_last_call_and_leads_to_all_time(

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard.sections.wording import plural
-from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_GUARD, explain, fix_for
+from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_GUARD, NO_RESULT, explain, fix_for
 
 
 def draw_excluded(excluded: pd.DataFrame) -> None:
@@ -27,6 +27,7 @@ REASON_TITLES = {
     NO_ARGUMENTS: "No arguments recorded",
     NO_AGENT: "No agent run",
     NO_GUARD: "No guard where the spans were made",
+    NO_RESULT: "No result recorded",
 }
 """Each reason the store records (``tool_calls.unguarded_reason``), as the page names it."""
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
@@ -42,8 +43,18 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
     words, what fixes it, and its calls by tool."""
     if unguarded.empty:
         return
-    total = int(unguarded["calls"].sum())
-    st.warning(f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here.", icon="⚠️")
+    alone = int(unguarded.loc[unguarded["reason"] == NO_RESULT, "calls"].sum())  # compared, by arguments alone
+    total = int(unguarded["calls"].sum()) - alone
+    if total:
+        st.warning(
+            f"{plural(total, 'tool call')} could not be compared, so loops among them cannot show here.", icon="⚠️"
+        )
+    if alone:
+        st.warning(
+            f"{plural(alone, 'tool call')} recorded no result, so progress: results compared "
+            f"{'it' if alone == 1 else 'them'} by tool and arguments alone: a poll that moved counts as a repeat.",
+            icon="⚠️",
+        )
     by_reason = unguarded.groupby("reason", sort=False)["calls"].sum().sort_values(ascending=False, kind="stable")
     for reason, calls in by_reason.items():
         code = str(reason)
