@@ -36,7 +36,7 @@ PORT ?= 8501
 # stands alone). `make -j2 integration` installs and runs groups in parallel; `make test` runs two jobs at a time.
 VENV_INT ?= .venv-int
 INTEGRATION_GROUPS := agents langchain adk oi agno msft crewai mcp mcp-openllmetry clients claude
-INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py tests/integrations/test_examples.py
+INTEGRATION_TESTS_agents := tests/integrations/test_pydantic_ai.py tests/integrations/test_openai_agents.py tests/integrations/test_openai_agents_progress.py tests/integrations/test_strands.py tests/integrations/test_strands_adapter.py tests/integrations/test_client_adapter_double_delivery.py tests/integrations/test_examples.py
 INTEGRATION_TESTS_langchain := tests/integrations/test_langchain_openinference.py tests/integrations/test_langchain_openllmetry.py tests/integrations/test_examples.py
 INTEGRATION_TESTS_adk := tests/integrations/test_google_adk.py tests/integrations/test_google_adk_adapter.py
 INTEGRATION_TESTS_oi := tests/integrations/test_smolagents.py tests/integrations/test_llama_index.py tests/integrations/test_smolagents_adapter.py tests/integrations/test_llama_index_adapter.py

@@ -71,6 +71,7 @@ def main() -> int:
         steps = []
     steps += [
         lambda: matrix.tool_shapes(settings, band),
+        lambda: matrix.progress_shapes(settings, band),
         lambda: matrix.non_tool(settings, band),
     ]
     if args.million:  # about two minutes per build; 20,000 agents with --quick

@@ -84,9 +84,12 @@ def control(s: Settings) -> tuple[Row, float]:
     return Row("control: no-op processor vs none", _fmt(c), f"1.00 ± {band:.3f} (noise band)"), band
 
 
-def guard_vs_none(segment: Callable[[w.Pipeline, T], float], work: T, rounds: int) -> Comparison:
-    """``segment`` of ``work`` through the default guard against the same without it, in the same rounds."""
-    base, guarded = w.pipeline(), w.pipeline(_guard())
+def guard_vs_none(
+    segment: Callable[[w.Pipeline, T], float], work: T, rounds: int, config: GuardConfig | None = None
+) -> Comparison:
+    """``segment`` of ``work`` through the guard (``config``, else the defaults) against the same without it, in
+    the same rounds."""
+    base, guarded = w.pipeline(), w.pipeline(_guard(config=config))
     return compare(partial(segment, base, work), partial(segment, guarded, work), rounds, _flush(base, guarded))
 
 

@@ -27,7 +27,7 @@ from benchmarks import shapes
 from benchmarks import workloads as w
 from benchmarks.cases import TOOL_SPAN_GOAL, Row, Settings, _check, _flush, _fmt, _guard, guard_vs_none
 from benchmarks.timing import Comparison, compare
-from otel_repeat_guard import REPEAT_EVENT, RepeatGuardSpanProcessor, build_mode
+from otel_repeat_guard import REPEAT_EVENT, GuardConfig, RepeatGuardSpanProcessor, build_mode
 
 NON_TOOL_FLOOR_GOAL = {"compiled": 1.03}
 """Non-tool spans against the live-span floor, per build (none on pure Python: reported)."""
@@ -45,10 +45,10 @@ def _recording(guard: RepeatGuardSpanProcessor) -> tuple[w.Pipeline, InMemorySpa
     return w.Pipeline(provider.get_tracer("check"), provider, w.pipeline().batch), exporter
 
 
-def check_shape(work: shapes.Plan) -> None:
+def check_shape(work: shapes.Plan, config: GuardConfig | None = None) -> None:
     """The guard recognises the shape's tool spans as calls and keys them by run: it makes exactly one
     repeat event per repeat of each run, and names every run with repeats by its own chain key."""
-    p, exporter = _recording(_guard())
+    p, exporter = _recording(_guard(config=config))
     shapes.segment(p, work)
     repeats = [
         event
@@ -103,6 +103,21 @@ def tool_shapes(s: Settings, band: float) -> list[Row]:
         rows.append(
             Row(_PREFIX + shape.label, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix")
         )
+    return rows
+
+
+def progress_shapes(s: Settings, band: float) -> list[Row]:
+    """A tool span that records its result, through the default guard and through ``progress: results``
+    (issue 39), each against no guard: what comparing results costs a call, to quote against the defaults."""
+    build = build_mode()
+    goal = TOOL_SPAN_GOAL[build]
+    work = shapes.plan(shapes.WITH_RESULT, s.segment)
+    rows = []
+    for label, config in (("defaults", None), ("progress: results", GuardConfig(progress="results"))):
+        check_shape(work, config)
+        c = guard_vs_none(shapes.segment, work, s.rounds, config)
+        case = f"{_PREFIX}{work.shape.label}, {label}"
+        rows.append(Row(case, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix"))
     return rows
 
 

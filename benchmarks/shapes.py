@@ -52,6 +52,7 @@ class Shape:
     agent_id_key: str | None = None
     at_start: bool = False  # the tool span's attributes at start, else set one by one after it
     wrap: str = "{}"  # how the vocabulary records the arguments text
+    result_key: str | None = None  # where the call's result goes (a text of the arguments' size), if recorded
 
 
 _GENAI_RUN = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}
@@ -128,6 +129,14 @@ TOOL_SHAPES: tuple[Shape, ...] = (
 )
 
 
+WITH_RESULT = replace(
+    _GENAI,
+    label="GenAI, under its run, attributes before end, its result recorded (gen_ai.tool.call.result)",
+    result_key="gen_ai.tool.call.result",
+)
+"""A tool span that records its result (issue 39): timed under the defaults and under ``progress: results``."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """One segment's spans, in the order they are made: (run index, the tool span's attributes)."""
@@ -157,6 +166,8 @@ def plan(shape: Shape, segment: int, runs: int = RUNS) -> Plan:
             attributes = {**shape.tool_attributes, shape.arguments_key: shape.wrap.format(calls[run][i])}
             if shape.agent_id_key is not None:
                 attributes[shape.agent_id_key] = agent_id(run)
+            if shape.result_key is not None:  # the same call, the same result: the repeats stay the plan's
+                attributes[shape.result_key] = calls[run][i][::-1]
             spans.append((run, attributes))
     return Plan(shape, runs, spans, calls)
 

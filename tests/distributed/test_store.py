@@ -262,3 +262,27 @@ def test_listing_the_inboxes_of_a_large_keyspace_answers_and_leaves_the_store_up
         assert not inbox.health.down
     finally:
         redis_server.resume()
+
+
+def test_a_tools_policy_and_progress_results_answer_on_redis_as_in_memory(redis_server: RedisServer) -> None:
+    """The thresholds and stop of each tool's policy word the run lengths Redis keeps; under progress: results the
+    chain key Redis compares holds the result's digest, so a poll that moves is no loop there either."""
+    config = GuardConfig(
+        thresholds=(3, 5),
+        stop_at=7,
+        tools={"grep": {"thresholds": [2, 4], "stop_at": 6}, "read": {"progress": "results"}},
+    )
+    same = json.dumps({"q": "a"})
+    steps = [("grep", same, "x", False)] * 7
+    steps += [("read", same, f"line {n}", False) for n in range(5)] + [("read", same, "eof", False)] * 4
+    steps += [("ls", same, f"{n} files", False) for n in range(3)]
+    memory = run_script(config, steps)
+    shared = run_script(GuardConfig(**{**_fields(config), "chain_store": redis_server.url}), steps)
+    assert shared == memory
+    assert memory[1] == [
+        ("repeat", "grep", 2, 2, "gentle", 1),
+        ("repeat", "grep", 4, 4, "detailed", 1),
+        ("repeat", "grep", 6, 6, "stop", 1),
+        ("repeat", "read", 3, 3, "gentle", 1),  # the third "eof": the five lines before were progress
+        ("repeat", "ls", 3, 3, "gentle", 1),  # ls compares no results: its changing counts are a loop
+    ]
