@@ -107,10 +107,10 @@ def _entry(
         fields[field] = setting
     thresholds = read_thresholds(fields["thresholds"], f"{where}.thresholds") if "thresholds" in fields else None
     progress = read_progress(f"{where}.progress", fields["progress"]) if "progress" in fields else None
-    entry = ToolPolicy(pattern, thresholds, fields.get("stop_at"), "stop_at" in fields, progress)
-    stop = entry.stop_at
-    if entry.sets_stop and stop is not None and (not isinstance(stop, int) or isinstance(stop, bool)):
+    stop = fields.get("stop_at")
+    if stop is not None and (not isinstance(stop, int) or isinstance(stop, bool)):  # before a typed field holds it
         raise ValueError(f"{where}.stop_at must be an integer or None, got {stop!r}")
+    entry = ToolPolicy(pattern, thresholds, stop, "stop_at" in fields, progress)
     resolve(entry, defaults, where, max_stop)  # the combination, checked with the global values
     return entry
 

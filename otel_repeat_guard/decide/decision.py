@@ -47,8 +47,7 @@ class CountedCall:
     """One tracked tool call as its run counts it: what keying it, the opt-in detectors and wording a repeat
     need of it. ``span`` is its own tool span, None for a call counted from its model's request (its events
     go on the span ``context`` names: the request's); ``key`` is its arguments' key once counted (None: its
-    arguments are unknown or not JSON-like, never identical to others); ``facts`` what is recorded of it; ``result``
-    its result's digest where its tool compares results (``progress: results``)."""
+    arguments are unknown or not JSON-like, never identical to others); ``facts`` what is recorded of it."""
 
     __slots__ = (
         "arguments",
@@ -59,7 +58,6 @@ class CountedCall:
         "events",
         "facts",
         "key",
-        "result",
         "run",
         "span",
         "tool",
@@ -83,5 +81,3 @@ class CountedCall:
         self.run, self.tool, self.arguments, self.key = run, tool, arguments, key
         self.span, self.attributes, self.events = span, attributes, events
         self.error, self.call_id, self.context, self.facts = error, call_id, context, facts
-        self.result: bytes | None = None
-        """Under ``progress: results``: its result's digest, which its chain key takes (None: not compared)."""

@@ -256,10 +256,10 @@ class Guard:
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
         compared = CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts)
-        blind = None if self._results is None else self._result_of(compared, source)
+        result, blind = (None, None) if self._results is None else self._result_of(compared, source)
         if blind is None:
             self.blind.compared(span, tool, source, run.how)
-        counted = self._count(compared, awaits=call_id)
+        counted = self._count(compared, awaits=call_id, result=result)
         if counted is not None and step is not None:
             self.models.charge(step, tool, counted, facts)
         if blind is not None:  # counted by its arguments alone, as without progress: a blind spot, said on its span
@@ -267,17 +267,16 @@ class Guard:
             counted.events.append(blind)
         return self._quiet(facts) if counted is None else counted
 
-    def _result_of(self, call: CountedCall, source: str) -> EventSpec | None:
-        """Under ``progress: results``: the digest of the call's result, if its tool compares results (on
-        ``call.result``); with none recorded, the call is a ``no_result`` blind spot (counted, warned of once per
-        scope) whose event is returned."""
+    def _result_of(self, call: CountedCall, source: str) -> tuple[bytes | None, EventSpec | None]:
+        """Under ``progress: results``: the digest of the call's result, if its tool compares results; with none
+        recorded, the call is a ``no_result`` blind spot (counted, warned of once per scope): its event."""
         results = self._results
         if results is None or not results.compares(call.tool):
-            return None
-        call.result = results.digest(call)
-        if call.result is not None:
-            return None
-        return self.blind.unguarded(NO_RESULT, call.tool, call.span, source, call.run.how)
+            return None, None
+        result = results.digest(call)
+        if result is not None:
+            return result, None
+        return None, self.blind.unguarded(NO_RESULT, call.tool, call.span, source, call.run.how)
 
     def _nothing_pending(self, run: Run) -> bool:
         """Whether a call of ``run`` may take the plain case: no model step to answer, no call counted from a
@@ -316,15 +315,16 @@ class Guard:
                 step = self.steps.answered(enclosing.key)
         return step
 
-    def _count(self, call: CountedCall, awaits: str | None = None) -> Decision | None:
+    def _count(self, call: CountedCall, awaits: str | None = None, result: bytes | None = None) -> Decision | None:
         """Count one tracked call in its run (every detector), and word what it extends; None when it extends
         nothing. ``awaits`` (else the call's ``call_id``) is the id under which the run's next model request
-        carries the call's outcome back, if no span records it."""
+        carries the call's outcome back, if no span records it. ``result``: under ``progress: results``, the
+        digest of the call's result, which its chain key takes."""
         chains, run = self.chains, call.run
         call.key, raw = self._key_of(run, call.arguments)
         chained = call.key
-        if call.result is not None and chained is not None:  # progress: results: the same result too
-            chained, raw = with_result(chained, call.result), None  # the raw key keys arguments alone
+        if result is not None and chained is not None:  # progress: results: the same result too
+            chained, raw = with_result(chained, result), None  # the raw key keys arguments alone
         detected = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
             detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id, chained)
