@@ -61,6 +61,7 @@ def read_tools(
 ) -> tuple[ToolPolicy, ...]:
     """``tools`` checked: a mapping of patterns to entries (or the entries read before, checked again against
     ``defaults``, the global values). Every error is a ``ValueError`` naming ``tools``, the pattern and the key."""
+    entries: list[tuple[object, object]]  # any keys and values, checked below (typed so: the compiled build checks)
     if isinstance(value, tuple) and all(isinstance(entry, ToolPolicy) for entry in value):
         entries = [(entry.pattern, _given(entry)) for entry in value]  # () too: the default, no entry
     elif isinstance(value, Mapping) and value:

@@ -117,8 +117,7 @@ class Guard:
             self._results,
         )
         self.models = ModelCalls(parts, self._count)
-        opted = self._detecting or self._collapse_parallel or audit is not None or self._results is not None
-        self._plain = fast_path and not opted
+        self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 
     def after_fork(self) -> None:
@@ -288,11 +287,30 @@ class Guard:
         run = call.run
         self.steps.tool_ended(run.key, ended or 0)
         call.key, raw = self._key_of(run, call.arguments)
+        if self._results is not None:
+            return self._count_plain_results(call, raw)
         length = self.chains.observe(run.key, call.tool, call.key, raw)
         call.facts = run.facts if self.facts else None
         if length < 2:
             return self._quiet(call.facts)
         return self.repeated(call, length)
+
+    def _count_plain_results(self, call: CountedCall, raw: bytes | None) -> Decision | None:
+        """:meth:`_count_plain` under ``progress: results``: the chain key takes the result's digest, and a call
+        whose result is not recorded is a ``no_result`` blind spot, as in the general body."""
+        run = call.run
+        result, blind = self._result_of(call, "tool_span")
+        chained = call.key
+        if result is not None and chained is not None:
+            chained, raw = with_result(chained, result), None
+        length = self.chains.observe(run.key, call.tool, chained, raw)
+        call.facts = run.facts if self.facts else None
+        decision = self.repeated(call, length) if length >= 2 else None
+        if blind is None:
+            return self._quiet(call.facts) if decision is None else decision
+        decision = decision or Decision([], [], call.facts)
+        decision.events.append(blind)
+        return decision
 
     def _no_run(self, tool: str, span: ReadableSpan, arguments: Any) -> Decision | None:
         """A tracked call with no run to count it in (its parent in another process, a replay's trace without its

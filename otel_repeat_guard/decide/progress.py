@@ -9,10 +9,20 @@ detector: the error (type and message) when the call failed, else ``gen_ai.tool.
 
 from __future__ import annotations
 
-from otel_repeat_guard.conventions.outcomes import outcome_and_key
+from typing import Final
+
+import xxhash
+
+from otel_repeat_guard.conventions.base import call_failed, first_present
+from otel_repeat_guard.conventions.outcomes import RESULT_KEYS, outcome_and_key
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.policy import RESULTS, Policy, PolicyTable
 from otel_repeat_guard.decide.decision import CountedCall
+
+_MAYBE_JSON: Final = frozenset('{["-0123456789tfnNI')
+"""How a text that may be JSON (or an envelope holding the result) begins: it is read whole. Any other text is no JSON
+and its own result: digested as ``outcome_digest`` digests it (the same digest), without the parses that would fail
+first (most tools return plain text)."""
 
 
 def policy_table(config: GuardConfig) -> PolicyTable:
@@ -46,4 +56,9 @@ class Results:
         span = call.span
         if span is None:
             return None
-        return outcome_and_key(span, call.attributes, call.events, call.error)[1]
+        attributes, events = call.attributes, call.events
+        if not call_failed(call.error, span.status.status_code, attributes, events):
+            result = first_present(attributes, RESULT_KEYS)
+            if isinstance(result, str) and result.lstrip()[:1] not in _MAYBE_JSON:
+                return xxhash.xxh3_128_digest(b"R" + result.encode("utf-8", "surrogatepass"))  # as outcome_digest
+        return outcome_and_key(span, attributes, events, call.error)[1]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.core.policy import Policy, PolicyTable, ToolPolicy, resolve, with_result
+from otel_repeat_guard.core.policy import CACHE_LIMIT, Policy, PolicyTable, ToolPolicy, resolve, with_result
 
 TOOLS = {"poll_*": {"thresholds": [20, 10], "progress": "results"}, "write_*": {"stopAt": 6}}
 READ = (
@@ -61,12 +61,11 @@ def test_a_tool_policy_resolves_against_the_global_values() -> None:
     assert table.compares_results() and not PolicyTable((), Policy((3,), None, "none")).compares_results()
 
 
-def test_the_tool_cache_starts_afresh_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("otel_repeat_guard.core.policy.CACHE_LIMIT", 2)
+def test_the_tool_cache_starts_afresh_past_its_limit() -> None:
     table = PolicyTable((), Policy((3,), None, "none"))
-    for name in ("a", "b", "c"):
-        table[name]
-    assert list(table.answers) == ["c"]
+    for n in range(CACHE_LIMIT + 1):
+        table[f"tool_{n}"]
+    assert list(table.answers) == [f"tool_{CACHE_LIMIT}"]
 
 
 def test_a_stop_of_no_tool_and_a_global_stop() -> None:

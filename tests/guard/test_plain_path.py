@@ -119,9 +119,11 @@ class _Counting(IdGenerator):
         return self._next
 
 
-def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = False) -> tuple[list[Any], list[Reminder]]:
+def _run(
+    steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = False, progress: str = "none"
+) -> tuple[list[Any], list[Reminder]]:
     reminders: list[Reminder] = []
-    config = GuardConfig(thresholds=(2, 3), exclude=("shell",))
+    config = GuardConfig(thresholds=(2, 3), exclude=("shell",), progress=progress)
     guard = RepeatGuardSpanProcessor(config, reminders.append, fast_path=plain, record_facts=facts)
     provider = TracerProvider(id_generator=_Counting())
     exporter = InMemorySpanExporter()
@@ -167,6 +169,8 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
                 span.set_attribute("traceloop.span.kind", "tool")
             elif variant == "failed":
                 span.set_status(Status(StatusCode.ERROR, "denied"))
+            if progress == "results" and i % 4:  # every fourth call records no result; the others' move now and then
+                span.set_attribute("gen_ai.tool.call.result", "done" if i % 3 else f"{i}% done")
             span.end()
     agent.end()
     seen = [
@@ -180,6 +184,16 @@ def _run(steps: list[tuple[str, Any, Any, str]], plain: bool, facts: bool = Fals
 @given(steps_of)
 def test_the_plain_case_decides_exactly_as_the_general_body_does(steps: list[tuple[str, Any, Any, str]]) -> None:
     assert _run(steps, plain=True) == _run(steps, plain=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(steps_of)
+def test_under_progress_results_the_plain_case_decides_exactly_as_the_general_body_does(
+    steps: list[tuple[str, Any, Any, str]],
+) -> None:
+    assert _run(steps, plain=True, facts=True, progress="results") == _run(
+        steps, plain=False, facts=True, progress="results"
+    )
 
 
 @settings(max_examples=100, deadline=None)

@@ -196,3 +196,33 @@ def test_calls_counted_from_the_model_s_request_show_no_result() -> None:
                 span.set_attribute("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [part]}]))
     assert reminded(harness) == TODAY[:1]
     assert unguarded(reader) == {(NO_RESULT, "poll_job"): 4}
+
+
+def test_a_framework_s_envelope_with_a_call_id_of_its_own_is_unwrapped_before_results_are_compared() -> None:
+    """LangGraph's ToolMessage under OpenInference carries each call's own id: the content alone is the result."""
+    harness = make_harness(PROGRESS)
+    with harness.agent_run("langgraph"):
+        for n in range(3):
+            envelope = {"type": "tool", "data": {"content": "job 42: done", "tool_call_id": f"call_{n}"}}
+            poll(harness, json.dumps(envelope), vocabulary="openinference")
+        poll(harness, "job 42: done", vocabulary="openinference")  # the same content, as plain text
+    assert reminded(harness) == TODAY[:1]
+    assert harness.run_lengths() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "result",
+    ["done", "  job 42: done\n", "é\ud83d", '"done"', "42", "[1, 2]", '{"b": 1, "a": 2}', "null", "NaN", "no jobs", ""],
+)
+def test_a_result_s_digest_is_the_no_progress_detector_s_whatever_its_text(result: str) -> None:
+    """The shortcut for plain text gives the digest the full reading gives (the same result is the same result)."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from otel_repeat_guard.conventions.outcomes import outcome_digest, unwrap_envelope
+    from otel_repeat_guard.decide.decision import CountedCall
+    from otel_repeat_guard.decide.progress import Results
+
+    span = TracerProvider().get_tracer("t").start_span("execute_tool poll")
+    span.end()
+    call = CountedCall(None, "poll", "{}", span, {"gen_ai.tool.call.result": result})  # type: ignore[arg-type]
+    assert Results.digest(call) == outcome_digest(unwrap_envelope(result))
