@@ -66,7 +66,8 @@ def _summary(seconds: list[float]) -> str:
 def otel_imports(folder: Path) -> tuple[int, float]:
     """How many OpenTelemetry modules one hook call imports, and their own import time in ms (``-X importtime``)."""
     env = {**os.environ, "OTEL_REPEAT_GUARD_DB": str(folder / "store.db")}
-    command = [sys.executable, "-X", "importtime", "-m", "otel_repeat_guard.cli.claude_code_hook"]
+    code = "import sys, otel_repeat_guard_entry; sys.exit(otel_repeat_guard_entry.claude_code_hook())"
+    command = [sys.executable, "-X", "importtime", "-c", code]  # as the console script starts it
     done = subprocess.run(command, input=_event(9_999), env=env, capture_output=True, check=True)
     own_us = [
         int(line.split("|")[0].split(":")[1])

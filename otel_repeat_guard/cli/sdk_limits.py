@@ -1,7 +1,7 @@
 """The OpenTelemetry SDK's span limits from the environment, checked before the SDK is imported.
 
 ``opentelemetry.sdk.trace`` reads ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` and the other limits below when it is
-imported, and raises ``ValueError`` at the import for a value that is not a non-negative integer (or ``unset``): a
+imported, and raises ``ValueError`` at the import for a value that is not a non-negative integer (or empty): a
 command would die with a traceback before its ``main`` could say a word. Every console script checks them first
 (``otel_repeat_guard_entry``), and refuses a bad one in one line that names it (exit 2; the Claude Code hook
 says it and exits 0). No OpenTelemetry import here.
@@ -26,18 +26,18 @@ SDK_LIMITS = (
 
 def sdk_limit_problem(environ: Mapping[str, str]) -> str | None:
     """What is wrong with the first span limit of the environment the SDK would refuse at its import, naming the
-    variable and its value; None when they are all right. The SDK's own rule: the value, stripped, is ``unset``
-    (any case) or an integer of 0 or more."""
+    variable and its value; None when they are all right. The SDK's own rule: the value, stripped, is empty (no
+    limit) or an integer of 0 or more (``tests/packaging/test_entry.py`` holds the two rules equal)."""
     for name in SDK_LIMITS:
         if name not in environ:
             continue
-        value = environ[name].strip().lower()
-        if value == "unset":
+        value = environ[name].strip()
+        if not value:
             continue
         try:
             number = int(value)
         except ValueError:
             number = -1
         if number < 0:
-            return f"{name}={environ[name]!r} is not a span limit: a whole number of 0 or more, or 'unset'"
+            return f"{name}={environ[name]!r} is not a span limit: a whole number of 0 or more, or empty for none"
     return None

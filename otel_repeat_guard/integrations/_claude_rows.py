@@ -21,7 +21,6 @@ the two paths equal, row for row and answer for answer.
 from __future__ import annotations
 
 import os
-import random
 import sys
 import uuid
 from collections.abc import Mapping
@@ -130,13 +129,13 @@ class RowDecider:
         if canonical is not None:
             digest = digest or arguments_digest(canonical)
         preview_chars = self._config.arguments_preview_chars
-        trace_id = self._trace_id if self._trace_id is not None else random.getrandbits(128) or 1
+        trace_id = self._trace_id if self._trace_id is not None else _random_id(16)
         row = ToolCallRow(
             start_ns=start,
             end_ns=end,
             service_name=self._service,
             trace_id=f"{trace_id:032x}",
-            span_id=f"{random.getrandbits(64) or 1:016x}",
+            span_id=f"{_random_id(8):016x}",
             parent_span_id=None,
             agent_key=key,
             agent_name=str(attributes["gen_ai.agent.name"]),
@@ -185,3 +184,8 @@ def _detections(run_length: int | None, tier: str | None, threshold: int | None)
     if run_length is None or run_length < 2:
         return ()
     return (DetectionRow(REPEAT, run_length=run_length, reminder_tier=tier, reminder_threshold=threshold),)
+
+
+def _random_id(size: int) -> int:
+    """A random trace (16 bytes) or span (8 bytes) id, never 0 (the invalid id), as the SDK's generator makes them."""
+    return int.from_bytes(os.urandom(size), "big") or 1
