@@ -137,7 +137,8 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
         elif not excluded:
             counted = state.count(hook_input, key)
     if counted.spans:
-        problem = export_within(EXPORT_WAIT_S, Export(counted.spans, hook_input, environ, config))
+        work = Export(counted.spans, hook_input, environ, config)
+        problem = collector_exporters(work) or export_within(EXPORT_WAIT_S, work)
         if problem is not None:  # the chain has counted the call: its reminder is due all the same
             print(f"{PROGRAM}: the call is counted, but {problem}", file=sys.stderr)
     return answer(event, counted.reminders) if event in ANSWERED else {}
@@ -162,6 +163,8 @@ class Export:
     failed: BaseException | None = None
     refused: int = 0
     """Exporters whose export failed (each logs why: the first such record is the line said)."""
+    exporters: list[Any] | None = None
+    """The collector's exporters, made before the bounded wait (:func:`collector_exporters`); None: the store's."""
 
 
 class _ExportWords(logging.Filter):
@@ -220,10 +223,8 @@ def export(work: Export) -> None:
     if work.spans and isinstance(work.spans[0], ToolCallRow):  # the fast path's store rows: no spans
         write_rows(store_path(work.hook_input, work.environ), work.spans)
         return
-    if to_collector(work.environ):
-        from otel_repeat_guard.setup.configure import span_exporters
-
-        exporters = span_exporters(work.environ)
+    if work.exporters is not None:
+        exporters = work.exporters
     else:
         from otel_repeat_guard.store import SQLiteSpanExporter
 
@@ -234,6 +235,22 @@ def export(work: Export) -> None:
                 work.refused += 1
         finally:
             exporter.shutdown()
+
+
+def collector_exporters(work: Export) -> str | None:
+    """With a collector configured, its exporters, made here, before the bounded wait: the wait is for the network
+    (a collector down or silent), while loading an OTLP exporter's libraries took more than the whole wait on a
+    loaded machine, dropping spans a healthy collector would have taken. What went wrong, to say, or None."""
+    if not to_collector(work.environ):
+        return None
+    from otel_repeat_guard.setup.configure import span_exporters
+
+    try:
+        work.exporters = list(span_exporters(work.environ))
+    except Exception as error:  # a bad exporter setting: said in one line; the call is counted and answered
+        said = str(error).splitlines()[0] if str(error) else ""
+        return f"{len(work.spans)} span(s) not exported: {type(error).__name__}: {said}"
+    return None
 
 
 def write_rows(path: Path, rows: Sequence[ToolCallRow]) -> None:
