@@ -176,6 +176,7 @@ def imported_modules(event: Mapping[str, Any], folder: Path, **env: str) -> list
         capture_output=True,
         timeout=60,
         check=True,
+        cwd=folder,  # not the checkout: on the compiled build, the installed package is the one to import
     )
     lines = done.stderr.decode().splitlines()
     return [line.split("|")[-1].strip() for line in lines if line.startswith("import time:")]

@@ -86,7 +86,7 @@ def test_a_good_limit_and_an_empty_one_pass(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.startswith("otel-repeat-guard "), done.stderr
 
 
-def test_the_entry_leaves_an_imported_package_alone_and_completes_a_deferred_one() -> None:
+def test_the_entry_leaves_an_imported_package_alone_and_completes_a_deferred_one(tmp_path: Path) -> None:
     code = (
         "import sys, otel_repeat_guard_entry as e\n"
         "e._package_without_init()\n"
@@ -101,5 +101,7 @@ def test_the_entry_leaves_an_imported_package_alone_and_completes_a_deferred_one
         "e._package_without_init()  # registered already: left as it is\n"
         "assert sys.modules['otel_repeat_guard'] is p\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(  # run in tmp_path: on the compiled build, the installed package is the one to import
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
