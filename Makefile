@@ -142,7 +142,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check .
 
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy --strict otel_repeat_guard benchmarks
+	$(BIN)/mypy --strict otel_repeat_guard benchmarks otel_repeat_guard_entry.py
 
 # The edit-test loop, under a minute: lint, types and the fast unit tests (the guard, its readers,
 # doctor). No root, no network, no browsers, no backends. `make test` stays the full CI run.
@@ -150,7 +150,7 @@ CHECK_TESTS := tests/guard tests/ingest/test_doctor.py tests/ingest/test_otlp_js
 check: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict otel_repeat_guard benchmarks
+	$(BIN)/mypy --strict otel_repeat_guard benchmarks otel_repeat_guard_entry.py
 	$(BIN)/python -m pytest -q -p no:cacheprovider -x $(CHECK_TESTS)
 
 # The whole suite but the framework integrations: a missing Prometheus or Phoenix fails the run instead of skipping.

@@ -40,10 +40,11 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from otel_repeat_guard.cli.sdk_limits import sdk_limit_problem
 from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig
 from otel_repeat_guard.integrations._claude import (
     DEFAULT_EXCLUDE,
@@ -51,12 +52,16 @@ from otel_repeat_guard.integrations._claude import (
     Exclusions,
     answer,
     chain_key,
-    record_call,
     session_prefix,
 )
+from otel_repeat_guard.integrations._claude_rows import OTLP_VARIABLES, RowDecider, needs_spans, to_collector
+from otel_repeat_guard.store.rows import ToolCallRow
+
+if TYPE_CHECKING:
+    from otel_repeat_guard.integrations._claude_state import Deciders
 
 PROGRAM = "otel-repeat-guard claude-code-hook"
-OTLP_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
+__all__ = ["OTLP_VARIABLES", "handle", "main"]
 TURN_ENDS = ("Stop", "SubagentStop", "UserPromptSubmit")
 ANSWERED = ("PostToolUse", "PostToolUseFailure")
 
@@ -87,6 +92,20 @@ def store_path(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> Pat
     return Path(str(hook_input.get("cwd") or ".")) / DEFAULT_DB
 
 
+def deciders(config: GuardConfig, environ: Mapping[str, str]) -> Deciders:
+    """What decides this call: the fast path's rows, or, where spans are needed (:func:`needs_spans`), a guard on
+    spans (then the whole package is loaded: the span path imports OpenTelemetry anyway)."""
+    if not needs_spans(config, environ):
+        return lambda config, session_id: RowDecider(config, session_id, environ)
+    problem = sdk_limit_problem(environ)  # the SDK would refuse it at its import, in words that say less
+    if problem is not None:
+        raise ValueError(problem)
+    whole_package()
+    from otel_repeat_guard.integrations._claude_state import SpanDecider
+
+    return SpanDecider
+
+
 def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """The hook's answer to one event (``{}`` for none)."""
     from otel_repeat_guard.integrations._claude_state import Counted, chain_state, wait_for_refusals
@@ -102,8 +121,9 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
     key = chain_key(hook_input)
     excluded = Exclusions(config.exclude).excluded(str(hook_input.get("tool_name") or ""))
     counted = Counted([], [])
+    decider = deciders(config, environ)
     wait_for_refusals(config, store_path(hook_input, environ), key, hook_input)
-    with chain_state(config, store_path(hook_input, environ)) as state:
+    with chain_state(config, store_path(hook_input, environ), decider) as state:
         if event == "PreToolUse":
             if not excluded:
                 state.opened(key, hook_input)
@@ -111,13 +131,14 @@ def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[st
             state.drop_session(session_prefix(str(hook_input.get("session_id") or "unknown")))
         elif event in TURN_ENDS:
             if event != "SubagentStop" or hook_input.get("agent_id"):
-                counted = state.settle(key, record_call)  # the turn's calls that nothing answered were denied
+                counted = state.settle(key)  # the turn's calls that nothing answered were denied
                 if event != "Stop":
                     state.drop([key])
         elif not excluded:
-            counted = state.count(hook_input, key, record_call)
+            counted = state.count(hook_input, key)
     if counted.spans:
-        problem = export_within(EXPORT_WAIT_S, Export(counted.spans, hook_input, environ, config))
+        work = Export(counted.spans, hook_input, environ, config)
+        problem = collector_exporters(work) or export_within(EXPORT_WAIT_S, work)
         if problem is not None:  # the chain has counted the call: its reminder is due all the same
             print(f"{PROGRAM}: the call is counted, but {problem}", file=sys.stderr)
     return answer(event, counted.reminders) if event in ANSWERED else {}
@@ -142,6 +163,8 @@ class Export:
     failed: BaseException | None = None
     refused: int = 0
     """Exporters whose export failed (each logs why: the first such record is the line said)."""
+    exporters: list[Any] | None = None
+    """The collector's exporters, made before the bounded wait (:func:`collector_exporters`); None: the store's."""
 
 
 class _ExportWords(logging.Filter):
@@ -175,9 +198,7 @@ def export_within(seconds: float, work: Export) -> str | None:
         stderr.removeFilter(words)
     many = len(work.spans) != 1
     spans = f"{len(work.spans)} span{'s' if many else ''}"
-    target = (
-        "the collector" if _to_collector(work.environ) else f"the store {store_path(work.hook_input, work.environ)}"
-    )
+    target = "the collector" if to_collector(work.environ) else f"the store {store_path(work.hook_input, work.environ)}"
     if thread.is_alive():
         return f"{spans} did not reach {target} within {seconds:g} s: {'they were' if many else 'it was'} dropped"
     if work.failed is not None:
@@ -196,17 +217,14 @@ def _export_in_thread(work: Export) -> None:
         work.failed = error
 
 
-def _to_collector(environ: Mapping[str, str]) -> bool:
-    return any(environ.get(name) for name in OTLP_VARIABLES)
-
-
 def export(work: Export) -> None:
     """Send the call's span over OTLP when the environment configures it, else into the embedded store; a failed
     export is in ``work.failed`` or the exporters' logged words."""
-    if _to_collector(work.environ):
-        from otel_repeat_guard.setup.configure import span_exporters
-
-        exporters = span_exporters(work.environ)
+    if work.spans and isinstance(work.spans[0], ToolCallRow):  # the fast path's store rows: no spans
+        write_rows(store_path(work.hook_input, work.environ), work.spans)
+        return
+    if work.exporters is not None:
+        exporters = work.exporters
     else:
         from otel_repeat_guard.store import SQLiteSpanExporter
 
@@ -217,6 +235,43 @@ def export(work: Export) -> None:
                 work.refused += 1
         finally:
             exporter.shutdown()
+
+
+def collector_exporters(work: Export) -> str | None:
+    """With a collector configured, its exporters, made here, before the bounded wait: the wait is for the network
+    (a collector down or silent), while loading an OTLP exporter's libraries took more than the whole wait on a
+    loaded machine, dropping spans a healthy collector would have taken. What went wrong, to say, or None."""
+    if not to_collector(work.environ):
+        return None
+    from otel_repeat_guard.setup.configure import span_exporters
+
+    try:
+        work.exporters = list(span_exporters(work.environ))
+    except Exception as error:  # a bad exporter setting: said in one line; the call is counted and answered
+        said = str(error).splitlines()[0] if str(error) else ""
+        return f"{len(work.spans)} span(s) not exported: {type(error).__name__}: {said}"
+    return None
+
+
+def write_rows(path: Path, rows: Sequence[ToolCallRow]) -> None:
+    """The fast path's rows into the store at ``path``, in the span exporter's own transaction."""
+    from otel_repeat_guard.store.batch import Batch, write_batch
+    from otel_repeat_guard.store.schema import open_for_writing, written_by_another
+
+    conn = open_for_writing(path)
+    try:
+        write_batch(conn, Batch(calls=list(rows)), written_by_another)
+    finally:
+        conn.close()
+
+
+def whole_package() -> None:
+    """Run the package's ``__init__`` if the command's entry (``otel_repeat_guard_hook``) left it for later: the span
+    path imports OpenTelemetry and the processor anyway, and with them any part may use the package's names."""
+    package = sys.modules.get("otel_repeat_guard")
+    spec = getattr(package, "__spec__", None)
+    if package is not None and not hasattr(package, "__version__") and spec is not None and spec.loader is not None:
+        spec.loader.exec_module(package)
 
 
 MAX_DEPTH = 100_000

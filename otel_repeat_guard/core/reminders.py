@@ -46,6 +46,30 @@ def tier_for(threshold: int, thresholds: tuple[int, ...]) -> Tier:
     return "gentle" if threshold == thresholds[0] else "detailed"
 
 
+def tiers_of(thresholds: tuple[int, ...], stop_at: int | None = None) -> dict[int, Tier]:
+    """The tier each run length fires (:func:`tier_for`), and ``stop`` at ``stop_at``: lengths not in it fire none."""
+    tiers = {threshold: tier_for(threshold, thresholds) for threshold in thresholds}
+    if stop_at is not None:
+        tiers[stop_at] = "stop"
+    return tiers
+
+
+def repeat_text(tier: Tier, tool_name: str, run_length: int, preview: str) -> str:
+    """The text of an exact repeat's reminder at ``tier``: :func:`stop_text` at stop, else :func:`reminder_text`."""
+    return stop_text(tool_name, run_length) if tier == "stop" else reminder_text(tier, tool_name, run_length, preview)
+
+
+def shown_preview(text: str, limit: int) -> str:
+    """:func:`arguments_preview` as a reminder quotes it: a lone surrogate (``'\\ud83d'`` in ASCII arguments), which
+    no exporter writes as is, shown as its escape."""
+    preview = arguments_preview(text, limit)
+    try:
+        preview.encode("utf-8")
+    except UnicodeEncodeError:
+        return preview.encode("utf-8", "backslashreplace").decode("utf-8")
+    return preview
+
+
 def arguments_preview(canonical: str, limit: int) -> str:
     """The first ``limit`` characters, plus a marker saying how many were left out."""
     omitted = len(canonical) - limit

@@ -23,12 +23,11 @@ from otel_repeat_guard.core.reminders import (
     Kind,
     Reminder,
     Tier,
-    arguments_preview,
     cycle_text,
     no_progress_text,
-    reminder_text,
-    stop_text,
-    tier_for,
+    repeat_text,
+    shown_preview,
+    tiers_of,
 )
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
@@ -69,16 +68,9 @@ def _reminder(  # noqa: PLR0913 - a Reminder's fields, by name
     )
 
 
-def _tiers(thresholds: tuple[int, ...]) -> dict[int, Tier]:
-    return {t: tier_for(t, thresholds) for t in thresholds}
-
-
 def _stop_tiers(policy: Policy) -> dict[int, Tier]:
     """A tool policy's tiers by run length: its thresholds', and ``stop`` at its ``stop_at``."""
-    tiers = _tiers(policy.thresholds)
-    if policy.stop_at is not None:
-        tiers[policy.stop_at] = "stop"
-    return tiers
+    return tiers_of(policy.thresholds, policy.stop_at)
 
 
 class Recorder:
@@ -99,13 +91,11 @@ class Recorder:
         self._config = config
         self._metrics = metrics
         self._redact = redact
-        self._tiers = _tiers(config.thresholds)
-        if config.stop_at is not None:
-            self._tiers[config.stop_at] = "stop"
-        self._cycle_tiers = _tiers(config.cycle_thresholds)
+        self._tiers = tiers_of(config.thresholds, config.stop_at)  # the Claude Code command hook's too
+        self._cycle_tiers = tiers_of(config.cycle_thresholds)
         self._policies = policy_table(config) if config.tools else None  # per-tool thresholds and stop_at
         self._policy_tiers = {} if self._policies is None else {p: _stop_tiers(p) for p in self._policies.policies}
-        self._no_progress_tiers = _tiers(config.no_progress_thresholds)
+        self._no_progress_tiers = tiers_of(config.no_progress_thresholds)
 
     def repeat(self, call: CountedCall, key: bytes, length: int, duration_ns: int) -> Decision:
         """The events and reminder of a repeated call (the ``length``-th identical one in a row, its ``key``
@@ -126,7 +116,7 @@ class Recorder:
         if tier is None:
             return Decision(events, [], call.facts)
         preview = self._preview(canonical_arguments(call.arguments))  # only now: the key spared it on every call
-        text = stop_text(call.tool, length) if tier == "stop" else reminder_text(tier, call.tool, length, preview)
+        text = repeat_text(tier, call.tool, length, preview)
         reminder = _reminder(
             call, kind="repeat", tier=tier, run_length=length, threshold=length, period=1, text=text, preview=preview
         )
@@ -199,12 +189,7 @@ class Recorder:
     def _preview(self, text: str) -> str:
         if self._redact is not None:
             text = redacted(self._redact, text)
-        preview = arguments_preview(text, self._config.arguments_preview_chars)
-        try:
-            preview.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate ('\\ud83d' in ASCII arguments): no exporter writes it as is
-            return preview.encode("utf-8", "backslashreplace").decode("utf-8")
-        return preview
+        return shown_preview(text, self._config.arguments_preview_chars)
 
 
 def redacted(redact: Callable[[str], str], text: str) -> str:

@@ -38,12 +38,25 @@ reminder once. An adapter whose edit of the request fails sends it unchanged and
 back to the inbox for the run's next request (:func:`due_reminders`).
 """
 
-from otel_repeat_guard.integrations._common import (
-    REMINDER_CLOSE,
-    REMINDER_OPEN,
-    due_reminders,
-    reminder_message,
-    take_reminders,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from otel_repeat_guard.integrations._common import (
+        REMINDER_CLOSE,
+        REMINDER_OPEN,
+        due_reminders,
+        reminder_message,
+        take_reminders,
+    )
 
 __all__ = ["REMINDER_CLOSE", "REMINDER_OPEN", "due_reminders", "reminder_message", "take_reminders"]
+
+
+def __getattr__(name: str) -> Any:
+    """The adapters' shared names, loaded on first use (PEP 562; this package is never compiled): the Claude Code
+    command hook imports its modules here without the processor and OpenTelemetry."""
+    if name in __all__:
+        from otel_repeat_guard.integrations import _common
+
+        return getattr(_common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,17 +14,19 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import xxhash
-from opentelemetry.context import Context
-from opentelemetry.trace import Status, StatusCode, Tracer
 
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.integrations._claude_calls import OpenCall, due
+
+if TYPE_CHECKING:  # OpenTelemetry only where a call becomes a span: the command hook's fast path has none
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Tracer
 
 DEFAULT_EXCLUDE = ("TodoWrite",)
 """Claude Code's own bookkeeping tool: a list the model rewrites as it works is no loop. Added to the
@@ -155,10 +157,10 @@ def record_call(
     """End one ``execute_tool`` span for the hook's tool call (the guard decides as it ends), timed by the
     input's ``duration_ms`` when it has one. ``context`` is its parent's (None: the current one); ``end`` when
     the call ended, in ns since the epoch (None: now; a call counted after a later one ended before)."""
+    from opentelemetry.trace import Status, StatusCode
+
     attributes = tool_attributes(hook_input, key)
-    end = time.time_ns() if end is None else end
-    duration = hook_input.get("duration_ms")
-    start = end - int(duration) * 1_000_000 if isinstance(duration, int) and duration >= 0 else end
+    start, end = call_times(hook_input, end)
     span = tracer.start_span(
         f"execute_tool {attributes['gen_ai.tool.name']}", context, attributes=attributes, start_time=start
     )
@@ -167,6 +169,14 @@ def record_call(
         span.set_attribute("error.type", str(hook_input.get("hook_event_name")))
         span.set_status(Status(StatusCode.ERROR, failure))
     span.end(end)
+
+
+def call_times(hook_input: Mapping[str, Any], end: int | None) -> tuple[int, int]:
+    """When the call started and ended, in ns since the epoch: it ended at ``end`` (None: now), and started
+    ``duration_ms`` before when the input has one."""
+    end = time.time_ns() if end is None else end
+    duration = hook_input.get("duration_ms")
+    return (end - int(duration) * 1_000_000 if isinstance(duration, int) and duration >= 0 else end), end
 
 
 def context_text(reminders: Sequence[Reminder]) -> str:

@@ -23,27 +23,19 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import orjson
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import Tracer
 
 from otel_repeat_guard.core.config import MEMORY_STORE, GuardConfig
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.core.urls import safe_url
-from otel_repeat_guard.decide.inbox import ReminderInbox
-from otel_repeat_guard.integrations._claude import json_text
+from otel_repeat_guard.integrations._claude import json_text, record_call
 from otel_repeat_guard.integrations._claude_calls import (
     OpenCall,
     due,
     wait_for_results,
 )
-from otel_repeat_guard.processor import RepeatGuardSpanProcessor
 from otel_repeat_guard.store.schema import check_creatable, store_error
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -71,45 +63,83 @@ _SCHEMA = (
 )
 ANSWER_COLUMNS = (("answer", "TEXT"), ("answered_ns", "INTEGER"))
 """Added to a chains file written before calls waited for the calls Claude asked for before them."""
-Record = Callable[..., None]
-""":func:`~otel_repeat_guard.integrations._claude.record_call`: (tracer, hook input, key, context, end=...)."""
 
 
 class Counted(NamedTuple):
-    """What one counted call gave: the reminders due now, and its span (to export)."""
+    """What one hook call counted: the reminders due now, and what to export of its calls (spans on the span
+    path, store rows on the fast path)."""
 
     reminders: list[Reminder]
-    spans: Sequence[ReadableSpan]
+    spans: Sequence[Any]
 
 
-class SessionTraceIds(RandomIdGenerator):
+class Decider(Protocol):
+    """Decides the calls one hook call counts in a chain: the guard on spans (:class:`SpanDecider`), or the fast
+    path's :class:`~otel_repeat_guard.integrations._claude_rows.RowDecider` (no spans, no OpenTelemetry)."""
+
+    def restore_chain(self, key: str, state: list[Any]) -> None: ...
+
+    def chain_state(self, key: str) -> list[Any] | None: ...
+
+    def count(self, hook_input: Mapping[str, Any], key: str, end: int | None = None) -> None: ...
+
+    def counted(self, key: str) -> Counted: ...
+
+
+Deciders = Callable[[GuardConfig, str], Decider]
+"""Makes the :class:`Decider` of one hook call, from the guard's configuration and the session id."""
+
+
+class SpanDecider:
+    """The span path: a guard in this process decides on each call's ``execute_tool`` span, which is exported."""
+
+    def __init__(self, config: GuardConfig, session_id: str) -> None:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from otel_repeat_guard.decide.inbox import ReminderInbox
+        from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+
+        self._inbox = ReminderInbox()
+        self.guard = RepeatGuardSpanProcessor(config, self._inbox.put, record_facts=True)
+        provider = TracerProvider(id_generator=session_trace_ids(session_id))
+        provider.add_span_processor(self.guard)
+        self._spans = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(self._spans))
+        self._tracer = provider.get_tracer("otel_repeat_guard.integrations.claude_code_hook")
+
+    def restore_chain(self, key: str, state: list[Any]) -> None:
+        self.guard.restore_chain(key, state)
+
+    def chain_state(self, key: str) -> list[Any] | None:
+        return self.guard.chain_state(key)
+
+    def count(self, hook_input: Mapping[str, Any], key: str, end: int | None = None) -> None:
+        from opentelemetry.context import Context
+
+        record_call(self._tracer, hook_input, key, Context(), end=end)
+
+    def counted(self, key: str) -> Counted:
+        return Counted(self._inbox.drain(key), self._spans.get_finished_spans())
+
+
+def session_trace_ids(session_id: str) -> Any:
     """Every span of a session in one trace: its id is the session's UUID (random when it is none)."""
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-    def __init__(self, session_id: str) -> None:
-        try:
-            self._trace_id: int | None = uuid.UUID(session_id).int or None
-        except ValueError:
-            self._trace_id = None
+    class SessionTraceIds(RandomIdGenerator):
+        def __init__(self, trace_id: int | None) -> None:
+            self._trace_id = trace_id
 
-    def generate_trace_id(self) -> int:
-        return self._trace_id if self._trace_id is not None else super().generate_trace_id()
+        def generate_trace_id(self) -> int:
+            return self._trace_id if self._trace_id is not None else super().generate_trace_id()
 
-
-class _OneCall(NamedTuple):
-    guard: RepeatGuardSpanProcessor
-    inbox: ReminderInbox
-    tracer: Tracer
-    spans: InMemorySpanExporter
-
-
-def _one_call(config: GuardConfig, session_id: str) -> _OneCall:
-    inbox = ReminderInbox()
-    guard = RepeatGuardSpanProcessor(config, inbox.put, record_facts=True)
-    provider = TracerProvider(id_generator=SessionTraceIds(session_id))
-    provider.add_span_processor(guard)
-    spans = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    return _OneCall(guard, inbox, provider.get_tracer("otel_repeat_guard.integrations.claude_code_hook"), spans)
+    try:
+        trace_id: int | None = uuid.UUID(session_id).int or None
+    except ValueError:
+        trace_id = None
+    return SessionTraceIds(trace_id)
 
 
 def chains_path(store: Path) -> Path:
@@ -120,8 +150,8 @@ def chains_path(store: Path) -> Path:
 class SQLiteChains:
     """The chains in SQLite, inside one immediate transaction (opened by :func:`chain_state`)."""
 
-    def __init__(self, config: GuardConfig, conn: sqlite3.Connection) -> None:
-        self._config, self._conn = config, conn
+    def __init__(self, config: GuardConfig, conn: sqlite3.Connection, decider: Deciders = SpanDecider) -> None:
+        self._config, self._conn, self._decider = config, conn, decider
 
     def drop(self, keys: Sequence[str]) -> None:
         for table in (TABLE, OPEN):
@@ -144,7 +174,7 @@ class SQLiteChains:
                 (str(call_id), key, stored, time.time()),
             )
 
-    def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
+    def count(self, hook_input: Mapping[str, Any], key: str) -> Counted:
         """PostToolUse or PostToolUseFailure: the call is answered. The chain's calls that count now are
         counted, in order (see :mod:`~otel_repeat_guard.integrations._claude_calls`): this one among them, or
         not yet while a call Claude asked for before it still runs. A call never opened counts at once, after
@@ -164,11 +194,11 @@ class SQLiteChains:
             settled = self._conn.execute(f"DELETE FROM {SETTLED} WHERE call_id = ?", (call_id,)).rowcount
             if not settled:
                 counted.append((dict(hook_input), None))
-        return self._decide(key, counted, record)
+        return self._decide(key, counted)
 
-    def settle(self, key: str, record: Record) -> Counted:
+    def settle(self, key: str) -> Counted:
         """The chain's turn is over (Stop, SubagentStop, a new prompt): its open calls count now."""
-        return self._decide(key, self._due(key, turn_over=True), record)
+        return self._decide(key, self._due(key, turn_over=True))
 
     def _due(self, key: str, *, turn_over: bool) -> list[tuple[dict[str, Any], int | None]]:
         rows = self._conn.execute(
@@ -190,24 +220,24 @@ class SQLiteChains:
         )
         return found.counted
 
-    def _decide(self, key: str, calls: Sequence[tuple[Mapping[str, Any], int | None]], record: Record) -> Counted:
+    def _decide(self, key: str, calls: Sequence[tuple[Mapping[str, Any], int | None]]) -> Counted:
         """One guard, given the chain's stored state, decides on ``calls`` (each with when it ended, None: now),
         in order; its state is stored again."""
         if not calls:
             return Counted([], [])
-        one = _one_call(self._config, str(calls[0][0].get("session_id") or ""))
+        one = self._decider(self._config, str(calls[0][0].get("session_id") or ""))
         row = self._conn.execute(
             f"SELECT tool, arguments_key, run, waiting FROM {TABLE} WHERE chain_key = ?", (key,)
         ).fetchone()
         if row is not None:
             tool, arguments_key, run, waiting = row
             try:
-                one.guard.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
+                one.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
             except (TypeError, ValueError):  # one odd row costs its chain, never the call
                 logger.warning("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
         for call, end in calls:
-            record(one.tracer, call, key, Context(), end=end)
-        state = one.guard.chain_state(key)
+            one.count(call, key, end=end)
+        state = one.chain_state(key)
         now = time.time()
         if state is not None:
             tool, arguments_key, run, waiting = state
@@ -220,7 +250,7 @@ class SQLiteChains:
         self._conn.execute(f"DELETE FROM {TABLE} WHERE updated_at < ?", (expired,))
         self._conn.execute(f"DELETE FROM {OPEN} WHERE opened_at < ?", (expired,))
         self._conn.execute(f"DELETE FROM {SETTLED} WHERE settled_at < ?", (expired,))
-        return Counted(one.inbox.drain(key), one.spans.get_finished_spans())
+        return one.counted(key)
 
 
 class RedisChains:
@@ -230,6 +260,8 @@ class RedisChains:
         self._config = config
 
     def drop(self, keys: Sequence[str]) -> None:
+        from otel_repeat_guard.processor import RepeatGuardSpanProcessor
+
         guard = RepeatGuardSpanProcessor(self._config)
         for key in keys:
             guard.forget(key)
@@ -244,13 +276,13 @@ class RedisChains:
     def opened(self, key: str, hook_input: Mapping[str, Any]) -> None:
         """Open calls are kept in SQLite only: in Redis, a call the permissions refuse is not counted."""
 
-    def settle(self, key: str, record: Record) -> Counted:
+    def settle(self, key: str) -> Counted:
         return Counted([], [])
 
-    def count(self, hook_input: Mapping[str, Any], key: str, record: Record) -> Counted:
-        one = _one_call(self._config, str(hook_input.get("session_id") or ""))
-        record(one.tracer, hook_input, key, Context())
-        return Counted(one.inbox.drain(key), one.spans.get_finished_spans())
+    def count(self, hook_input: Mapping[str, Any], key: str) -> Counted:
+        one = SpanDecider(self._config, str(hook_input.get("session_id") or ""))  # the guard's shared store decides
+        one.count(hook_input, key)
+        return one.counted(key)
 
 
 def _unreachable(config: GuardConfig) -> str | None:
@@ -314,7 +346,9 @@ def _glob_escape(text: str) -> str:
 
 
 @contextmanager
-def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | RedisChains]:
+def chain_state(
+    config: GuardConfig, store: Path, decider: Deciders = SpanDecider
+) -> Iterator[SQLiteChains | RedisChains]:
     """The chains as ``config`` keeps them: Redis for a shared store, else SQLite beside ``store``. A Redis that does
     not answer leaves the chains to SQLite until it does: a hook process lives for one event, so the guard's own
     fallback (this process's memory) would count every call as a run of one, and see no loop at all."""
@@ -348,11 +382,11 @@ def chain_state(config: GuardConfig, store: Path) -> Iterator[SQLiteChains | Red
             if not _busy(error):
                 raise store_error(path, error, writing=True) from error
             with _in_memory(conn, path) as copy:  # another process holds the write lock past the wait
-                yield SQLiteChains(config, copy)
+                yield SQLiteChains(config, copy, decider)
             return
         try:
             _add_answer_columns(conn)
-            yield SQLiteChains(config, conn)
+            yield SQLiteChains(config, conn, decider)
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -18,27 +18,15 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, SpanR
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.inputs import checked_flag
+from otel_repeat_guard.store.batch import Batch, write_batch
 from otel_repeat_guard.store.records import (
-    AgentRunRow,
-    ModelCallRow,
-    ToolCallRow,
     agent_run_row,
     model_call_row,
     tool_call_row,
 )
 from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
-from otel_repeat_guard.store.rollup import CallRollup, ModelFigures, ModelRollup, RolledCall, agent_label, rolled_up
 from otel_repeat_guard.store.schema import default_db_path, written_by_another
-from otel_repeat_guard.store.sql import (
-    DROP_UNUSED_AGENT,
-    INSERT_DIMENSION,
-    INSERT_RUN,
-    PENDING_MODELS_UNDER,
-    RESOLVE_PENDING,
-    RESOLVE_PENDING_MODELS,
-)
 from otel_repeat_guard.store.store_file import WritingConnection
-from otel_repeat_guard.store.writes import insert_call, insert_model, link_issuer, relabelled
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -63,18 +51,6 @@ def _span_ids(span: ReadableSpan) -> str:
     if context is None:
         return "(no context)"
     return f"{format_trace_id(context.trace_id)}/{format_span_id(context.span_id)}"
-
-
-@dataclass
-class _Batch:
-    """The rows of one export: tool calls, model calls and agent-run spans."""
-
-    calls: list[ToolCallRow] = field(default_factory=list)
-    models: list[ModelCallRow] = field(default_factory=list)
-    runs: list[AgentRunRow] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.calls or self.models or self.runs)
 
 
 class SQLiteSpanExporter(SpanExporter):
@@ -154,8 +130,8 @@ class SQLiteSpanExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True  # every export commits before it returns
 
-    def _rows(self, spans: Sequence[ReadableSpan], result: WriteResult) -> _Batch:
-        batch = _Batch()
+    def _rows(self, spans: Sequence[ReadableSpan], result: WriteResult) -> Batch:
+        batch = Batch()
         for span in spans:
             try:
                 call = tool_call_row(
@@ -182,20 +158,20 @@ class SQLiteSpanExporter(SpanExporter):
                 self._drop(result, _span_ids(span), exc)
         return batch
 
-    def _write(self, batch: _Batch, result: WriteResult) -> None:
+    def _write(self, batch: Batch, result: WriteResult) -> None:
         try:
             self._retrying(batch, result)
         except sqlite3.OperationalError:  # the store itself (read-only, disk full, locked): no span is to blame
             raise
         except Exception:  # some row SQLite refuses: store the batch row by row, dropping only what fails
             for call in batch.calls:
-                self._alone(result, _Batch(calls=[call]), f"{call.trace_id}/{call.span_id}")
+                self._alone(result, Batch(calls=[call]), f"{call.trace_id}/{call.span_id}")
             for model in batch.models:
-                self._alone(result, _Batch(models=[model]), f"{model.trace_id}/{model.span_id}")
+                self._alone(result, Batch(models=[model]), f"{model.trace_id}/{model.span_id}")
             for run in batch.runs:
-                self._alone(result, _Batch(runs=[run]), f"{run.trace_id}/{run.span_id}")
+                self._alone(result, Batch(runs=[run]), f"{run.trace_id}/{run.span_id}")
 
-    def _alone(self, result: WriteResult, batch: _Batch, ids: str) -> None:
+    def _alone(self, result: WriteResult, batch: Batch, ids: str) -> None:
         try:
             self._retrying(batch, result)
         except sqlite3.OperationalError:
@@ -207,7 +183,7 @@ class SQLiteSpanExporter(SpanExporter):
         result.dropped.append(f"{ids}: {type(exc).__name__}: {exc}")
         logger.warning("store %s dropped span %s, which it cannot hold: %s", self.path, ids, exc)
 
-    def _retrying(self, batch: _Batch, result: WriteResult) -> None:
+    def _retrying(self, batch: Batch, result: WriteResult) -> None:
         for attempt in range(_LOCK_RETRIES):
             try:
                 with self._lock:
@@ -226,76 +202,6 @@ class SQLiteSpanExporter(SpanExporter):
         """In each write: these are not the demo's calls, so a later demo run refuses to empty the store."""
         written_by_another(conn)
 
-    def _transaction(self, batch: _Batch) -> tuple[int, int]:
+    def _transaction(self, batch: Batch) -> tuple[int, int]:
         """Write in one transaction; returns the calls stored and those already in the store."""
-        conn = self._store.current()  # never the unlinked or replaced file
-        calls, runs = batch.calls, batch.runs
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            self._claim(conn)
-            dimensions: set[tuple[str, str]] = set()
-            rollup = CallRollup()
-            runs_seen: dict[tuple[str, str | None], tuple[str, str | None] | None] = {}
-            duplicates = 0
-            models = ModelRollup()
-            for model in batch.models:
-                if not insert_model(conn, model, runs_seen, models):
-                    duplicates += 1
-            for call in calls:
-                inserted = insert_call(conn, call, runs_seen)
-                if inserted is None:  # this span is stored already (another exporter, an ingest)
-                    duplicates += 1
-                    continue
-                label, agent = inserted
-                if call.charges_issuer or (call.in_loop and not call.decided):
-                    link_issuer(conn, call, models)
-                rollup.add(
-                    RolledCall(
-                        call.end_ns,
-                        call.service_name,
-                        label,
-                        call.tool_name,
-                        call.tracked,
-                        call.run_length,
-                        call.reminder_tier,
-                        call.duration_ns,
-                    )
-                )
-                dimensions.update((("service", call.service_name), ("tool", call.tool_name)))
-                dimensions.update(("loop_kind", detection.kind) for detection in call.detections)
-                if agent is not None:
-                    dimensions.add(("agent", agent))
-            rollup.apply(conn)  # before any run below moves some of these calls to another label
-            for run in runs:
-                conn.execute(INSERT_RUN, (run.trace_id, run.span_id, run.agent_key, run.agent_name))
-                old, new = relabelled(conn, run)
-                resolved = conn.execute(
-                    RESOLVE_PENDING,
-                    {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
-                ).rowcount
-                new.apply(conn)
-                old.take_from(conn)
-                pending_models = conn.execute(PENDING_MODELS_UNDER, (run.trace_id, run.span_id)).fetchall()
-                conn.execute(
-                    RESOLVE_PENDING_MODELS,
-                    {"key": run.agent_key, "name": run.agent_name, "trace_id": run.trace_id, "span_id": run.span_id},
-                )
-                for row in (ModelFigures(*found) for found in pending_models):  # final now: rolled up under its label
-                    if rolled_up(False, row.input_tokens):
-                        name = row.agent_name if row.agent_name is not None else run.agent_name
-                        models.add(
-                            row, agent_label(name, row.agent_key if row.agent_known else run.agent_key), row.wasted_tool
-                        )
-                if resolved:
-                    dimensions.add(("agent", run.agent_name or run.agent_key))
-                for label in old.labels() - new.labels():  # e.g. `coder#32845f6266c53a36`, now `coder`
-                    dimensions.discard(("agent", label))
-                    conn.execute(DROP_UNUSED_AGENT, (label, label))
-            models.apply(conn)
-            conn.executemany(INSERT_DIMENSION, sorted(dimensions))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        total = len(calls) + len(batch.models)
-        return total - duplicates, duplicates
+        return write_batch(self._store.current(), batch, self._claim)  # never the unlinked or replaced file

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from otel_repeat_guard.store.records import AgentRunRow, CallRow, ModelCallRow, ToolCallRow
 from otel_repeat_guard.store.rollup import CallRollup, ModelFigures, ModelRollup, RolledCall, agent_label, rolled_up
+from otel_repeat_guard.store.rows import AgentRunRow, CallRow, ModelCallRow, ToolCallRow
 from otel_repeat_guard.store.sql import (
     INSERT_ARGUMENTS,
     INSERT_CALL,

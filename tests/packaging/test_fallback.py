@@ -40,9 +40,14 @@ def _the_pure_package(wheel: Path) -> None:
         assert not [name for name in names if name.endswith((".so", ".pyd"))]
         modules = sorted(name for name in names if name.endswith(".py"))
         assert modules == sorted(
-            path.relative_to(ROOT).as_posix()
-            for path in (ROOT / "otel_repeat_guard").rglob("*.py")
-            if "__pycache__" not in path.parts
+            [
+                *(
+                    path.relative_to(ROOT).as_posix()
+                    for path in (ROOT / "otel_repeat_guard").rglob("*.py")
+                    if "__pycache__" not in path.parts
+                ),
+                "otel_repeat_guard_entry.py",  # the console scripts' entry, beside the package
+            ]
         )
         for name in modules:
             assert archive.read(name) == (ROOT / name).read_bytes(), name

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.store import SQLiteSpanExporter
-from otel_repeat_guard.store import exporter as exporter_module
+from otel_repeat_guard.store import batch as batch_module
 
 RUN = 4  # identical calls per run
 BATCH = 2000
@@ -47,7 +47,7 @@ class ReportingExporter(SQLiteSpanExporter):
             # A tiny page cache: the stalled transaction's pages spill into the WAL file before the
             # kill, so recovery has uncommitted frames to discard, not just an unwritten cache.
             self._store.current().execute("PRAGMA cache_size = 8")
-        insert_call = exporter_module.insert_call  # the transaction's write of one call (store/writes.py)
+        insert_call = batch_module.insert_call  # the transaction's write of one call (store/batch.py's, of writes.py)
 
         def inserting(*args: Any, **kwargs: Any) -> Any:
             agent = insert_call(*args, **kwargs)
@@ -57,7 +57,7 @@ class ReportingExporter(SQLiteSpanExporter):
                 threading.Event().wait()  # inside the open transaction, until SIGKILL
             return agent
 
-        exporter_module.insert_call = inserting  # this process has one exporter
+        batch_module.insert_call = inserting  # this process has one exporter
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.batches += 1
