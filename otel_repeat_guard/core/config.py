@@ -40,6 +40,7 @@ _FIELDS = (
     "store_timeout_ms",
     "store_expiry_seconds",
     "remote_runs",
+    "log_events",
 )
 _MAPPING_KEYS = {
     **{field: field for field in _FIELDS},
@@ -48,7 +49,7 @@ _MAPPING_KEYS = {
 """Each field by its snake_case and its camelCase name (``argumentsPreviewChars``, ``stopAt``, ...)."""
 _INT_LISTS = ("thresholds", "cycle_thresholds", "no_progress_thresholds")
 _INTS = ("arguments_preview_chars", "max_cycle_period", "stop_at", "store_timeout_ms", "store_expiry_seconds")
-_BOOLS = ("collapse_parallel", "remote_runs")
+_BOOLS = ("collapse_parallel", "remote_runs", "log_events")
 _BOOLEANS = {
     **dict.fromkeys(("true", "1", "yes", "on"), True),
     **dict.fromkeys(("false", "0", "no", "off"), False),
@@ -175,6 +176,9 @@ class GuardConfig:
     tool with changing arguments and the same outcome), ``collapse_parallel`` (identical calls
     made in one model step count once) and ``stop_at`` (the exact-repeat run length whose
     reminder is the firm ``stop`` tier; above every threshold).
+
+    ``log_events`` (on by default) also emits each event the guard puts on a span as an OpenTelemetry log
+    event, and each loop as a ``gen_ai.evaluation.result``, when a ``LoggerProvider`` is configured.
     """
 
     thresholds: tuple[int, ...] = (3, 5, 8)
@@ -190,6 +194,7 @@ class GuardConfig:
     store_timeout_ms: int = 50
     store_expiry_seconds: int = 86_400
     remote_runs: bool | None = None
+    log_events: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -231,6 +236,8 @@ class GuardConfig:
             )
         if self.remote_runs is not None and not isinstance(self.remote_runs, bool):
             raise ValueError(f"remote_runs must be true, false or None, got {self.remote_runs!r}")
+        if not isinstance(self.log_events, bool):
+            raise ValueError(f"log_events must be true or false, got {self.log_events!r}")
 
     @property
     def shared_store(self) -> bool:
