@@ -21,7 +21,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 from otel_repeat_guard.clickhouse.client import Client, Value
 from otel_repeat_guard.clickhouse.table import attributes_map
 from otel_repeat_guard.clickhouse.values import typed_attributes
-from otel_repeat_guard.ingest.log_records import GUARD_PREFIX, LogEvent, with_log_events
+from otel_repeat_guard.ingest.log_records import GUARD_PREFIX, GUARD_SCOPE, LogEvent, inferred_name, with_log_events
 
 DEFAULT_LOGS_TABLE = "otel_logs"
 TRACES_PER_QUERY = 1_000
@@ -62,7 +62,7 @@ SELECT TraceId AS trace_id, SpanId AS span_id, toUnixTimestamp64Nano(Timestamp) 
     toValidUTF8({name}) AS event_name, mapApply((k, v) -> (toValidUTF8(k), toValidUTF8(v)), LogAttributes) AS attributes
 FROM {{db:Identifier}}.{{logs:Identifier}}
 WHERE Timestamp >= fromUnixTimestamp64Nano({{lo:Int64}}) AND TraceId IN {{traces:Array(String)}}
-  AND startsWith({name}, {{prefix:String}})
+  AND (startsWith({name}, {{prefix:String}}) OR ({name} = '' AND ScopeName = {{scope:String}}))
 ORDER BY Timestamp
 """
 
@@ -120,6 +120,7 @@ class TableLogEvents:
             "lo": self.start_ns,
             "traces": traces,
             "prefix": GUARD_PREFIX,
+            "scope": GUARD_SCOPE,
         }
         rows: list[dict[str, Any]] = self.client.frame(self._query(), params).to_dict("records")  # type: ignore[assignment]
         for row in rows:
@@ -129,7 +130,9 @@ class TableLogEvents:
                 continue  # a record that names no span
             attributes = typed_attributes(_map(row["attributes"]))
             attributes.pop("event.name", None)
-            yield LogEvent(trace_id, span_id, str(row["event_name"]), dict(attributes), int(row["time_ns"]))
+            name = str(row["event_name"]) or inferred_name(attributes)  # a Collector that dropped the name
+            if name:
+                yield LogEvent(trace_id, span_id, name, dict(attributes), int(row["time_ns"]))
 
 
 def _map(value: Any) -> Mapping[str, str]:

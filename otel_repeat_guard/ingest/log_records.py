@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import orjson
@@ -30,6 +30,17 @@ from otel_repeat_guard.ingest.otlp_json import MalformedRecord, attributes
 from otel_repeat_guard.spans.span_events import replace_events
 
 GUARD_PREFIX = "repeat_tool_guard."
+GUARD_SCOPE = "otel_repeat_guard"
+"""The instrumentation scope of the guard's log events (``decide/log_events.py``)."""
+_MARKS = (  # (an attribute only that event has, the event): for a record whose name a Collector dropped
+    ("repeat_tool_guard.reminder_text", "repeat_tool_guard.reminder"),
+    ("repeat_tool_guard.cycle_tools", "repeat_tool_guard.cycle"),
+    ("repeat_tool_guard.outcome_digest", "repeat_tool_guard.no_progress"),
+    ("repeat_tool_guard.reason", "repeat_tool_guard.unguarded"),
+    ("repeat_tool_guard.run", "repeat_tool_guard.call"),
+    ("repeat_tool_guard.agent_id", "repeat_tool_guard.repeat"),
+    ("repeat_tool_guard.arguments_digest", "repeat_tool_guard.parallel_duplicate"),
+)
 EVENT_NAME_ATTRIBUTE = "event.name"
 """Where a log event's name was before the ``EventName`` field (older SDKs and Collectors): read as well."""
 MAX_HELD = 50_000
@@ -87,17 +98,25 @@ def decode_logs_record(data: bytes | str) -> list[LogEvent]:
     for resources in request.resource_logs:
         for scopes in resources.scope_logs:
             for log_record in scopes.log_records:
-                found = _event(log_record)
+                found = _event(log_record, scopes.scope.name)
                 if found is not None:
                     events.append(found)
     return events
 
 
-def _event(record: Any) -> LogEvent | None:
+def inferred_name(values: Mapping[str, Any]) -> str:
+    """The guard event a record of the guard's scope is, by the attributes only it has: a Collector older than
+    the ``EventName`` field (OTLP 1.5) drops the name. "" for none of them (an evaluation)."""
+    return next((name for key, name in _MARKS if key in values), "")
+
+
+def _event(record: Any, scope: str) -> LogEvent | None:
     if len(record.trace_id) != 16 or len(record.span_id) != 8:
         return None
     values = attributes(record.attributes)
     name = getattr(record, "event_name", "") or values.pop(EVENT_NAME_ATTRIBUTE, "")
+    if not name and scope == GUARD_SCOPE:
+        name = inferred_name(values)
     if not isinstance(name, str) or not name.startswith(GUARD_PREFIX):
         return None
     values.pop(EVENT_NAME_ATTRIBUTE, None)

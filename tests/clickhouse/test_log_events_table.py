@@ -20,26 +20,28 @@ from tests.ingest.test_log_records import _without_events, _workload
 Filled = tuple[list[ReadableSpan], Path, Target]
 
 
-def _fill_logs(target: Target, records: list[object], *, event_name_column: bool) -> None:
+def _fill_logs(target: Target, records: list[object], *, event_name_column: bool, name_kept: bool) -> None:
     client = ChdbClient(target)
     ddl = LOGS_DDL.format(database=target.database, table="otel_logs")
     rows = [exporter_log_row(record) for record in records]  # type: ignore[arg-type]
     if not event_name_column:  # a table made before the exporter had the column: the name as an attribute
         ddl = ddl.replace("    EventName String CODEC(ZSTD(1)),\n", "")
         for row in rows:
-            row["LogAttributes"]["event.name"] = row.pop("EventName")
+            name = row.pop("EventName")
+            if name_kept:  # else a Collector older than the field dropped it: read by the attributes
+                row["LogAttributes"]["event.name"] = name
     client.execute(ddl)
     client.execute(insert_sql(target.database, "otel_logs", rows))
 
 
-@pytest.mark.parametrize("event_name_column", [True, False])
+@pytest.mark.parametrize(("event_name_column", "name_kept"), [(True, True), (False, True), (False, False)])
 def test_the_log_table_gives_the_bare_spans_their_loops(
-    demo_filled: Filled, tmp_path: Path, capsys: pytest.CaptureFixture[str], event_name_column: bool
+    demo_filled: Filled, tmp_path: Path, capsys: pytest.CaptureFixture[str], event_name_column: bool, name_kept: bool
 ) -> None:
     spans, records = _workload()
-    database = f"logsonly{int(event_name_column)}"
+    database = f"logsonly{int(event_name_column)}{int(name_kept)}"
     target = fill(demo_filled[2].path, _without_events(spans), database=database)
-    _fill_logs(target, records, event_name_column=event_name_column)
+    _fill_logs(target, records, event_name_column=event_name_column, name_kept=name_kept)
     events_file = write_lines(tmp_path / "events.json", [otlp_json_line(spans)])
     assert main(["ingest", str(events_file), "--db", str(tmp_path / "file.db"), "--quiet"]) == 0
     table = f"chdb://{demo_filled[2].path}?database={database}"

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.sdk._logs import LoggerProvider
@@ -55,12 +56,15 @@ def _workload() -> tuple[list[ReadableSpan], list[object]]:
     return list(memory.get_finished_spans()), list(logs.get_finished_logs())
 
 
-def _logs_line(records: list[object]) -> bytes:
-    """One line as the file exporter writes a logs batch: OTLP JSON, trace and span ids in hex."""
+def _logs_line(records: list[object], *, names: bool = True) -> bytes:
+    """One line as the file exporter writes a logs batch: OTLP JSON, trace and span ids in hex; without
+    ``names``, as a Collector older than the ``eventName`` field (OTLP 1.5) writes it."""
     document = json_format.MessageToDict(encode_logs(records), use_integers_for_enums=True)  # type: ignore[arg-type]
     for resource_logs in document.get("resourceLogs", []):
         for scope_logs in resource_logs.get("scopeLogs", []):
             for record in scope_logs.get("logRecords", []):
+                if not names:
+                    record.pop("eventName", None)
                 for field in ("traceId", "spanId"):
                     if record.get(field):
                         record[field] = base64.b64decode(record[field]).hex()
@@ -78,12 +82,18 @@ def _ingested(path: Path, db: Path) -> tuple[Ingest, str]:
     return job, errors.getvalue()
 
 
-def test_log_records_and_spans_without_events_find_the_same_loops(tmp_path: Path) -> None:
+@pytest.mark.parametrize("names", [True, False])
+def test_log_records_and_spans_without_events_find_the_same_loops(tmp_path: Path, names: bool) -> None:
     spans, records = _workload()
     assert sum(1 for s in spans for _ in s.events) == 10  # the loops, as span events
     with_events = write_lines(tmp_path / "events.json", [otlp_json_line(b) for b in batches(spans, 4)])
     bare, logs = [otlp_json_line(b) for b in batches(_without_events(spans), 4)], batches(records, 5)
-    lines = [_logs_line(logs[0]), *bare[:2], *(_logs_line(r) for r in logs[1:]), *bare[2:]]  # logs before and after
+    lines = [
+        _logs_line(logs[0], names=names),
+        *bare[:2],
+        *(_logs_line(r, names=names) for r in logs[1:]),
+        *bare[2:],
+    ]  # logs before and after
     only_logs = write_lines(tmp_path / "logs.json", lines)
 
     _ingested(with_events, tmp_path / "events.db")
@@ -125,3 +135,10 @@ def test_doctor_reads_past_the_log_records(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "mixed.json", [_logs_line(records), otlp_json_line(_without_events(spans))])
     read = read_files([path])
     assert read.problems == [] and read.requests == 1 and len(read.spans) == len(spans)
+
+
+def test_the_guards_scope_is_the_one_ingest_reads_names_from() -> None:
+    from otel_repeat_guard.decide.log_events import SCOPE
+    from otel_repeat_guard.ingest.log_records import GUARD_SCOPE
+
+    assert SCOPE == GUARD_SCOPE
