@@ -79,6 +79,8 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
         self._fork = ForkHandle(self._wrapped_events.clear, guard.after_fork)  # a forked child starts afresh
         self._logs = LogEvents.made(guard.config, logger_provider)  # None: log events are off
+        if self._logs is not None:  # reminder outcomes as evaluations too (decide/shown.py)
+            guard.shown.sink = self._logs.emit_in
 
     def after_fork(self) -> None:  # in a forked child (forks.py): nothing in flight, the configuration stays
         self._fork.after_fork()

@@ -80,6 +80,12 @@ class LogEvents:
         self._logger = found
         return found
 
+    def emit_in(self, context: SpanContext, events: list[EventSpec]) -> None:
+        """``events`` as they are (a reminder's outcome, :mod:`otel_repeat_guard.decide.shown`), now, in ``context``."""
+        found = self._logger or self._found()
+        if found is not None:
+            self._emitted(found, context, events, time.time_ns())
+
     def emit(self, context: SpanContext | None, events: Sequence[EventSpec], timestamp: int | None) -> None:
         """``events`` (a decision's, already on the span) as log events in the span's ``context``, and their
         loops as evaluations; at ``timestamp`` (nanoseconds; None: now). Never raises."""
@@ -90,11 +96,13 @@ class LogEvents:
                 return
         elif context is None:
             return
+        self._emitted(found, context, [*events, *self._evaluations.of(events)], timestamp or time.time_ns())
+
+    @staticmethod
+    def _emitted(found: Logger, context: SpanContext, events: Sequence[EventSpec], timestamp: int) -> None:
         try:
             within = trace.set_span_in_context(NonRecordingSpan(context))
-            for name, attributes in (*events, *self._evaluations.of(events)):
-                found.emit(
-                    timestamp=timestamp or time.time_ns(), context=within, event_name=name, attributes=dict(attributes)
-                )
+            for name, attributes in events:
+                found.emit(timestamp=timestamp, context=within, event_name=name, attributes=dict(attributes))
         except Exception:
             logger.exception("repeat guard failed to emit its log events; the span events stand")

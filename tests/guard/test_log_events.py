@@ -77,7 +77,12 @@ def test_each_loop_is_an_evaluation_with_the_four_attributes(
             h.call("read_file", {"path": "a.txt"})
     spans = h.tool_spans()
     evaluations = [r for r in _logs_of(exporter) if r[0] == "gen_ai.evaluation.result"]
-    assert [r[3]["gen_ai.evaluation.name"] for r in evaluations] == ["repeat_tool_guard.repeat"] * 6
+    outcomes = [
+        r[3]["gen_ai.evaluation.score.label"] for r in evaluations if "outcome" in r[3]["gen_ai.evaluation.name"]
+    ]
+    assert outcomes == ["ignored", "ignored", "ended"]  # the reminders at 3 and 5 went on, the run ended after 7
+    evaluations = [r for r in evaluations if r[3]["gen_ai.evaluation.name"] == "repeat_tool_guard.repeat"]
+    assert len(evaluations) == 6
     assert all(tuple(r[3]) == FOUR for r in evaluations)
     assert [(r[3]["gen_ai.evaluation.score.value"], r[3]["gen_ai.evaluation.score.label"]) for r in evaluations] == [
         (2.0, "none"),
@@ -177,3 +182,35 @@ def test_a_provider_set_later_is_found_within_a_second_and_kept() -> None:
         ("repeat_tool_guard.repeat", 7, 9),
         ("gen_ai.evaluation.result", 7, 9),
     ] * 2
+
+
+def test_reminder_outcomes_are_evaluations_of_the_span_that_showed_the_reminder() -> None:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    h = make_harness(GuardConfig(thresholds=(3,)), logger_provider=provider)
+    shown = []
+    for agent, then in (("broke", {"path": "b.txt"}), ("ignored", {"path": "a.txt"}), ("ended", None)):
+        with h.agent_run(agent):
+            for _ in range(3):
+                shown_span = h.call("read_file", {"path": "a.txt"})
+            shown.append(shown_span.context.span_id)
+            if then is not None:
+                h.call("read_file", then)
+    outcomes = [
+        (r[2], r[3])
+        for r in _logs_of(exporter)
+        if r[3].get("gen_ai.evaluation.name") == "repeat_tool_guard.reminder_outcome"
+    ]
+    assert [
+        (span_id, e["gen_ai.evaluation.score.label"], e["gen_ai.evaluation.score.value"]) for span_id, e in outcomes
+    ] == [
+        (shown[0], "broken", 1.0),
+        (shown[1], "ignored", 0.0),
+        (shown[2], "ended", 0.0),
+    ]
+    assert all(tuple(e) == FOUR for _, e in outcomes)
+    assert outcomes[0][1]["gen_ai.evaluation.explanation"] == (
+        "after the gentle repeat reminder, the run's next call was different: the reminder broke the loop"
+    )
+    h.provider.shutdown()
