@@ -3,6 +3,9 @@ beside the trace and metric exporters, and each record carries its tool span's t
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from otel_repeat_guard import configure
@@ -41,6 +44,9 @@ def test_configure_sends_the_log_events_with_their_spans_ids_over_otlp(monkeypat
     assert len(on_spans) == 6  # four repeats, two reminders
     assert as_logged == on_spans  # the same events, with the ids of the spans that carry them
     evaluations = [_attributes(r) for r in records if r.event_name == "gen_ai.evaluation.result"]  # type: ignore[attr-defined]
+    outcomes = [e for e in evaluations if e["gen_ai.evaluation.name"] == "repeat_tool_guard.reminder_outcome"]
+    assert [e["gen_ai.evaluation.score.label"] for e in outcomes] == ["ignored", "ignored"]  # at 4 and 5
+    evaluations = [e for e in evaluations if e["gen_ai.evaluation.name"] == "repeat_tool_guard.repeat"]
     assert sorted((e["gen_ai.evaluation.score.value"], e["gen_ai.evaluation.score.label"]) for e in evaluations) == [
         (2.0, "none"),
         (3.0, "gentle"),
@@ -65,3 +71,17 @@ def test_no_log_exporter_or_log_events_off_builds_no_logger_provider(monkeypatch
     monkeypatch.setenv("OTEL_LOGS_EXPORTER", "nosuch")
     with pytest.raises(ValueError, match="OTEL_LOGS_EXPORTER names 'nosuch'"):
         configure(set_global=False)
+
+
+def test_configure_makes_its_logger_provider_global_when_none_is() -> None:
+    script = (
+        "import os\n"
+        "os.environ['OTEL_LOGS_EXPORTER'] = 'console'\n"
+        "from opentelemetry import _logs\n"
+        "import otel_repeat_guard as g\n"
+        "t = g.configure(span_exporters=[], metric_readers=[])\n"
+        "assert t.logger_provider is not None and _logs.get_logger_provider() is t.logger_provider\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr

@@ -109,10 +109,10 @@ def test_opentelemetry_instrument_sends_the_log_events_through_the_configurators
         run_instrumented(tmp_path, endpoint, OTEL_REPEAT_GUARD_ENABLED="true", OTEL_LOGS_EXPORTER="otlp")
         spans = {s.span_id: s for _, s in received.spans()}
         records = received.log_records()
-    names = sorted((spans[r.span_id].name, r.event_name) for r in records)  # type: ignore[attr-defined]
+    names = sorted((spans[r.span_id].name, r.event_name) for r in records)  # type: ignore[attr-defined]  # 4 repeats, 2 outcomes
     repeat, evaluation = (
         ("execute_tool read_file", "repeat_tool_guard.repeat"),
         ("execute_tool read_file", "gen_ai.evaluation.result"),
     )
-    assert names == [evaluation] * 4 + [("execute_tool read_file", "repeat_tool_guard.reminder")] * 2 + [repeat] * 4
+    assert names == [evaluation] * 6 + [("execute_tool read_file", "repeat_tool_guard.reminder")] * 2 + [repeat] * 4
     assert {r.trace_id for r in records} == {s.trace_id for s in spans.values()}  # type: ignore[attr-defined]
