@@ -477,7 +477,8 @@ def _build(options: _Options) -> GuardTelemetry:
         exporters = [(exporter, type(exporter).__name__) for exporter in span_exporters]
     if store is not False:
         exporters.append((_store_exporter(store, config, store_arguments), "the store"))
-    logs = logger_provider(config, resource, environ)  # the guard's log events (setup/logs.py)
+    logs_default = "otlp" if span_exporters is None else "none"  # exporters given in code: logs only when asked
+    logs = logger_provider(config, resource, environ, default=logs_default)  # the guard's log events (setup/logs.py)
     # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
     # would warn "Cannot call collect" every interval for the rest of the process
     tallies: list[Tally] = []

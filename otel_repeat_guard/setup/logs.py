@@ -26,9 +26,10 @@ _GROUP = "opentelemetry_logs_exporter"
 _OTLP = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
 
 
-def log_exporter_names(environ: Mapping[str, str]) -> list[str]:
-    """The entry-point names ``OTEL_LOGS_EXPORTER`` asks for (ValueError naming the variable for a bad value)."""
-    raw = environ.get(LOGS_EXPORTER, "").strip() or "otlp"
+def log_exporter_names(environ: Mapping[str, str], default: str = "otlp") -> list[str]:
+    """The entry-point names ``OTEL_LOGS_EXPORTER`` asks for, ``default`` when unset (ValueError naming the
+    variable for a bad value)."""
+    raw = environ.get(LOGS_EXPORTER, "").strip() or default
     names = [name.strip().lower() for name in raw.split(",")]
     if not all(names):
         raise ValueError(f"{LOGS_EXPORTER} has an empty item: {raw!r}")
@@ -50,9 +51,9 @@ def _protocol(environ: Mapping[str, str]) -> str:
     return value
 
 
-def _exporter_classes(environ: Mapping[str, str]) -> list[type[Any]]:
+def _exporter_classes(environ: Mapping[str, str], default: str) -> list[type[Any]]:
     """The log exporter classes ``OTEL_LOGS_EXPORTER`` names, from their entry points."""
-    names = log_exporter_names(environ)
+    names = log_exporter_names(environ, default)
     found = {point.name: point for point in entry_points(group=_GROUP)}
     classes = []
     for name in names:
@@ -72,12 +73,15 @@ def _exporter_classes(environ: Mapping[str, str]) -> list[type[Any]]:
     return classes
 
 
-def logger_provider(config: GuardConfig, resource: Resource, environ: Mapping[str, str]) -> LoggerProvider | None:
-    """A logger provider with a batch processor per exporter ``OTEL_LOGS_EXPORTER`` asks for; None with none, or
+def logger_provider(
+    config: GuardConfig, resource: Resource, environ: Mapping[str, str], *, default: str = "otlp"
+) -> LoggerProvider | None:
+    """A logger provider with a batch processor per exporter ``OTEL_LOGS_EXPORTER`` asks for (``default`` when it
+    is unset: ``configure()`` passes ``none`` when the span exporters are given in code); None with none, or
     with ``config.log_events`` off. Its exit hook is off: ``configure()``'s bounded shutdown ends it."""
     if not config.log_events:
         return None
-    classes = _exporter_classes(environ)
+    classes = _exporter_classes(environ, default)
     if not classes:
         return None
     provider = LoggerProvider(resource=resource, shutdown_on_exit=False)

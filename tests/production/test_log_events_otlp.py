@@ -71,6 +71,11 @@ def test_no_log_exporter_or_log_events_off_builds_no_logger_provider(monkeypatch
     monkeypatch.setenv("OTEL_LOGS_EXPORTER", "nosuch")
     with pytest.raises(ValueError, match="OTEL_LOGS_EXPORTER names 'nosuch'"):
         configure(set_global=False)
+    monkeypatch.delenv("OTEL_LOGS_EXPORTER")
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    assert configure(span_exporters=[], set_global=False).logger_provider is None  # exporters given in code
+    monkeypatch.setenv("OTEL_LOGS_EXPORTER", "console")
+    assert configure(span_exporters=[], set_global=False).logger_provider is not None  # unless asked for
 
 
 def test_configure_makes_its_logger_provider_global_when_none_is() -> None:
