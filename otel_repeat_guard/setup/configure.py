@@ -7,9 +7,8 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
   ``_TIMEOUT``, ``_COMPRESSION``, certificates: read by the OTLP exporters themselves;
 - ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and the per-signal ``_TRACES_PROTOCOL`` /
   ``_METRICS_PROTOCOL``): ``http/protobuf`` (the default) or ``grpc``;
-- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` / ``OTEL_LOGS_EXPORTER`` (the guard's log events,
-  :mod:`otel_repeat_guard.setup.logs`): a comma-separated list (``otlp`` by default, ``none``
-  for none) of exporter names, resolved exactly as the SDK's own configurator resolves them: through the
+- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` / ``OTEL_LOGS_EXPORTER`` (``setup/logs.py``): a list
+  (``otlp`` by default, ``none`` for none) of names, resolved exactly as the SDK's own configurator does: through the
   ``opentelemetry_traces_exporter`` / ``opentelemetry_metrics_exporter`` entry points that exporter
   packages register (``otlp``, ``console``, ``prometheus`` from ``opentelemetry-exporter-prometheus``,
   ``zipkin``, ...). ``otlp`` follows the protocol variables below;
@@ -39,8 +38,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from opentelemetry import _logs, metrics, trace
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
@@ -51,7 +49,6 @@ from opentelemetry.util.types import AttributeValue
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.inbox import ReminderInbox
-from otel_repeat_guard.decide.log_events import is_real
 from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
@@ -65,9 +62,10 @@ from otel_repeat_guard.setup.bounded import (
     destination,
     shutdown_timeout,
 )
-from otel_repeat_guard.setup.logs import logger_provider
+from otel_repeat_guard.setup.logs import logger_provider, made_global
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk.metrics.export import MetricExporter
 
 _PROTOCOLS = ("http/protobuf", "grpc")
@@ -95,8 +93,7 @@ class GuardTelemetry:
     guard: RepeatGuardSpanProcessor
     inbox: ReminderInbox | None
     _ending: Ending = field(default_factory=Ending, repr=False, compare=False)
-    logger_provider: LoggerProvider | None = None
-    """The guard's log events' provider (None: ``OTEL_LOGS_EXPORTER=none``, or ``log_events`` off)."""
+    logger_provider: LoggerProvider | None = None  # the guard's log events' (setup/logs.py); None: none
 
     def force_flush(self, timeout_millis: float | None = None) -> bool:
         """Flush both providers, waiting at most ``timeout_millis`` (an int or a float, as the SDK takes it;
@@ -418,8 +415,7 @@ def configure(  # noqa: PLR0913 - the public entry point: keyword options
             telemetry = _build(options)
             trace.set_tracer_provider(telemetry.tracer_provider)
             metrics.set_meter_provider(telemetry.meter_provider)
-            if telemetry.logger_provider is not None and not is_real(_logs.get_logger_provider()):
-                _logs.set_logger_provider(telemetry.logger_provider)
+            made_global(telemetry.logger_provider)
             set_installed_guard(telemetry.guard)
             _global.append(telemetry)
             return telemetry
@@ -477,8 +473,7 @@ def _build(options: _Options) -> GuardTelemetry:
         exporters = [(exporter, type(exporter).__name__) for exporter in span_exporters]
     if store is not False:
         exporters.append((_store_exporter(store, config, store_arguments), "the store"))
-    logs_default = "otlp" if span_exporters is None else "none"  # exporters given in code: logs only when asked
-    logs = logger_provider(config, resource, environ, default=logs_default)  # the guard's log events (setup/logs.py)
+    logs = logger_provider(config, resource, environ, default="otlp" if span_exporters is None else "none")
     # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
     # would warn "Cannot call collect" every interval for the rest of the process
     tallies: list[Tally] = []
@@ -487,12 +482,9 @@ def _build(options: _Options) -> GuardTelemetry:
     # the SDK's exit hooks wait up to 30 s per batch processor: the telemetry's own shutdown, bounded, instead
     meter_provider = EndingMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
     inbox = default_inbox() if on_reminder is None else None
+    on_reminder = inbox.put if inbox is not None else on_reminder
     guard = RepeatGuardSpanProcessor(
-        config,
-        inbox.put if inbox is not None else on_reminder,
-        meter_provider=meter_provider,
-        record_facts=True,
-        logger_provider=logs,
+        config, on_reminder, meter_provider=meter_provider, record_facts=True, logger_provider=logs
     )
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export

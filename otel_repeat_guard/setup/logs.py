@@ -15,11 +15,13 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
+from opentelemetry import _logs
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
 from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.decide.log_events import is_real
 
 LOGS_EXPORTER = "OTEL_LOGS_EXPORTER"
 _GROUP = "opentelemetry_logs_exporter"
@@ -80,7 +82,7 @@ def logger_provider(
     is unset: ``configure()`` passes ``none`` when the span exporters are given in code); None with none, or
     with ``config.log_events`` off. Its exit hook is off: ``configure()``'s bounded shutdown ends it."""
     if not config.log_events:
-        return None
+        return None  # with span exporters given in code (``default`` none), only OTEL_LOGS_EXPORTER asks for one
     classes = _exporter_classes(environ, default)
     if not classes:
         return None
@@ -88,3 +90,9 @@ def logger_provider(
     for cls in classes:
         provider.add_log_record_processor(BatchLogRecordProcessor(cls()))
     return provider
+
+
+def made_global(provider: LoggerProvider | None) -> None:
+    """``configure(set_global=True)``: ``provider`` becomes the global one, unless a real one is set already."""
+    if provider is not None and not is_real(_logs.get_logger_provider()):
+        _logs.set_logger_provider(provider)
