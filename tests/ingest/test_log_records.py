@@ -144,3 +144,20 @@ def test_the_guards_scope_is_the_one_ingest_reads_names_from() -> None:
     from otel_repeat_guard.ingest.log_records import GUARD_SCOPE
 
     assert SCOPE == GUARD_SCOPE
+
+
+def test_following_a_file_spans_wait_for_their_log_events_only_once_it_has_shown_one() -> None:
+    from otel_repeat_guard.ingest.log_records import FOLLOW_HOLD_S, LogEvent, LogJoin
+
+    spans, _ = _workload()
+    bare = _without_events(spans)
+    join = LogJoin(hold=False)  # following: a file of traces alone goes on as it comes
+    assert join.spans(bare[:2], 0.0) == bare[:2]
+    context = bare[3].context
+    join.events([LogEvent(context.trace_id, context.span_id, "repeat_tool_guard.repeat", {"x": 1}, 5)])
+    assert join.spans(bare[2:4], 1.0) == []  # held now: their log events may come in a later batch
+    assert join.due(1.0 + FOLLOW_HOLD_S - 0.5) == []
+    released = join.due(1.0 + FOLLOW_HOLD_S)
+    assert [s.context.span_id for s in released] == [s.context.span_id for s in bare[2:4]]
+    assert [e.name for e in released[1].events] == ["repeat_tool_guard.repeat"] and not released[0].events
+    assert join.joined == 1 and join.log_records == 1 and join.flush() == []
