@@ -125,7 +125,8 @@ class Ingest:
         # Made with the first spans, so input that has none makes no store; when following, made at
         # once, so a dashboard started beside ``ingest --follow`` finds its store before the first trace.
         self._writer: StoreWriter | None = None
-        self._join = LogJoin(hold=not self.options.follow)  # the guard's log events back on their spans
+        # the guard's log events back on their spans: a file's log records (a table source joins its own)
+        self._join = LogJoin(hold=not self.options.follow and self._source is None)
         self._replayer = (
             Replayer(self._config, idle_seconds=self.options.replay_idle_seconds) if self.options.replay else None
         )
