@@ -73,6 +73,7 @@ def main() -> int:
         lambda: matrix.tool_shapes(settings, band),
         lambda: matrix.progress_shapes(settings, band),
         lambda: matrix.non_tool(settings, band),
+        lambda: matrix.log_events(settings, band),
     ]
     if args.million:  # about two minutes per build; 20,000 agents with --quick
         steps.append(lambda: [matrix.state_at_a_million(settings)])

@@ -18,6 +18,8 @@ import tracemalloc
 from functools import partial
 
 import orjson
+from opentelemetry._logs import get_logger_provider
+from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -28,6 +30,7 @@ from benchmarks import workloads as w
 from benchmarks.cases import TOOL_SPAN_GOAL, Row, Settings, _check, _flush, _fmt, _guard, guard_vs_none
 from benchmarks.timing import Comparison, compare
 from otel_repeat_guard import REPEAT_EVENT, GuardConfig, RepeatGuardSpanProcessor, build_mode
+from otel_repeat_guard.decide.log_events import is_real
 
 NON_TOOL_FLOOR_GOAL = {"compiled": 1.03}
 """Non-tool spans against the live-span floor, per build (none on pure Python: reported)."""
@@ -196,3 +199,39 @@ def state_at_a_million(s: Settings) -> Row:
         per_agent <= STATE_GOAL,
         "matrix",
     )
+
+
+def log_events(s: Settings, band: float) -> list[Row]:
+    """The guard's log events (issue 42) on the first tool shape: on with no ``LoggerProvider`` configured (the
+    API's proxy, as in every process that sets none) against off (``log_events=False``), the goal being the
+    noise band; and, reported, on with an SDK ``LoggerProvider`` that has no processor (no exporter), and off
+    against no guard (today's figure, for comparison)."""
+    shape = shapes.TOOL_SHAPES[0]
+    work = shapes.plan(shape, s.segment)
+    check_shape(work)
+    _check(not is_real(get_logger_provider()), "log events: a LoggerProvider is set in the benchmark process")
+    bare = w.pipeline()
+    off = w.pipeline(_guard(config=GuardConfig(log_events=False)))
+    on = w.pipeline(_guard())  # nothing configured: the global provider is the API's proxy
+    sdk = w.pipeline(_guard(logger_provider=LoggerProvider()))  # a real provider, no processor
+    flush = _flush(bare, off, on, sdk)
+
+    def against(baseline: w.Pipeline, candidate: w.Pipeline) -> Comparison:
+        return compare(
+            partial(shapes.segment, baseline, work), partial(shapes.segment, candidate, work), s.rounds, flush
+        )
+
+    no_provider, no_exporter, today = against(off, on), against(off, sdk), against(bare, off)
+    goal = 1.0 + band
+    label = _PREFIX + shape.label + ", log events"
+    return [
+        Row(
+            label + " on (no LoggerProvider) vs off",
+            _fmt(no_provider),
+            f"<= {goal:.3f} (noise)",
+            no_provider.ratio <= goal,
+            "matrix",
+        ),
+        Row(label + " on (a LoggerProvider, no exporter) vs off", _fmt(no_exporter), section="matrix"),
+        Row(label + " off, guard vs no processor", _fmt(today), section="matrix"),
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
 
@@ -17,11 +18,20 @@ from otel_repeat_guard.decide.blind_spots import CallAudit
 from otel_repeat_guard.decide.decision import Decision
 from otel_repeat_guard.decide.guard import Guard, GuardOptions
 from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
+from otel_repeat_guard.decide.log_events import LogEvents
 from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
 from otel_repeat_guard.forks import ForkHandle
 from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
 from otel_repeat_guard.spans.baggage import run_in
-from otel_repeat_guard.spans.span_events import EventSpec, copy_with_events, ended_id, record_on_ending_span, start_of
+from otel_repeat_guard.spans.span_events import (
+    EventSpec,
+    context_of,
+    copy_with_events,
+    end_ns,
+    ended_id,
+    record_on_ending_span,
+    start_of,
+)
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -36,7 +46,9 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
     ``downstream`` it wraps those processors and hands them a copy of each span with the events added.
     ``redact`` rewrites the arguments text a reminder quotes (detection compares the real ones).
     ``fast_path=False`` sends every tool call through the general body of ``Guard.tool_call`` (its plain case's reference). ``record_facts=True``
-    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.core.facts`)."""
+    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.core.facts`).
+    ``logger_provider`` takes the events also emitted as log events (default: the global one;
+    :mod:`otel_repeat_guard.decide.log_events`)."""
 
     def __init__(  # noqa: PLR0913 - the public constructor: keyword options, as the SDK's
         self,
@@ -52,6 +64,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         audit: Callable[[CallAudit], None] | None = None,
         fast_path: object = True,
         record_facts: object = False,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         conventions, downstream = checked_processor_options(on_reminder, conventions, downstream, meter_provider)
         options = GuardOptions(
@@ -65,6 +78,9 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
         self._fork = ForkHandle(self._wrapped_events.clear, guard.after_fork)  # a forked child starts afresh
+        self._logs = LogEvents.made(guard.config, logger_provider)  # None: log events are off
+        if self._logs is not None:  # reminder outcomes as evaluations too (decide/shown.py)
+            guard.shown.sink = self._logs.emit_in
 
     def after_fork(self) -> None:  # in a forked child (forks.py): nothing in flight, the configuration stays
         self._fork.after_fork()
@@ -96,6 +112,8 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
             decision = self._guard.ended(span)
             if decision is not None:
                 record_on_ending_span(span, decision.events, decision.facts)
+                if self._logs is not None and decision.events:
+                    self._logs.emit(context_of(span), decision.events, end_ns(span))
                 self._deliver(decision.reminders)
         except Exception:
             logger.exception("repeat guard failed at the end of span %r; the span is unaffected", shown_name(span))
@@ -111,6 +129,8 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                 if decision is not None:
                     events = (earlier or []) + decision.events
                     forwarded = copy_with_events(span, events, self._limits, decision.facts)
+                    if self._logs is not None and decision.events:
+                        self._logs.emit(context_of(span), decision.events, end_ns(span))
                     self._deliver(decision.reminders)
                 elif earlier:
                     forwarded = copy_with_events(span, earlier, self._limits, None)

@@ -163,6 +163,7 @@ class CollectorFiles:
 
 def read_files(paths: Sequence[Path]) -> CollectorFiles:
     """The spans in collector OTLP JSON files (plain, or zstd as the file exporter writes them)."""
+    from otel_repeat_guard.ingest.log_records import is_logs_document  # noqa: PLC0415
     from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_record  # noqa: PLC0415
     from otel_repeat_guard.ingest.source import FileSource  # noqa: PLC0415
 
@@ -174,6 +175,8 @@ def read_files(paths: Sequence[Path]) -> CollectorFiles:
             for record in chunk.records:
                 if record.data is None:
                     problems.append(f"{path}:{record.number}: {record.error or 'unreadable record'}")
+                    continue
+                if is_logs_document(record.data):  # log records: the guard decides again here, from the spans
                     continue
                 try:
                     decoded = decode_record(record.data)

@@ -31,6 +31,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 
 from otel_repeat_guard.clickhouse.calls import SERVICE_CONDITION, TABLE
 from otel_repeat_guard.clickhouse.client import Client, Value
+from otel_repeat_guard.clickhouse.logs import TableLogEvents
 from otel_repeat_guard.clickhouse.values import typed_attributes
 from otel_repeat_guard.ingest.spans import SpanBatch
 
@@ -192,6 +193,7 @@ class TableSpans:
         self._held: dict[int, list[ReadableSpan]] = {}
         self._root_end: dict[int, int] = {}
         self._count = 0
+        self.log_events = TableLogEvents(client, start_ns)  # the guard's log events, back on their spans
 
     @property
     def name(self) -> str:
@@ -257,4 +259,4 @@ class TableSpans:
             if trace is not None:
                 self._count -= len(trace)
                 spans.extend(trace)
-        return spans
+        return self.log_events.joined_to(spans)

@@ -43,6 +43,7 @@ _FIELDS = (
     "remote_runs",
     "progress",
     "tools",
+    "log_events",
 )
 _MAPPING_KEYS = {
     **{field: field for field in _FIELDS},
@@ -51,7 +52,7 @@ _MAPPING_KEYS = {
 """Each field by its snake_case and its camelCase name (``argumentsPreviewChars``, ``stopAt``, ...)."""
 _INT_LISTS = ("thresholds", "cycle_thresholds", "no_progress_thresholds")
 _INTS = ("arguments_preview_chars", "max_cycle_period", "stop_at", "store_timeout_ms", "store_expiry_seconds")
-_BOOLS = ("collapse_parallel", "remote_runs")
+_BOOLS = ("collapse_parallel", "remote_runs", "log_events")
 _BOOLEANS = {
     **dict.fromkeys(("true", "1", "yes", "on"), True),
     **dict.fromkeys(("false", "0", "no", "off"), False),
@@ -180,6 +181,9 @@ class GuardConfig:
     reminder is the firm ``stop`` tier; above every threshold). ``progress``: ``results`` makes a call
     extend its run only when its result is also the run's last call's; ``tools``: a policy per tool-name
     pattern (``core/policy.py``).
+
+    ``log_events`` (on by default) also emits each event the guard puts on a span as an OpenTelemetry log
+    event, and each loop as a ``gen_ai.evaluation.result``, when a ``LoggerProvider`` is configured.
     """
 
     thresholds: tuple[int, ...] = (3, 5, 8)
@@ -199,6 +203,7 @@ class GuardConfig:
     tools: Any = ()
     """A mapping of tool-name patterns to their own thresholds, stop_at and progress (``core/policy.py``); once
     built, the entries read (a tuple of ``ToolPolicy``), the first whose pattern matches a tool applying to it."""
+    log_events: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -243,6 +248,8 @@ class GuardConfig:
         object.__setattr__(self, "progress", read_progress("progress", self.progress))
         defaults = Policy(self.thresholds, self.stop_at, self.progress)
         object.__setattr__(self, "tools", read_tools(self.tools, defaults, _thresholds, MAX_THRESHOLD))
+        if not isinstance(self.log_events, bool):
+            raise ValueError(f"log_events must be true or false, got {self.log_events!r}")
 
     @property
     def shared_store(self) -> bool:

@@ -42,6 +42,7 @@ from otel_repeat_guard.decide.opt_in import opt_in
 from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.decide.reporting import BlindSpots
+from otel_repeat_guard.decide.shown import ShownReminders
 from otel_repeat_guard.inputs import checked_guard_options
 from otel_repeat_guard.spans import span_events as times  # the span's times, whole nanoseconds (start_ns, end_ns)
 from otel_repeat_guard.spans.agents import AgentChains
@@ -90,8 +91,10 @@ class Guard:
         detectors = detectors_for(config)
         self._detecting = detectors is not None
         self._collapse_parallel = config.collapse_parallel
+        self.shown = ShownReminders(max_agents)  # reminder outcomes as evaluations, once given a sink (shown.py)
+        outcomes = self.shown.wrap(self.metrics.reminder_outcome)
         self.chains: ChainStore = chain_store(
-            config, max_agents, self.metrics.run_ended, self.metrics.reminder_outcome, detectors, meter_provider
+            config, max_agents, self.metrics.run_ended, outcomes, detectors, meter_provider
         )
         self.runs = RunResolver(
             self._conventions,
@@ -131,6 +134,7 @@ class Guard:
             self.blind.warn,
             self._awaited,
             self.models,
+            self.shown,
         )
         for part in parts:
             part.after_fork()
@@ -141,6 +145,7 @@ class Guard:
         """``reset`` or ``forget`` a chain key, or a ``gen_ai.agent.id`` with the keys of its runs. Never raises."""
         try:
             for key in self._keys_of(agent_id):
+                self.shown.settling(key)
                 if what == "reset":
                     self.chains.reset(key)
                 else:
@@ -148,6 +153,7 @@ class Guard:
                     self.steps.forget(key)
         except Exception:
             logger.exception("repeat guard failed in %s(%r)", what, agent_id)
+        self.shown.settling(None)
 
     def run_length(self, agent_id: str) -> int:
         """The consecutive count of a chain key, or the longest of a ``gen_ai.agent.id``'s runs (see agents.py)."""
@@ -345,7 +351,9 @@ class Guard:
             chained, raw = with_result(chained, result), None  # the raw key keys arguments alone
         detected = outcome = None
         if self._collapse_parallel or chains.pending or self._detecting:
+            self.shown.settling(run.key)
             detected, outcome = opt_in(chains, self.config, call, awaits or call.call_id, chained)
+            self.shown.settling(None)
             if detected is None and call.key is not None:  # the extra copy of a call made twice in one step
                 return Decision([self._recorder.parallel_duplicate(call.tool, call.key)], [], call.facts)
             if detected is not None and detected.awaits is not None:
@@ -386,6 +394,7 @@ class Guard:
             return None
         for reminder in decision.reminders:
             self.chains.reminded(call.run.key, reminder.kind, reminder.tier, reminder.period)
+            self.shown.shown(call.run.key, reminder.kind, reminder.tier, call.context)
         return decision
 
     # -- model calls, and the calls they requested -------------------------------------
@@ -400,6 +409,8 @@ class Guard:
             self._over(over)
 
     def _over(self, key: str) -> None:
+        self.shown.settling(key)
         self.chains.forget(key)
+        self.shown.settling(None)
         self.steps.forget(key)
         self._awaited.forget(key)

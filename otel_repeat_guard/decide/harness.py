@@ -16,6 +16,7 @@ from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.decide.decision import Decision
 from otel_repeat_guard.decide.guard import Guard
+from otel_repeat_guard.decide.log_events import LogEvents
 from otel_repeat_guard.inputs import chain_key, context_or_none
 from otel_repeat_guard.spans.span_events import EventSpec
 
@@ -33,6 +34,7 @@ class HarnessQuestions(SpanProcessor):
     _on_reminder: ReminderCallback | None
     _wrapping: bool
     _wrapped_events: dict[int, list[EventSpec]]
+    _logs: LogEvents | None
 
     @property
     def config(self) -> GuardConfig:
@@ -99,6 +101,8 @@ class HarnessQuestions(SpanProcessor):
         elif span.is_recording():
             for event, attributes in decision.events:
                 span.add_event(event, attributes)
+        if self._logs is not None and decision.events:
+            self._logs.emit(span.get_span_context(), decision.events, None)
         self._deliver(decision.reminders)
 
     def _deliver(self, reminders: list[Reminder]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.ingest.framing import Record
+from otel_repeat_guard.ingest.log_records import LogJoin, decode_logs_record, is_logs_document
 from otel_repeat_guard.ingest.otlp_json import MalformedRecord, decode_record
 from otel_repeat_guard.ingest.progress import Progress
 from otel_repeat_guard.ingest.replay import Replayer
@@ -50,6 +52,8 @@ class IngestStats:
     dropped_spans: int = 0
     losses: int = 0  # data the follower could not read (a truncation with no copy, a rotated file gone)
     lost_bytes: int = 0  # of it, the bytes known to have been written and never read
+    log_records: int = 0  # records that were OTLP logs requests (ingest/log_records.py)
+    log_events: int = 0  # the guard's log events put back on their spans
 
     def summary(self) -> str:
         text = (
@@ -70,6 +74,8 @@ class IngestStats:
                 f"; {self.losses:,} unrecoverable gaps in the input (a truncation with no copy, or a rotated"
                 f" file gone), {self.lost_bytes:,} bytes known lost"
             )
+        if self.log_records:
+            text += f"; {self.log_records:,} log records, {self.log_events:,} guard log events put on their spans"
         if self.replayed_traces or self.guarded_traces:
             text += (
                 f"; replayed {self.replayed_traces:,} traces through the guard"
@@ -119,6 +125,8 @@ class Ingest:
         # Made with the first spans, so input that has none makes no store; when following, made at
         # once, so a dashboard started beside ``ingest --follow`` finds its store before the first trace.
         self._writer: StoreWriter | None = None
+        # the guard's log events back on their spans: a file's log records (a table source joins its own)
+        self._join = LogJoin(hold=not self.options.follow and self._source is None)
         self._replayer = (
             Replayer(self._config, idle_seconds=self.options.replay_idle_seconds) if self.options.replay else None
         )
@@ -131,16 +139,26 @@ class Ingest:
         steps = self._from_file() if self._source is None else self._from_source(self._source)
         if self.options.follow:
             self._open_writer()
+        last: tuple[str, int, int] | None = None
         try:
-            for read, idle, where in steps:
+            for found, idle, where in steps:
+                read = self._join.spans(found, time.monotonic())
+                if self.options.follow:
+                    read += self._join.due(time.monotonic())
                 spans = read if self._replayer is None else self._replayer.add(read)
                 if idle and self._replayer is not None:  # idle while following: finish traces whose root never came
                     spans += self._replayer.flush_idle()
                 self._write(spans)
                 if self._progress is not None and where is not None:
                     self._progress.update(*where, self._status())
+                    last = where
+            held = self._join.flush()
             if self._replayer is not None:
-                self._write(self._replayer.flush())
+                self._write(self._replayer.add(held) + self._replayer.flush())
+            else:
+                self._write(held)
+            if held and self._progress is not None and last is not None:  # what was held is written now
+                self._progress.update(*last, self._status())
         finally:
             if self._writer is not None:
                 self._writer.close()
@@ -200,6 +218,9 @@ class Ingest:
             if record.data is None:
                 self._malformed(path, record.number, record.error or "unreadable record")
                 continue
+            if is_logs_document(record.data):
+                self._logs(path, record)
+                continue
             try:
                 decoded = decode_record(record.data)
             except MalformedRecord as exc:
@@ -212,14 +233,28 @@ class Ingest:
                 self.stats.malformed_values += 1
                 self._report(f"{path}:{record.number}: dropped malformed {_shorten(reason)}")
             self.stats.requests += 1
-            if self._held is not None:  # the input is collector output after all: show what was held
-                held, self._held = self._held, None
-                for line in held:
-                    self._errors.write(line + "\n")
-                self._errors.flush()
+            self._show_held()
             self.stats.spans += len(decoded.spans)
             spans.extend(decoded.spans)
         return spans
+
+    def _show_held(self) -> None:
+        if self._held is not None:  # the input is collector output after all: show what was held
+            held, self._held = self._held, None
+            for line in held:
+                self._errors.write(line + "\n")
+            self._errors.flush()
+
+    def _logs(self, path: Path, record: Record) -> None:
+        """A logs request: the guard's events in it wait for their spans (``ingest/log_records.py``)."""
+        try:
+            events = decode_logs_record(record.data or b"")
+        except MalformedRecord as exc:
+            self._malformed(path, record.number, str(exc))
+            return
+        self._show_held()
+        self._join.events(events)
+        self.stats.log_records = self._join.log_records
 
     def _write(self, spans: list[ReadableSpan]) -> None:
         if spans:
@@ -230,6 +265,7 @@ class Ingest:
             for problem in counts.dropped:
                 self.stats.dropped_spans += 1
                 self._report(f"{self.path}: skipped span {_shorten(problem)}")
+        self.stats.log_events = self._join.joined
         if self._replayer is not None:
             self.stats.replayed_traces = self._replayer.replayed_traces
             self.stats.guarded_traces = self._replayer.guarded_traces

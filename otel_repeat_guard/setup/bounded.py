@@ -174,6 +174,8 @@ class Ending:
     metric_tallies: list[Tally] = field(default_factory=list)
     ended: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    logger_provider: Any = None
+    """The guard's log events' provider (``setup/logs.py``), shut down and flushed with the others."""
 
     def shutdown(self, tracer_provider: TracerProvider, meter_provider: MeterProvider) -> None:
         """Shut both providers down within the bound (once; a second call does nothing)."""
@@ -185,6 +187,8 @@ class Ending:
         calls: list[Callable[[], object]] = [tracer_provider.shutdown, *(p.shutdown for p in self.processors)]
         if not (isinstance(meter_provider, EndingMeterProvider) and meter_provider.ended):
             calls.append(functools.partial(meter_provider.shutdown, timeout_millis=millis))
+        if self.logger_provider is not None:
+            calls.append(self.logger_provider.shutdown)
         unfinished = _all_within(self.timeout_s, calls)
         if unfinished:  # ends the exporters' retries; what their processors still hold is dropped, counted
             _all_within(0.0, [processor.exporter.shutdown for processor in self.processors])  # none may block
@@ -198,6 +202,8 @@ class Ending:
             *(functools.partial(p.force_flush, millis) for p in self.processors),
             lambda: meter_provider.force_flush(millis),
         ]
+        if self.logger_provider is not None:
+            calls.append(functools.partial(self.logger_provider.force_flush, millis))
         results: list[object] = []
         unfinished = _all_within(millis / 1000, calls, results)
         if unfinished:

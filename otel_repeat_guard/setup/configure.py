@@ -7,8 +7,8 @@ SDK environment variables, so one build runs unchanged against any OTel backend:
   ``_TIMEOUT``, ``_COMPRESSION``, certificates: read by the OTLP exporters themselves;
 - ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and the per-signal ``_TRACES_PROTOCOL`` /
   ``_METRICS_PROTOCOL``): ``http/protobuf`` (the default) or ``grpc``;
-- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``: a comma-separated list (``otlp`` by default, ``none``
-  for none) of exporter names, resolved exactly as the SDK's own configurator resolves them: through the
+- ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` / ``OTEL_LOGS_EXPORTER`` (``setup/logs.py``): a list
+  (``otlp`` by default, ``none`` for none) of names, resolved exactly as the SDK's own configurator does: through the
   ``opentelemetry_traces_exporter`` / ``opentelemetry_metrics_exporter`` entry points that exporter
   packages register (``otlp``, ``console``, ``prometheus`` from ``opentelemetry-exporter-prometheus``,
   ``zipkin``, ...). ``otlp`` follows the protocol variables below;
@@ -62,8 +62,10 @@ from otel_repeat_guard.setup.bounded import (
     destination,
     shutdown_timeout,
 )
+from otel_repeat_guard.setup.logs import logger_provider, made_global
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk.metrics.export import MetricExporter
 
 _PROTOCOLS = ("http/protobuf", "grpc")
@@ -91,6 +93,7 @@ class GuardTelemetry:
     guard: RepeatGuardSpanProcessor
     inbox: ReminderInbox | None
     _ending: Ending = field(default_factory=Ending, repr=False, compare=False)
+    logger_provider: LoggerProvider | None = None  # the guard's log events' (setup/logs.py); None: none
 
     def force_flush(self, timeout_millis: float | None = None) -> bool:
         """Flush both providers, waiting at most ``timeout_millis`` (an int or a float, as the SDK takes it;
@@ -412,6 +415,7 @@ def configure(  # noqa: PLR0913 - the public entry point: keyword options
             telemetry = _build(options)
             trace.set_tracer_provider(telemetry.tracer_provider)
             metrics.set_meter_provider(telemetry.meter_provider)
+            made_global(telemetry.logger_provider)
             set_installed_guard(telemetry.guard)
             _global.append(telemetry)
             return telemetry
@@ -469,6 +473,7 @@ def _build(options: _Options) -> GuardTelemetry:
         exporters = [(exporter, type(exporter).__name__) for exporter in span_exporters]
     if store is not False:
         exporters.append((_store_exporter(store, config, store_arguments), "the store"))
+    logs = logger_provider(config, resource, environ, default="otlp" if span_exporters is None else "none")
     # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
     # would warn "Cannot call collect" every interval for the rest of the process
     tallies: list[Tally] = []
@@ -477,14 +482,16 @@ def _build(options: _Options) -> GuardTelemetry:
     # the SDK's exit hooks wait up to 30 s per batch processor: the telemetry's own shutdown, bounded, instead
     meter_provider = EndingMeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
     inbox = default_inbox() if on_reminder is None else None
+    on_reminder = inbox.put if inbox is not None else on_reminder
     guard = RepeatGuardSpanProcessor(
-        config, inbox.put if inbox is not None else on_reminder, meter_provider=meter_provider, record_facts=True
+        config, on_reminder, meter_provider=meter_provider, record_facts=True, logger_provider=logs
     )
     tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     tracer_provider.add_span_processor(guard)  # first, so its events are on the span before any export
     processors = [CountedBatchSpanProcessor(CountedSpanExporter(e, Tally("span", to))) for e, to in exporters]
     for processor in processors:
         tracer_provider.add_span_processor(processor)
-    telemetry = GuardTelemetry(tracer_provider, meter_provider, guard, inbox, Ending(timeout_s, processors, tallies))
+    ending = Ending(timeout_s, processors, tallies, logger_provider=logs)
+    telemetry = GuardTelemetry(tracer_provider, meter_provider, guard, inbox, ending, logger_provider=logs)
     atexit.register(telemetry.shutdown)
     return telemetry

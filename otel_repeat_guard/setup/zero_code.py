@@ -6,7 +6,9 @@
 ``opentelemetry_post_instrument`` entry point, with no arguments. The guard hooks in at
 that last step, through :func:`post_instrument`, so it works with whichever distro and
 configurator the user has: it adds itself to the global provider that already exists.
-Reminders go to the process-wide :func:`~otel_repeat_guard.installed.default_inbox`.
+Reminders go to the process-wide :func:`~otel_repeat_guard.installed.default_inbox`. The guard's log events
+(:mod:`otel_repeat_guard.decide.log_events`) go to the global ``LoggerProvider`` the configurator built with the
+exporters ``OTEL_LOGS_EXPORTER`` names (``otlp`` by the distro's default): nothing to wire here.
 
 This must never break the instrumented program: every failure is logged, not raised (a
 raise would also skip the post-instrument hooks of other packages).

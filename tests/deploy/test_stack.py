@@ -414,3 +414,19 @@ def test_the_clickhouse_collector_writes_the_table_the_dashboard_reads() -> None
     assert (exporter["database"], exporter["traces_table_name"]) == ("otel", "otel_traces")
     assert exporter["password"] == "${env:CLICKHOUSE_PASSWORD}"
     assert collector["service"]["pipelines"]["traces"]["exporters"] == ["clickhouse"]
+
+
+def test_the_guards_log_events_go_where_ingest_reads_them() -> None:
+    """The logs pipelines (issue 42): the file exporter's one file holds trace and log requests, so ``ingest``
+    finds each log event's span beside it; the ClickHouse collector writes ``otel_logs`` beside ``otel_traces``."""
+    for path, exporter in (
+        ("deploy/otel-collector.yaml", "file"),
+        ("deploy/otel-collector-clickhouse.yaml", "clickhouse"),
+    ):
+        config = load(path)
+        pipelines = config["service"]["pipelines"]
+        assert pipelines["logs"]["exporters"] == [exporter] and exporter in pipelines["traces"]["exporters"]
+        assert set(pipelines["logs"]["receivers"]) <= set(config["receivers"])
+        assert set(pipelines["logs"]["processors"]) <= set(config["processors"])
+    clickhouse = load("deploy/otel-collector-clickhouse.yaml")["exporters"]["clickhouse"]
+    assert clickhouse["logs_table_name"] == "otel_logs"

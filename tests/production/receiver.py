@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -17,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 class Received:
     traces: list[ExportTraceServiceRequest] = field(default_factory=list)
     metrics: list[ExportMetricsServiceRequest] = field(default_factory=list)
+    logs: list[ExportLogsServiceRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def spans(self) -> list[tuple[dict[str, object], object]]:
@@ -28,6 +30,17 @@ class Received:
                     resource = {kv.key: kv.value.string_value for kv in rs.resource.attributes}
                     out.extend((resource, span) for ss in rs.scope_spans for span in ss.spans)
             return out
+
+    def log_records(self) -> list[object]:
+        """Every received log record."""
+        with self.lock:
+            return [
+                record
+                for request in self.logs
+                for rl in request.resource_logs
+                for sl in rl.scope_logs
+                for record in sl.log_records
+            ]
 
     def metric_points(self, name: str) -> list[tuple[dict[str, object], float]]:
         """(attributes, value) of the latest export's points of a sum metric."""
@@ -65,6 +78,9 @@ def otlp_receiver() -> Iterator[tuple[str, Received]]:
                 message: object = ExportTraceServiceRequest.FromString(body)
                 with received.lock:
                     received.traces.append(message)  # type: ignore[arg-type]
+            elif self.path == "/v1/logs":
+                with received.lock:
+                    received.logs.append(ExportLogsServiceRequest.FromString(body))
             elif self.path == "/v1/metrics":
                 with received.lock:
                     received.metrics.append(ExportMetricsServiceRequest.FromString(body))

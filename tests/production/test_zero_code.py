@@ -38,12 +38,12 @@ def run_instrumented(tmp_path: Path, endpoint: str, **extra: str) -> dict[str, o
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PYTHONPATH"))}
+    extra = {"OTEL_LOGS_EXPORTER": "none", **extra}
     env.update(
         PYTHONPATH=str(ROOT),
         OTEL_SERVICE_NAME="zero-code-agent",
         OTEL_TRACES_EXPORTER="otlp",
         OTEL_METRICS_EXPORTER="none",
-        OTEL_LOGS_EXPORTER="none",
         OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
         OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
         OTEL_BSP_SCHEDULE_DELAY="100",
@@ -102,3 +102,17 @@ def test_a_bad_setting_is_logged_and_the_program_runs(tmp_path: Path) -> None:
             "OTEL_REPEAT_GUARD_THRESHOLDS: thresholds must not repeat a value, got [3, 3]"
         ) in str(result["stderr"])
         assert len(tool_events(received)) == 5  # the program and its telemetry carry on
+
+
+def test_opentelemetry_instrument_sends_the_log_events_through_the_configurators_log_exporter(tmp_path: Path) -> None:
+    with otlp_receiver() as (endpoint, received):
+        run_instrumented(tmp_path, endpoint, OTEL_REPEAT_GUARD_ENABLED="true", OTEL_LOGS_EXPORTER="otlp")
+        spans = {s.span_id: s for _, s in received.spans()}
+        records = received.log_records()
+    names = sorted((spans[r.span_id].name, r.event_name) for r in records)  # type: ignore[attr-defined]  # 4 repeats, 2 outcomes
+    repeat, evaluation = (
+        ("execute_tool read_file", "repeat_tool_guard.repeat"),
+        ("execute_tool read_file", "gen_ai.evaluation.result"),
+    )
+    assert names == [evaluation] * 6 + [("execute_tool read_file", "repeat_tool_guard.reminder")] * 2 + [repeat] * 4
+    assert {r.trace_id for r in records} == {s.trace_id for s in spans.values()}  # type: ignore[attr-defined]
