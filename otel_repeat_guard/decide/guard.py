@@ -35,6 +35,7 @@ from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.decide.decision import CountedCall, Decision
+from otel_repeat_guard.decide.delivery import Deliveries
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
@@ -102,7 +103,9 @@ class Guard:
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
+        self.deliveries = Deliveries(meter_provider, logger, max_agents)  # reminders no adapter took
         parts = Parts(router, self.runs, self.steps, self._awaited, self.blind, self.metrics, self.tracked, self.facts)
+        parts = parts._replace(deliveries=self.deliveries)
         self.models = ModelCalls(parts, self._count)
         self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
@@ -118,6 +121,7 @@ class Guard:
             self.blind.warn,
             self._awaited,
             self.models,
+            self.deliveries,
         )
         for part in parts:
             part.after_fork()
@@ -349,6 +353,8 @@ class Guard:
             self._over(over)
 
     def _over(self, key: str) -> None:
+        if self.deliveries.runs:
+            self.deliveries.run_ended(key, "")  # counted and said; no span left to carry its event
         self.chains.forget(key)
         self.steps.forget(key)
         self._awaited.forget(key)
