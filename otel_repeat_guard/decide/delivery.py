@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
@@ -188,7 +189,7 @@ class Deliveries:
     def __init__(self, meter_provider: MeterProvider | None, logger: logging.Logger, limit: int) -> None:
         self.runs: dict[str, list[Handed]] = {}
         """Run key -> its reminders handed on and not known taken; test its truth for "any watched"."""
-        self._inbox: ReminderInbox | None = None
+        self._inbox: weakref.ref[ReminderInbox] | None = None  # weak: the meter holds this, not the inbox
         self._asked: dict[str, int] = {}  # run key -> when an adapter last asked for its reminders
         self._asked_without_run = 0  # when an adapter last asked and found no run
         self._counts: dict[tuple[str, str], int] = {}
@@ -206,7 +207,7 @@ class Deliveries:
 
     def watch(self, inbox: ReminderInbox) -> None:
         """Reminders go to ``inbox``: watch whether they are taken from it."""
-        self._inbox = inbox
+        self._inbox = weakref.ref(inbox)
 
     def after_fork(self) -> None:
         self._lock = threading.Lock()
@@ -270,7 +271,7 @@ class Deliveries:
     def _undelivered(
         self, run_key: str, handed: list[Handed], scope: str, reason_of: Callable[[Handed], str]
     ) -> list[EventSpec]:
-        inbox = self._inbox
+        inbox = None if self._inbox is None else self._inbox()
         if inbox is None:
             return []
         try:

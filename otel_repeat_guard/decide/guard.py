@@ -36,6 +36,7 @@ from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.delivery import Deliveries
+from otel_repeat_guard.decide.quoting import quoted
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
@@ -246,8 +247,10 @@ class Guard:
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
         self.blind.compared(span, tool, source, run.how)
+        quote = MISSING if step is None or source != "tool_span" else quoted(step, tool, call_id, arguments, facts)
         counted = self._count(
-            CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts), awaits=call_id
+            CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts, quote=quote),
+            awaits=call_id,
         )
         if counted is not None and step is not None:
             self.models.charge(step, tool, counted, facts)
