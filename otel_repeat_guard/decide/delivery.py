@@ -223,7 +223,9 @@ class Deliveries:
             handed = self.runs.get(reminder.agent_id)
             if handed is None:
                 if len(self.runs) >= self._limit:
-                    self.runs.pop(next(iter(self.runs)))
+                    oldest = next(iter(self.runs))
+                    self.runs.pop(oldest)
+                    self._asked.pop(oldest, None)
                 handed = self.runs[reminder.agent_id] = []
             handed.append(Handed(reminder, time.time_ns()))
             del handed[:-MAX_HANDED]
@@ -318,7 +320,4 @@ class Deliveries:
     def _observe(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:
             totals = list(self._counts.items())
-        return [
-            Observation(n, {"repeat_tool_guard.tier": tier, "reason": reason})
-            for (tier, reason), n in totals
-        ]
+        return [Observation(n, {"repeat_tool_guard.tier": tier, "reason": reason}) for (tier, reason), n in totals]

@@ -36,10 +36,10 @@ from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.delivery import Deliveries
-from otel_repeat_guard.decide.quoting import quoted
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
+from otel_repeat_guard.decide.quoting import quoted
 from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.inputs import checked_guard_options
@@ -106,8 +106,7 @@ class Guard:
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
         self.deliveries = Deliveries(meter_provider, logger, max_agents)  # reminders no adapter took
         parts = Parts(router, self.runs, self.steps, self._awaited, self.blind, self.metrics, self.tracked, self.facts)
-        parts = parts._replace(deliveries=self.deliveries)
-        self.models = ModelCalls(parts, self._count)
+        self.models = ModelCalls(parts, self._count, self.deliveries)
         self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 

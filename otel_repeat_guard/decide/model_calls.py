@@ -44,7 +44,6 @@ class Parts(NamedTuple):
     metrics: GuardMetrics
     tracked: ToolFilter
     facts: bool
-    deliveries: Deliveries | None = None  # the reminders handed on, until taken (decide/delivery.py)
 
 
 class ModelCalls:
@@ -66,11 +65,13 @@ class ModelCalls:
         "_tracked",
     )
 
-    def __init__(self, parts: Parts, count: Callable[[CountedCall], Decision | None]) -> None:
+    def __init__(
+        self, parts: Parts, count: Callable[[CountedCall], Decision | None], deliveries: Deliveries | None = None
+    ) -> None:
         self._router, self._runs, self._steps, self._awaited = parts.router, parts.runs, parts.steps, parts.awaited
         self._blind, self._metrics, self._tracked, self._facts = parts.blind, parts.metrics, parts.tracked, parts.facts
         self._count = count
-        self._deliveries = parts.deliveries
+        self._deliveries = deliveries  # the reminders handed on, until taken (decide/delivery.py)
         self._issues_while_open = parts.router.issues_while_open  # model calls whose tool spans may end in them
         self._open: dict[int, Run] = {}  # open model-call span id -> its run
 

@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_repeat_guard import Reminder, RepeatGuardSpanProcessor
-REQUESTED = "repeat_tool_guard.requested_arguments"  # otel_repeat_guard.core.facts.REQUESTED
 from otel_repeat_guard.store import SQLiteSpanExporter
 from otel_repeat_guard.store.schema import open_for_reading
 
+REQUESTED = "repeat_tool_guard.requested_arguments"  # otel_repeat_guard.core.facts.REQUESTED
 SENT = {"path": "a.txt"}
 
 

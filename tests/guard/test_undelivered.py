@@ -145,21 +145,26 @@ def test_an_adapter_that_finds_no_run_names_the_client_adapters_requirement(capl
 
 def test_a_reminder_an_adapter_gave_back_is_not_added() -> None:
     setup = Setup()
-    with setup.tracer.start_as_current_span("invoke_agent reader", attributes={"gen_ai.operation.name": "invoke_agent"}):
+    attributes = {"gen_ai.operation.name": "invoke_agent"}
+    with setup.tracer.start_as_current_span("invoke_agent reader", attributes=attributes):
         for _ in range(3):
             setup.tool()
         with due_reminders(setup.guard, setup.inbox) as reminders:
             assert len(reminders) == 1
-            raise_inside = True
-            if raise_inside:
-                raise RuntimeError("the adapter's edit failed")  # caught: given back to the inbox
+            _fail()  # the adapter's edit fails: the reminder goes back to the inbox, the request out without it
         setup.model()
     assert setup.undelivered() == {("gentle", NOT_ADDED): 1}
 
 
+def _fail() -> None:
+    raise RuntimeError("the adapter's edit failed")
+
+
 def test_a_run_that_ends_before_its_next_model_call_leaves_its_reminder_undelivered() -> None:
     setup = Setup()
-    with setup.tracer.start_as_current_span("invoke_agent reader", attributes={"gen_ai.operation.name": "invoke_agent"}):
+    with setup.tracer.start_as_current_span(
+        "invoke_agent reader", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
         for _ in range(3):
             setup.tool()
     assert setup.undelivered() == {("gentle", RUN_ENDED): 1}
@@ -180,3 +185,24 @@ def test_each_framework_has_its_adapter_named() -> None:
     assert adapter_for("gcp.vertex.agent")[0] == "google-adk"
     assert adapter_for("my.own")[0] is None
     assert "docs/runtimes.md" in fix_for(NO_ADAPTER, "my.own")
+
+
+def test_what_is_watched_is_bounded_per_run_and_in_runs() -> None:
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    from otel_repeat_guard.core.reminders import Reminder
+    from otel_repeat_guard.decide.delivery import MAX_HANDED, Deliveries
+
+    inbox = ReminderInbox()
+    deliveries = Deliveries(NoOpMeterProvider(), logging.getLogger("test"), 2)
+    deliveries.watch(inbox)
+
+    def reminder(run: str) -> Reminder:
+        return Reminder(run, None, "t", 3, 3, "gentle", "text", "{}", "0" * 32, "0" * 16)
+
+    for run in ("a", "b", "c"):
+        deliveries.handed(reminder(run))
+    assert sorted(deliveries.runs) == ["b", "c"]  # the oldest run is no longer watched
+    for _ in range(MAX_HANDED + 5):
+        deliveries.handed(reminder("c"))
+    assert len(deliveries.runs["c"]) == MAX_HANDED

@@ -10,11 +10,10 @@ import pytest
 from .scenario import Guarded, Switchboard, require, stored  # noqa: F401  (a fixture)
 
 require("openinference.instrumentation.langchain")
-from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.messages import HumanMessage  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
+from openinference.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
 
 from otel_repeat_guard.integrations.langchain import RepeatGuardMiddleware  # noqa: E402
 
@@ -43,7 +42,7 @@ def read_file(path: str) -> str:
     return "hello"
 
 
-def test_the_detailed_reminder_quotes_the_arguments_the_model_sent(g: Guarded) -> None:
+def test_the_detailed_reminder_quotes_the_arguments_the_model_sent(g: Guarded) -> None:  # noqa: F811
     """Issue 39, item 6: OpenInference's tool span records a one-argument tool's input as the bare value
     (``a.txt``); the model sent ``{"path": "a.txt"}``, and that is what the reminder quotes."""
     requests: list[Any] = []
