@@ -16,6 +16,7 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.blind_spots import CallAudit
 from otel_repeat_guard.decide.decision import Decision
+from otel_repeat_guard.decide.delivery import watched_inbox
 from otel_repeat_guard.decide.guard import Guard, GuardOptions
 from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
 from otel_repeat_guard.decide.log_events import LogEvents
@@ -74,6 +75,9 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         # the run resolver the hooks tell of every span, and the chains (tests read them)
         self._runs, self._chains = guard.runs, guard.chains
         self._on_reminder, self._downstream = on_reminder, downstream
+        inbox = watched_inbox(on_reminder)  # an inbox's put: whether adapters take its reminders is watched
+        if inbox is not None:
+            guard.deliveries.watch(inbox)
         self._wrapping, self._limits = bool(downstream), SpanLimits()
         self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run

@@ -15,6 +15,7 @@ import pandas as pd
 from otel_repeat_guard.clickhouse import drill
 from otel_repeat_guard.clickhouse.base import TableReader
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
+from otel_repeat_guard.clickhouse.undelivered import undelivered_sql
 from otel_repeat_guard.store.queries.filters import TIERS, Filters, tiers_shown
 from otel_repeat_guard.store.queries.overview import fill_buckets, long_form
 from otel_repeat_guard.store.queries.reminders import REMINDER_WINDOW
@@ -178,6 +179,13 @@ class ClickHouseReader(TableReader):
             SELECT if(seen, unguarded_reason, '{NOT_SEEN}') AS reason, tool_name AS tool, count() AS calls FROM tool
             {self.where(filters, "tracked", "(unguarded_reason IS NOT NULL OR NOT seen)")}
             GROUP BY reason, tool ORDER BY calls DESC, reason, tool"""
+        return self.frame(sql, self.params(filters))
+
+    def undelivered_reminders(self, filters: Filters) -> pd.DataFrame:
+        """As the store's: the reminders that did not reach the model, by reason, tier and tool."""
+        sql = f"""WITH undelivered AS ({undelivered_sql(bool(filters.services))})
+            SELECT reason, tier, tool_name AS tool, count() AS reminders FROM undelivered
+            {self.where(filters)} GROUP BY reason, tier, tool ORDER BY reminders DESC, reason, tier, tool"""
         return self.frame(sql, self.params(filters))
 
     def excluded_tools(self, tools: Sequence[str]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from typing import Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
-from otel_repeat_guard.conventions.base import EventLike
+from otel_repeat_guard.conventions.base import MISSING, EventLike
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.spans.runs import Run
 from otel_repeat_guard.spans.span_events import EventSpec
@@ -58,6 +58,7 @@ class CountedCall:
         "events",
         "facts",
         "key",
+        "quote",
         "run",
         "span",
         "tool",
@@ -77,7 +78,9 @@ class CountedCall:
         call_id: str | None = None,
         context: SpanContext | None = None,
         facts: dict[str, Any] | None = None,
+        quote: Any = MISSING,
     ) -> None:
         self.run, self.tool, self.arguments, self.key = run, tool, arguments, key
         self.span, self.attributes, self.events = span, attributes, events
         self.error, self.call_id, self.context, self.facts = error, call_id, context, facts
+        self.quote = quote  # the arguments as the model's request sent them, where read: what a reminder quotes

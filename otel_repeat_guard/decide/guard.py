@@ -36,10 +36,12 @@ from otel_repeat_guard.core.policy import with_result
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_RESULT, CallAudit, WarnOnce
 from otel_repeat_guard.decide.decision import CountedCall, Decision
+from otel_repeat_guard.decide.delivery import Deliveries
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
 from otel_repeat_guard.decide.progress import Results
+from otel_repeat_guard.decide.quoting import quoted
 from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.decide.shown import ShownReminders
@@ -108,6 +110,7 @@ class Guard:
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
         self._results = Results.of(config)  # None unless some tool's calls compare results (progress: results)
+        self.deliveries = Deliveries(meter_provider, logger, max_agents)  # reminders no adapter took
         parts = Parts(
             router,
             self.runs,
@@ -119,7 +122,7 @@ class Guard:
             self.facts,
             self._results,
         )
-        self.models = ModelCalls(parts, self._count)
+        self.models = ModelCalls(parts, self._count, self.deliveries)
         self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 
@@ -135,6 +138,7 @@ class Guard:
             self._awaited,
             self.models,
             self.shown,
+            self.deliveries,
         )
         for part in parts:
             part.after_fork()
@@ -260,7 +264,8 @@ class Guard:
                 return decision
             arguments, source = requested.arguments, "model_request"  # the arguments the model asked with
             call_id = call_id or requested.call_id
-        compared = CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts)
+        quote = MISSING if step is None or source != "tool_span" else quoted(step, tool, call_id, arguments, facts)
+        compared = CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts, quote=quote)
         result, blind = (None, None) if self._results is None else self._result_of(compared, source)
         if blind is None:
             self.blind.compared(span, tool, source, run.how)
@@ -410,6 +415,8 @@ class Guard:
 
     def _over(self, key: str) -> None:
         self.shown.settling(key)
+        if self.deliveries.runs:
+            self.deliveries.run_ended(key, "")  # counted and said; no span left to carry its event
         self.chains.forget(key)
         self.shown.settling(None)
         self.steps.forget(key)

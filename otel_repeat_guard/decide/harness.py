@@ -84,6 +84,7 @@ class HarnessQuestions(SpanProcessor):
         try:
             current = trace.get_current_span(context_or_none(context))
             key, decision = self._guard.model_call_due(current)
+            self._guard.deliveries.asked(key)  # an adapter asks: for this run, or (None) for none it could find
             if decision is not None:
                 self._record_open(current, None, decision)
         except Exception:
@@ -113,3 +114,5 @@ class HarnessQuestions(SpanProcessor):
                 self._on_reminder(reminder)
             except Exception:
                 logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
+            else:
+                self._guard.deliveries.handed(reminder)  # watched until an adapter takes it (decide/delivery.py)

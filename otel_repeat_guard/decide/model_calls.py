@@ -19,6 +19,7 @@ from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_ARGUMENTS, NO_RESULT
 from otel_repeat_guard.decide.decision import CountedCall, Decision
+from otel_repeat_guard.decide.delivery import Deliveries
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.recorder import PARALLEL_DUPLICATE_EVENT, call_event
@@ -56,6 +57,7 @@ class ModelCalls:
         "_awaited",
         "_blind",
         "_count",
+        "_deliveries",
         "_facts",
         "_issues_while_open",
         "_metrics",
@@ -67,11 +69,14 @@ class ModelCalls:
         "_tracked",
     )
 
-    def __init__(self, parts: Parts, count: Callable[[CountedCall], Decision | None]) -> None:
+    def __init__(
+        self, parts: Parts, count: Callable[[CountedCall], Decision | None], deliveries: Deliveries | None = None
+    ) -> None:
         self._router, self._runs, self._steps, self._awaited = parts.router, parts.runs, parts.steps, parts.awaited
         self._blind, self._metrics, self._tracked, self._facts = parts.blind, parts.metrics, parts.tracked, parts.facts
         self._count = count
         self._results = parts.results
+        self._deliveries = deliveries  # the reminders handed on, until taken (decide/delivery.py)
         self._issues_while_open = parts.router.issues_while_open  # model calls whose tool spans may end in them
         self._open: dict[int, Run] = {}  # open model-call span id -> its run
 
@@ -128,7 +133,9 @@ class ModelCalls:
         keep = may_request(attributes, events)
         # a text answer, nothing pending
         idle = not keep and not (due and self._steps.any_step()) and not self._awaited.any_run()
-        if idle and not self._facts:
+        deliveries = self._deliveries
+        watched = deliveries is not None and bool(deliveries.runs)  # reminders handed on, not known taken
+        if idle and not self._facts and not watched:
             return None  # not even its run to resolve: nothing records it
         run = started_run or self._runs.resolve(parent, langgraph_node(attributes))
         if run is None:
@@ -137,6 +144,8 @@ class ModelCalls:
         inside = opened is None and not idle and self._steps.latest_end(run.key) >= started  # from a call inside
         read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self._facts else None)
+        if watched and deliveries is not None:  # what went out without the run's reminders: on this span
+            decision.events.extend(deliveries.model_call_ended(run.key, started, scope_of(span)))
         if inside:
             return decision
         if due and self._steps.any_step():

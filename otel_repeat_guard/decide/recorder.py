@@ -115,7 +115,8 @@ class Recorder:
         tier = (self._tiers if policies is None else self._policy_tiers[policies[call.tool]]).get(length)
         if tier is None:
             return Decision(events, [], call.facts)
-        preview = self._preview(canonical_arguments(call.arguments))  # only now: the key spared it on every call
+        shown = call.arguments if call.quote is MISSING else call.quote  # the model's request, where read
+        preview = self._preview(canonical_arguments(shown))  # only now: the key spared it on every call
         text = repeat_text(tier, call.tool, length, preview)
         reminder = _reminder(
             call, kind="repeat", tier=tier, run_length=length, threshold=length, period=1, text=text, preview=preview
@@ -143,7 +144,8 @@ class Recorder:
             event["gen_ai.tool.call.id"] = call.call_id
         if tier is None:
             return Decision(events, [])
-        shown = canonical_or_none(call.arguments) or b""  # unknown arguments: nothing to quote
+        quoted = call.arguments if call.quote is MISSING else call.quote  # the model's request, where read
+        shown = canonical_or_none(quoted) or b""  # unknown arguments: nothing to quote
         preview = self._preview(shown.decode("utf-8", "surrogatepass"))
         if found.kind == "cycle":
             text = cycle_text(found.tools, found.threshold)

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from otel_repeat_guard.conventions.base import EventLike, RequestedCall
+from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
 from otel_repeat_guard.core.facts import WASTED
 from otel_repeat_guard.core.rules import evict_oldest, put_bounded
 
@@ -147,6 +147,16 @@ class Step:
     def by_id(self, call_id: str) -> RequestedCall | None:
         self.calls()
         return self._by_id.get(call_id)
+
+    def arguments_of(self, tool: str, call_id: str | None) -> Any:
+        """The arguments the model asked ``tool`` with: for the call ``call_id``, else the step's one call of
+        ``tool``; MISSING when unknown or ambiguous (two calls of ``tool``, no id). Takes nothing, as
+        :meth:`by_name` does: a tool span that has its own arguments only quotes the model's."""
+        if call_id is not None:
+            call = self.by_id(call_id)
+            return MISSING if call is None or call.tool_name != tool else call.arguments
+        found = [call for call in self.calls() if call.tool_name == tool]
+        return found[0].arguments if len(found) == 1 else MISSING
 
     def by_name(self, tool: str) -> RequestedCall | None:
         """The first request of ``tool`` not taken yet, for a tool span with no call id (MCP)."""

@@ -40,10 +40,11 @@ from otel_repeat_guard.conventions import (
 )
 from otel_repeat_guard.conventions.base import call_failed, str_or_none
 from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
-from otel_repeat_guard.core.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
+from otel_repeat_guard.core.facts import ISSUER, NESTED, REQUESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.reminders import arguments_preview
 from otel_repeat_guard.decide.blind_spots import NO_AGENT
+from otel_repeat_guard.decide.delivery import UNDELIVERED_EVENT
 from otel_repeat_guard.decide.recorder import (
     CYCLE_EVENT,
     NO_PROGRESS_EVENT,
@@ -66,6 +67,7 @@ from otel_repeat_guard.store.rows import (
     DetectionRow,
     ModelCallRow,
     ToolCallRow,
+    UndeliveredRow,
     storable,
 )
 from otel_repeat_guard.store.storable import int_or_none, storable_int, storable_or_none, storable_text
@@ -83,6 +85,7 @@ __all__ = [  # the rows live in store.rows (no OpenTelemetry import); their name
     "GuardEvents",
     "ModelCallRow",
     "ToolCallRow",
+    "UndeliveredRow",
     "agent_run_key_and_name",
     "agent_run_row",
     "model_call_row",
@@ -90,7 +93,26 @@ __all__ = [  # the rows live in store.rows (no OpenTelemetry import); their name
     "service_name",
     "storable",
     "tool_call_row",
+    "undelivered_rows",
 ]
+
+
+def undelivered_rows(events: Sequence[Any]) -> tuple[UndeliveredRow, ...]:
+    """The undelivered reminders a model call's events say went out without it (odd values: unknown, kept)."""
+    rows: list[UndeliveredRow] = []
+    for event in events:
+        if event.name != UNDELIVERED_EVENT:
+            continue
+        attributes = event.attributes or {}
+        rows.append(
+            UndeliveredRow(
+                storable_text(str_or_none(attributes.get("repeat_tool_guard.reminder_span_id")) or ""),
+                storable_text(str_or_none(attributes.get("gen_ai.tool.name")) or ""),
+                storable_text(str_or_none(attributes.get("repeat_tool_guard.tier")) or "unknown"),
+                storable_text(str_or_none(attributes.get("repeat_tool_guard.reason")) or "unknown"),
+            )
+        )
+    return tuple(rows)
 
 
 def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
@@ -219,7 +241,9 @@ def tool_call_row(
         if canonical is not None:
             digest = digest or arguments_digest(canonical)
             if store_arguments:
-                preview = arguments_preview(canonical.decode("utf-8", "surrogatepass"), preview_chars)
+                sent = str_or_none(attributes.get(REQUESTED))  # what the model's request sent, where it differs
+                shown = sent if sent is not None else canonical.decode("utf-8", "surrogatepass")
+                preview = arguments_preview(shown, preview_chars)
 
     decided_run = str_or_none(attributes.get(RUN))  # the guard's own answer, when it recorded its facts
     event_agent = str_or_none(repeat.get("repeat_tool_guard.agent_id"))
@@ -330,5 +354,6 @@ def model_call_row(
             output_preview=preview,
             cache_read_tokens=info.cache_read_tokens,
             cache_write_tokens=info.cache_write_tokens,
+            undelivered=undelivered_rows(events),
         )
     )

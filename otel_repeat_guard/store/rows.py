@@ -102,6 +102,16 @@ class AgentRunRow:
 
 
 @dataclass(frozen=True, slots=True)
+class UndeliveredRow:
+    """A reminder that did not reach the model call it is on (the guard's ``repeat_tool_guard.undelivered`` event)."""
+
+    reminder_span_id: str
+    tool_name: str
+    tier: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCallRow(CallRow):
     """One model call as the store keeps it (see :mod:`otel_repeat_guard.store.model_calls`)."""
 
@@ -115,6 +125,7 @@ class ModelCallRow(CallRow):
     output_preview: str | None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    undelivered: tuple[UndeliveredRow, ...] = ()
 
 
 _TEXT_FIELDS = ("service_name", "agent_key", "agent_name", "tool_name", "arguments_preview", "reminder_tier")

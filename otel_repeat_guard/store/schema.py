@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 APPLICATION = "otel-repeat-guard"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DEFAULT_DB = "repeat-guard.db"
 DB_ENV = "OTEL_REPEAT_GUARD_DB"
 BUSY_TIMEOUT_MS = 30_000
@@ -311,6 +311,7 @@ def _one_line(text: str) -> str:
 ORIGIN_DEMO = "demo"
 """``store_info`` origin of a store the demo made: a new demo run may empty it."""
 _DATA_TABLES = (
+    "undelivered_reminders",
     "detections",
     "model_rollup",
     "tool_call_arguments",

@@ -25,6 +25,10 @@ INSERT OR IGNORE INTO model_calls (
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_OUTPUT = "INSERT INTO model_call_outputs (call_id, preview) VALUES (?, ?)"
+INSERT_UNDELIVERED = """
+INSERT OR IGNORE INTO undelivered_reminders (model_call_id, reminder_span_id, tool_name, tier, reason)
+VALUES (?, ?, ?, ?, ?)
+"""
 # Model calls made directly under an agent-run span take its key and name, as tool calls do.
 RESOLVE_PENDING_MODELS = """
 UPDATE model_calls

@@ -16,6 +16,9 @@ Version history:
 5. ``detections``: one row per tool call and kind of detection (repeat, cycle, no_progress,
    parallel_duplicate) with its numbers and the reminder of that kind; repeats are backfilled from
    ``tool_calls``, and the kinds seen are listed in ``dimensions`` (kind ``loop_kind``).
+6. ``model_calls.cache_read_tokens`` and ``cache_write_tokens`` (and their roll-up sums).
+7. ``undelivered_reminders``: one row per reminder the guard handed on that no adapter took before the run's next
+   model call ended (its ``repeat_tool_guard.undelivered`` event on that model call's span), by model call.
 """
 
 from __future__ import annotations
@@ -161,6 +164,16 @@ TABLES = (
         reminder_tier TEXT,
         reminder_threshold INTEGER,
         PRIMARY KEY (call_id, kind)
+    ) WITHOUT ROWID""",
+    # Schema 7. One row per reminder that did not reach the model: the model call that went out without it, the
+    # reminder's own call (its tool span id), tool, tier, and why (decide/delivery.py's reasons).
+    """CREATE TABLE IF NOT EXISTS undelivered_reminders (
+        model_call_id INTEGER NOT NULL REFERENCES model_calls(id),
+        reminder_span_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        PRIMARY KEY (model_call_id, reminder_span_id, tier)
     ) WITHOUT ROWID""",
 )
 
@@ -309,7 +322,20 @@ def _upgrade_from_5(conn: sqlite3.Connection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
+def _upgrade_from_6(conn: sqlite3.Connection) -> None:
+    """Schema 7: the ``undelivered_reminders`` table (empty: no reminder was said undelivered before)."""
+    for statement in TABLES:
+        conn.execute(statement)
+
+
+UPGRADES = {
+    1: _upgrade_from_1,
+    2: _upgrade_from_2,
+    3: _upgrade_from_3,
+    4: _upgrade_from_4,
+    5: _upgrade_from_5,
+    6: _upgrade_from_6,
+}
 
 
 def user_tables(conn: sqlite3.Connection) -> set[str]:

@@ -13,6 +13,7 @@ from otel_repeat_guard.store.sql import (
     INSERT_DETECTION,
     INSERT_MODEL_CALL,
     INSERT_OUTPUT,
+    INSERT_UNDELIVERED,
     ISSUER_BY_AGENT,
     ISSUER_BY_ID,
     ISSUER_BY_PARENT,
@@ -106,6 +107,17 @@ def insert_model(
         return False
     if model.output_preview is not None:
         conn.execute(INSERT_OUTPUT, (cursor.lastrowid, model.output_preview))
+    for undelivered in model.undelivered:
+        conn.execute(
+            INSERT_UNDELIVERED,
+            (
+                cursor.lastrowid,
+                undelivered.reminder_span_id,
+                undelivered.tool_name,
+                undelivered.tier,
+                undelivered.reason,
+            ),
+        )
     if rolled_up(pending, model.input_tokens):
         figures = ModelFigures(
             cursor.lastrowid,

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_repeat_guard import GuardConfig, Reminder, ReminderInbox, RepeatGuardSpanProcessor
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, find_tool_call
 from otel_repeat_guard.core.canonical import canonical_arguments
+from otel_repeat_guard.decide.delivery import UNDELIVERED_REMINDERS
 from otel_repeat_guard.store import SQLiteSpanExporter
 
 PARIS = {"city": "Paris", "units": "metric"}
@@ -96,6 +97,20 @@ def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
     ]
 
 
+class RecordingInbox(ReminderInbox):
+    """An inbox that also keeps every reminder put in it. The guard's ``on_reminder`` is its ``put``, as
+    ``configure()`` wires the process-wide inbox, so the guard watches whether an adapter takes each one
+    (``decide/delivery.py``): a reminder no adapter took is counted on ``undelivered_reminders``."""
+
+    def __init__(self, reminders: list[Reminder]) -> None:
+        super().__init__()
+        self.reminders = reminders
+
+    def put(self, reminder: Reminder) -> None:
+        self.reminders.append(reminder)
+        super().put(reminder)
+
+
 def make_guarded(store: Path | None = None, **options: Any) -> Guarded:
     """A guard (``options`` go to :class:`RepeatGuardSpanProcessor`) whose reminders go to an inbox and a list.
 
@@ -106,16 +121,11 @@ def make_guarded(store: Path | None = None, **options: Any) -> Guarded:
     if store is not None:
         options.setdefault("record_facts", True)
         exporter = SQLiteSpanExporter(store, config=options.get("config"))
-    inbox = ReminderInbox()
     reminders: list[Reminder] = []
+    inbox = RecordingInbox(reminders)
     metrics = InMemoryMetricReader()
-
-    def on_reminder(reminder: Reminder) -> None:
-        reminders.append(reminder)
-        inbox.put(reminder)
-
     guard = RepeatGuardSpanProcessor(
-        on_reminder=on_reminder, meter_provider=MeterProvider(metric_readers=[metrics]), **options
+        on_reminder=inbox.put, meter_provider=MeterProvider(metric_readers=[metrics]), **options
     )
     return Guarded(guard, inbox, InMemorySpanExporter(), reminders, metrics, exporter)
 
@@ -433,6 +443,8 @@ def expected_whole_chain(
         "timeline: tool calls": tool_calls,
         "store: reminder outcomes": outcomes,
         "metric: reminder outcomes": outcomes,
+        "store: undelivered reminders": 0,  # every reminder reached the model (decide/delivery.py)
+        "metric: undelivered reminders": {},
     }
 
 
@@ -467,6 +479,7 @@ def whole_chain(g: Guarded, tool: str = "lookup") -> Figures:
         longest = queries.hotspot_runs(conn, every, tool, limit=1)
         timeline = queries.run_timeline(conn, str(longest["agent_key"].iloc[0])) if len(longest) else None
         outcomes = queries.reminder_outcomes(conn, every)
+        undelivered = int(queries.undelivered_reminders(conn, every)["reminders"].sum())
     finally:
         conn.close()
     kinds = {} if timeline is None else timeline["kind"].value_counts().to_dict()
@@ -486,6 +499,8 @@ def whole_chain(g: Guarded, tool: str = "lookup") -> Figures:
             for (tier, outcome), n in outcomes.groupby(["tier", "outcome"])["reminders"].sum().items()
         },
         "metric: reminder outcomes": _metric_sums(g, names.REMINDER_OUTCOMES, "repeat_tool_guard.tier", "outcome"),
+        "store: undelivered reminders": undelivered,
+        "metric: undelivered reminders": _metric_sums(g, UNDELIVERED_REMINDERS, "repeat_tool_guard.tier", "reason"),
     }
 
 

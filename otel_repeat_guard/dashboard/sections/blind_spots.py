@@ -1,4 +1,5 @@
-"""What the page cannot show: tools the guard's configuration excludes, and calls it could not compare."""
+"""What the page cannot show: tools the guard's configuration excludes, calls it could not compare, and reminders
+that never reached the model."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from otel_repeat_guard.dashboard.sections.wording import plural
+from otel_repeat_guard.decide import delivery
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_GUARD, NO_RESULT, explain, fix_for
 
 
@@ -70,5 +72,45 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
             column_config={
                 "tool": st.column_config.TextColumn("Tool"),
                 "calls": st.column_config.NumberColumn("Calls", format="localized"),
+            },
+        )
+
+
+UNDELIVERED_TITLES = {
+    delivery.NO_ADAPTER: "No adapter asked",
+    delivery.NO_RUN: "The adapter found no agent run",
+    delivery.NOT_ADDED: "The adapter could not add it",
+    delivery.RUN_ENDED: "The run ended first",
+}
+"""Each reason a reminder did not reach the model (``undelivered_reminders.reason``), as the page names it."""
+
+
+def draw_undelivered(undelivered: pd.DataFrame) -> None:
+    """Reminders the guard handed on that no adapter took before the run's next model call ended: the reminder
+    figures elsewhere count them, but the model never read them. Each reason in words, what fixes it, by tool."""
+    if undelivered.empty:
+        return
+    total = int(undelivered["reminders"].sum())
+    st.warning(
+        f"{plural(total, 'reminder')} never reached the model: the guard handed {'it' if total == 1 else 'them'} "
+        "on, but no adapter added them to the run's next model request.",
+        icon="⚠️",
+    )
+    by_reason = undelivered.groupby("reason", sort=False)["reminders"].sum().sort_values(ascending=False, kind="stable")
+    for reason, reminders in by_reason.items():
+        code = str(reason)
+        title = UNDELIVERED_TITLES.get(code, code.replace("_", " ").capitalize())
+        st.markdown(f"**{_plain(title)}** · {plural(int(reminders), 'reminder')}: {_plain(delivery.explain(code))}.")
+        st.markdown(f"**Fix:** {_plain(delivery.fix_for(code, ''))}.")
+        rows = undelivered.loc[undelivered["reason"] == reason, ["tool", "tier", "reminders"]]
+        st.dataframe(
+            rows,
+            hide_index=True,
+            width="content",
+            key=f"undelivered_reminders:{code}",
+            column_config={
+                "tool": st.column_config.TextColumn("Tool"),
+                "tier": st.column_config.TextColumn("Tier"),
+                "reminders": st.column_config.NumberColumn("Reminders", format="localized"),
             },
         )

@@ -17,7 +17,7 @@ travel as parameters: the SQL text is built only from fixed fragments and placeh
 Every query is importable from here.
 """
 
-from otel_repeat_guard.store.queries.blind_spots import excluded_tools, unguarded_calls
+from otel_repeat_guard.store.queries.blind_spots import excluded_tools, undelivered_reminders, unguarded_calls
 from otel_repeat_guard.store.queries.conversations import RECENT_MODEL_CALLS, conversation_runs, conversations
 from otel_repeat_guard.store.queries.filters import (
     AGENT,
@@ -88,6 +88,7 @@ __all__ = [
     "run_lengths",
     "run_timeline",
     "time_bounds",
+    "undelivered_reminders",
     "unguarded_calls",
     "wasted_tokens",
 ]

@@ -1,4 +1,5 @@
-"""What the guard could not see: calls it could not compare, and tools its configuration excludes."""
+"""What the guard could not see: calls it could not compare, tools its configuration excludes, and reminders that
+did not reach the model."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from otel_repeat_guard.store.queries.filters import Filters, in_list, read, where
+from otel_repeat_guard.store.queries.filters import Filters, in_list, model_where, read, where
 
 
 def unguarded_calls(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
@@ -18,6 +19,24 @@ def unguarded_calls(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
         FROM tool_calls {clauses}
         GROUP BY unguarded_reason, tool_name
         ORDER BY calls DESC, reason, tool
+    """
+    return read(conn, sql, params)
+
+
+def undelivered_reminders(conn: sqlite3.Connection, filters: Filters) -> pd.DataFrame:
+    """Reminders the guard handed on that no adapter took before the run's next model call ended, by reason, tier
+    and tool (most first): ``reason``, ``tier``, ``tool``, ``reminders``. Time, service and agent are the model
+    call's; the tool filter is the reminder's tool."""
+    clauses, params = model_where(filters)
+    if filters.tools:
+        tool = in_list("u.tool_name", filters.tools)
+        clauses = f"{clauses} AND {tool}" if clauses else f"WHERE {tool}"
+        params = [*params, *filters.tools]
+    sql = f"""
+        SELECT u.reason AS reason, u.tier AS tier, u.tool_name AS tool, COUNT(*) AS reminders
+        FROM undelivered_reminders u JOIN model_calls m ON m.id = u.model_call_id {clauses}
+        GROUP BY u.reason, u.tier, u.tool_name
+        ORDER BY reminders DESC, reason, tier, tool
     """
     return read(conn, sql, params)
 
