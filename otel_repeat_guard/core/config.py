@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from otel_repeat_guard.core.reminders import SEED, ReminderStyle, check_style, checked_variants
 from otel_repeat_guard.core.urls import redis_url_problem, safe_url
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -40,6 +41,8 @@ _FIELDS = (
     "store_timeout_ms",
     "store_expiry_seconds",
     "remote_runs",
+    "reminder_style",
+    "reminder_variants",
 )
 _MAPPING_KEYS = {
     **{field: field for field in _FIELDS},
@@ -175,6 +178,9 @@ class GuardConfig:
     tool with changing arguments and the same outcome), ``collapse_parallel`` (identical calls
     made in one model step count once) and ``stop_at`` (the exact-repeat run length whose
     reminder is the firm ``stop`` tier; above every threshold).
+
+    Wording: ``reminder_style`` (``seed``, ``redirect``, a registered style's name or a callable
+    ``(Reminder) -> str``); ``reminder_variants`` (two or more styles' names: each run draws one).
     """
 
     thresholds: tuple[int, ...] = (3, 5, 8)
@@ -190,6 +196,8 @@ class GuardConfig:
     store_timeout_ms: int = 50
     store_expiry_seconds: int = 86_400
     remote_runs: bool | None = None
+    reminder_style: ReminderStyle = SEED
+    reminder_variants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -231,6 +239,8 @@ class GuardConfig:
             )
         if self.remote_runs is not None and not isinstance(self.remote_runs, bool):
             raise ValueError(f"remote_runs must be true, false or None, got {self.remote_runs!r}")
+        check_style(self.reminder_style)
+        object.__setattr__(self, "reminder_variants", checked_variants(self.reminder_variants))
 
     @property
     def shared_store(self) -> bool:
@@ -387,7 +397,7 @@ def _env_fields(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]
             kwargs[field] = _env_int(variable, field, raw.strip())
         elif field in _BOOLS:
             kwargs[field] = read_boolean(f"{variable} ({field})", raw)
-        elif field == "chain_store":
+        elif field in ("chain_store", "reminder_style"):
             kwargs[field] = raw.strip()
         else:
             items = _env_list(variable, field, raw)

@@ -29,6 +29,9 @@ once, and the store keeps no row for this one."""
 UNGUARDED: Final = "repeat_tool_guard.unguarded_reason"
 """On a tracked tool call the guard could not key by a run: why (``no_agent``). A fact, not an event: its
 parent may be in another process, or a replay's trace may lack its root, so the store cannot see it alone."""
+VARIANT: Final = "repeat_tool_guard.variant"
+"""On a call that fired a reminder while ``reminder_variants`` runs an experiment: the wording variant its run drew
+(also on the reminder event). Absent when no experiment runs."""
 CALL_EVENT: Final = "repeat_tool_guard.call"
 """The event of a call counted from a model's request, with no tool span of its own: the store's row for it."""
 
