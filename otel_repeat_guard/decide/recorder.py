@@ -179,8 +179,8 @@ class Recorder:
         reminder_event["repeat_tool_guard.kind"] = reminder.kind
         if reminder.variant is not None:  # an experiment runs: its variant wherever the tier goes
             reminder_event[VARIANT] = reminder.variant
-            if facts is not None:  # a repeat's call: its facts carry it to the store (a detection's event does)
-                facts = {**facts, VARIANT: reminder.variant}
+            if facts is not None:  # a repeat's call: its facts (the call's own dict, which later steps add to)
+                facts[VARIANT] = reminder.variant
         events.append((REMINDER_EVENT, reminder_event))
         self._metrics.reminder(reminder.tool_name, reminder.tier, reminder.threshold, reminder.kind, reminder.variant)
         return Decision(events, [reminder], facts)

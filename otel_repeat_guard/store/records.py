@@ -42,7 +42,7 @@ from otel_repeat_guard.conventions import (
 )
 from otel_repeat_guard.conventions.base import call_failed, str_or_none
 from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
-from otel_repeat_guard.core.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
+from otel_repeat_guard.core.facts import ISSUER, NESTED, RUN, RUN_NAME, UNGUARDED, VARIANT, WASTED, WRAPPER
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.reminders import arguments_preview
 from otel_repeat_guard.decide.blind_spots import NO_AGENT
@@ -131,6 +131,8 @@ class ToolCallRow(CallRow):
     """The guard charged the issuer's tokens as wasted on this call (each model call on one call)."""
     decided: bool = False
     """The guard's facts were on the span: the run, issuer and charge are its, not the store's guesses."""
+    reminder_variant: str | None = None
+    """The wording variant of the repeat reminder (:data:`otel_repeat_guard.core.facts.VARIANT`), while an experiment runs."""
 
     @property
     def in_loop(self) -> bool:
@@ -172,7 +174,15 @@ def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple
     return agent_run_key(run.agent_id, name, span_id), name
 
 
-_TEXT_FIELDS = ("service_name", "agent_key", "agent_name", "tool_name", "arguments_preview", "reminder_tier")
+_TEXT_FIELDS = (
+    "service_name",
+    "agent_key",
+    "agent_name",
+    "tool_name",
+    "arguments_preview",
+    "reminder_tier",
+    "reminder_variant",
+)
 _INT_FIELDS = ("start_ns", "end_ns", "run_length", "reminder_threshold")
 _MODEL_TEXT_FIELDS = (
     "service_name",
@@ -254,6 +264,10 @@ class GuardEvents:
         tier = str_or_none(attributes.get("repeat_tool_guard.tier"))
         threshold = int_or_none(attributes.get("repeat_tool_guard.threshold"))
         return (None if tier is None else storable_text(tier)), storable_or_none(threshold)
+
+    def variant(self, kind: str) -> str | None:
+        """The wording variant of the call's reminder of ``kind``, while an experiment runs."""
+        return str_or_none(self.reminders.get(kind, {}).get(VARIANT))
 
     def rows(self, run_length: int | None) -> tuple[DetectionRow, ...]:
         """One row per kind detected on the call (``run_length``: the call's position in its run of identical calls)."""
@@ -377,6 +391,7 @@ def tool_call_row(
             issuer_span_id=str_or_none(attributes.get(ISSUER)),
             charges_issuer=attributes.get(WASTED) is True,
             decided=decided_run is not None,
+            reminder_variant=None if tier is None else guard.variant(REPEAT),
         )
     )
 

@@ -16,6 +16,9 @@ Version history:
 5. ``detections``: one row per tool call and kind of detection (repeat, cycle, no_progress,
    parallel_duplicate) with its numbers and the reminder of that kind; repeats are backfilled from
    ``tool_calls``, and the kinds seen are listed in ``dimensions`` (kind ``loop_kind``).
+6. ``model_calls`` and ``model_rollup`` gain the cache-read and cache-write input tokens.
+7. ``tool_calls.reminder_variant``: the wording variant of the call's repeat reminder while
+   ``reminder_variants`` runs an experiment (NULL otherwise, and for every call stored before).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ TABLES = (
         run_length INTEGER,
         reminder_tier TEXT,
         reminder_threshold INTEGER,
-        unguarded_reason TEXT
+        unguarded_reason TEXT,
+        reminder_variant TEXT
     )""",
     # Argument text, only when the exporter was allowed to keep it (store_arguments=True).
     """CREATE TABLE IF NOT EXISTS tool_call_arguments (
@@ -309,7 +313,22 @@ def _upgrade_from_5(conn: sqlite3.Connection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
+def _upgrade_from_6(conn: sqlite3.Connection) -> None:
+    """Schema 7: the wording variant of a call's repeat reminder (NULL for the calls stored before: no experiment
+    ran, or its variants were not kept)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(tool_calls)")}
+    if "reminder_variant" not in columns:  # a file upgraded from before schema 3 has it already
+        conn.execute("ALTER TABLE tool_calls ADD COLUMN reminder_variant TEXT")
+
+
+UPGRADES = {
+    1: _upgrade_from_1,
+    2: _upgrade_from_2,
+    3: _upgrade_from_3,
+    4: _upgrade_from_4,
+    5: _upgrade_from_5,
+    6: _upgrade_from_6,
+}
 
 
 def user_tables(conn: sqlite3.Connection) -> set[str]:
