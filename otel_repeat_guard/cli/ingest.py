@@ -361,6 +361,17 @@ def run_rollup(args: argparse.Namespace) -> int:
 def clickhouse_doctor(store: str, span: tuple[int | None, int | None], *, as_json: bool) -> int:
     """``doctor --store``: what the guard could and could not see in the table (in ``span``, the ends of the calls
     in ns, either side open); 1 if anything was unseen."""
+    from otel_repeat_guard.clickhouse.target import is_clickhouse  # noqa: PLC0415
+
+    if not is_clickhouse(store):  # the embedded store: its experiment's table
+        try:
+            from otel_repeat_guard.cli.store_doctor import store_doctor  # noqa: PLC0415 - pandas, on this path only
+        except ImportError as exc:
+            raise CliError(
+                f"doctor --store on the embedded store needs the dashboard extra ({exc.name} is missing): "
+                "pip install 'otel-repeat-guard[dashboard]'"
+            ) from None
+        return store_doctor(store, span, as_json=as_json)
     from otel_repeat_guard.clickhouse.commands import doctor, render  # noqa: PLC0415 - the clickhouse extra
 
     report = doctor(store, *span)

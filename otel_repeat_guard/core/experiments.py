@@ -134,3 +134,30 @@ def verdict(rows: tuple[VariantRow, ...]) -> str:
     if (best.low or 0.0) > (worst.high or 0.0):
         return f"The difference is clear at these counts: {shares}, and their 95% intervals do not overlap."
     return f"The difference is not clear at these counts: {shares}, and their 95% intervals overlap."
+
+
+def interval_text(row: VariantRow) -> str:
+    """A row's broken share and its 95% interval, as the table prints them (``-`` when nothing is decided)."""
+    if row.share is None or row.low is None or row.high is None:
+        return "-"
+    return f"{_percent(row.share)} ({_percent(row.low)}-{_percent(row.high)})"
+
+
+def table_lines(table: VariantTable) -> list[str]:
+    """The table as ``doctor --store`` prints it: a line per variant, then per variant and model, then the verdict."""
+    header = (
+        f"  {'variant':<16} {'model':<24} {'reminders':>9}  {'broke the loop (95% interval)':<30} "
+        f"{'loops':>6} {'calls after':>11} {'tokens after':>13}"
+    )
+    lines = [
+        "Outcome by variant (broke the loop: broken / (broken + ignored); after: the loop's first reminder)",
+        header,
+    ]
+    for row in (*table.by_variant, *table.by_model):
+        model = "all models" if row.model is None and row in table.by_variant else (row.model or "(unknown)")
+        lines.append(
+            f"  {row.variant[:16]:<16} {model[:24]:<24} {row.reminders:>9,}  {interval_text(row):<30} "
+            f"{row.loops:>6,} {row.wasted_calls:>11,} {row.wasted_tokens:>13,}"
+        )
+    lines.append(table.verdict)
+    return lines

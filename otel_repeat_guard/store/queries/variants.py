@@ -13,6 +13,7 @@ import sqlite3
 
 import pandas as pd
 
+from otel_repeat_guard.core.experiments import VariantCounts
 from otel_repeat_guard.store.queries.filters import Filters, in_list, read, tiers_shown, where
 from otel_repeat_guard.store.queries.reminders import REMINDER_WINDOW
 
@@ -92,3 +93,20 @@ def reminder_variants(conn: sqlite3.Connection, filters: Filters, window: int = 
     """
     frame = read(conn, sql, [*tiers, *params, int(window)])
     return frame.astype({c: "int64" for c in VARIANT_COLUMNS[2:]})
+
+
+def variant_counts(frame: pd.DataFrame) -> list[VariantCounts]:
+    """A reader's ``reminder_variants`` answer as the pure core's counts (a missing model as None)."""
+    return [
+        VariantCounts(
+            variant=str(row["variant"]),
+            model=row["model"] if isinstance(row["model"], str) else None,
+            reminders=int(row["reminders"]),
+            broken=int(row["broken"]),
+            ignored=int(row["ignored"]),
+            loops=int(row["loops"]),
+            wasted_calls=int(row["wasted_calls"]),
+            wasted_tokens=int(row["wasted_tokens"]),
+        )
+        for row in frame.to_dict("records")
+    ]
