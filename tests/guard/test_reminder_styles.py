@@ -189,7 +189,7 @@ def test_a_bad_style_setting_is_refused_naming_the_field_and_value(settings: dic
 
 
 def test_a_bad_variant_in_the_environment_names_the_variable() -> None:
-    with pytest.raises(ValueError, match="^OTEL_REPEAT_GUARD_REMINDER_VARIANTS: reminder_variants names no known"):
+    with pytest.raises(ValueError, match=r"^OTEL_REPEAT_GUARD_REMINDER_VARIANTS: reminder_variants names no known"):
         GuardConfig.from_env({"OTEL_REPEAT_GUARD_REMINDER_VARIANTS": "seed,nope"})
 
 
