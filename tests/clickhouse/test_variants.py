@@ -101,3 +101,23 @@ def test_doctor_prints_the_same_variant_table_from_both_stores(
     start = embedded.index(next(line for line in embedded if line.startswith("Outcome by variant")))
     assert len(embedded) - start == 1 + 1 + 2 + 4 + 1  # title, header, two variants, four variant x model, verdict
     assert clickhouse[-(len(embedded) - start) :] == embedded[start:]
+
+
+def test_the_reminders_page_draws_the_same_variant_tables_from_clickhouse(
+    wording_pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamlit as st
+
+    from tests.clickhouse.test_pages import visit
+
+    db, table, _ = wording_pair
+    st.cache_data.clear()
+    embedded = visit(monkeypatch, "reminders", sqlite=db)
+    st.cache_data.clear()
+    clickhouse = visit(monkeypatch, "reminders", store=f"chdb://{table.path}?database=wording")
+    st.cache_data.clear()
+    grids = [[frame.value.to_dict("list") for frame in app.dataframe] for app in (embedded, clickhouse)]
+    assert grids[1] == grids[0] and len(grids[0]) == 3  # the outcomes, then the variants and variant x model
+    assert list(grids[0][1]["variant"]) == ["redirect", "seed"]
+    verdicts = [[m.value for m in app.markdown if "at these counts" in m.value] for app in (embedded, clickhouse)]
+    assert verdicts[0] == verdicts[1] and len(verdicts[0]) == 1

@@ -12,16 +12,16 @@ from otel_repeat_guard.store.records import REPEAT
 _COLUMNS = {
     "variant": st.column_config.TextColumn("Variant"),
     "model": st.column_config.TextColumn("Model"),
-    "reminders": st.column_config.NumberColumn("Reminders"),
+    "reminders": st.column_config.NumberColumn("Reminders", format="localized"),
     "broke": st.column_config.TextColumn(
         "Broke the loop (95% interval)", help="Broken ÷ (broken + ignored), with its 95% Wilson interval"
     ),
     "loops": st.column_config.NumberColumn("Loops", help="Runs of identical calls these reminders reminded"),
     "wasted_calls": st.column_config.NumberColumn(
-        "Calls after", help="The calls each loop still made after its first reminder"
+        "Calls after", format="localized", help="The calls each loop still made after its first reminder"
     ),
     "wasted_tokens": st.column_config.NumberColumn(
-        "Tokens after", help="The tokens of the model calls that asked for those calls"
+        "Tokens after", format="localized", help="The tokens of the model calls that asked for those calls"
     ),
 }
 
