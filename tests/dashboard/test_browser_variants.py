@@ -44,6 +44,6 @@ def test_the_outcome_by_variant_reads_in_full_at_1280_px(page: Page, wording: tu
     assert page.get_by_text(verdict, exact=True).count() == 1
     found = page.evaluate(MEASURE)
     headers = [grid["headers"] for grid in found["grids"]]
-    assert headers[1:] == [VARIANT_HEADERS, VARIANT_HEADERS[:1] + ["Model"] + VARIANT_HEADERS[1:]], headers
+    assert headers[1:] == [VARIANT_HEADERS, [*VARIANT_HEADERS[:1], "Model", *VARIANT_HEADERS[1:]]], headers
     assert [grid["rows"] for grid in found["grids"][1:]] == [2, 4]
     assert problems(found) == []
