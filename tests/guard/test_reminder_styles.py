@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -28,15 +28,6 @@ from otel_repeat_guard.core.reminders import (
 )
 
 ARGS = '{"path": "secret-token-1234.txt"}'
-
-
-@pytest.fixture(autouse=True)
-def _own_registry() -> Iterator[None]:
-    """Each test registers its own styles; none leaks into the next."""
-    saved = dict(texts._REGISTERED)
-    yield
-    texts._REGISTERED.clear()
-    texts._REGISTERED.update(saved)
 
 
 class Agent:
@@ -151,11 +142,12 @@ def test_a_failing_style_keeps_the_seed_wording_and_says_so(answer: object, capl
             raise answer
         return answer  # type: ignore[return-value]
 
-    register_reminder_style("broken", broken)
+    name = f"broken-{type(answer).__name__}"  # registered for the session: a name per case
+    register_reminder_style(name, broken)
     with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"):
-        got = Agent(GuardConfig(reminder_style="broken")).run("a", 3)
+        got = Agent(GuardConfig(reminder_style=name)).run("a", 3)
     assert got[0].text == reminder_text("gentle", "read_file", 3, "")
-    assert "reminder style 'broken' failed" in caplog.text
+    assert f"reminder style {name!r} failed" in caplog.text
 
 
 def test_a_registered_style_is_named_in_python_the_environment_and_variants() -> None:
