@@ -121,3 +121,57 @@ def test_the_reminders_page_draws_the_same_variant_tables_from_clickhouse(
     assert list(grids[0][1]["variant"]) == ["redirect", "seed"]
     verdicts = [[m.value for m in app.markdown if "at these counts" in m.value] for app in (embedded, clickhouse)]
     assert verdicts[0] == verdicts[1] and len(verdicts[0]) == 1
+
+
+def test_calls_counted_from_requests_keep_their_variant_on_both_stores(
+    demo_filled: tuple[list[ReadableSpan], Path, Target], tmp_path: Path
+) -> None:
+    """A run whose model asks for the same call four times and no tool span ever ends (CrewAI under OpenLLMetry):
+    the reminder rides the ``repeat_tool_guard.call`` event, with its variant."""
+    import json
+    import sqlite3
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
+    from otel_repeat_guard.core.reminders import variant_for
+    from otel_repeat_guard.store import SQLiteSpanExporter
+
+    config = GuardConfig(reminder_variants=("seed", "redirect"))
+    memory, store = InMemorySpanExporter(), tmp_path / "requested.db"
+    provider = TracerProvider(resource=Resource.create({"service.name": "crew"}))
+    provider.add_span_processor(RepeatGuardSpanProcessor(config, record_facts=True))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    provider.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(store, config=config)))
+    tracer = provider.get_tracer("wording")
+    for run in range(6):
+        with tracer.start_as_current_span(
+            f"invoke_agent crew-{run}", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
+            for i in range(5):
+                with tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}) as span:
+                    span.set_attribute("gen_ai.usage.input_tokens", 1000)
+                    span.set_attribute("gen_ai.usage.output_tokens", 10)
+                    if i < 4:
+                        part = {"type": "tool_call", "id": f"c{i}", "name": "grep", "arguments": {"q": "a"}}
+                        span.set_attribute(
+                            "gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [part]}])
+                        )
+                        span.set_attribute("gen_ai.response.finish_reasons", ("tool_call",))
+    provider.shutdown()
+    with sqlite3.connect(store) as conn:
+        reminded = conn.execute(
+            "SELECT agent_key, reminder_variant FROM tool_calls WHERE reminder_tier IS NOT NULL AND span_id LIKE '%/%'"
+        ).fetchall()
+    assert len(reminded) == 6 and all(v == variant_for(k, config.reminder_variants) for k, v in reminded)
+    target = fill(demo_filled[2].path, list(memory.get_finished_spans()), table="requested_variants")
+    reader = ClickHouseReader(target)
+    try:
+        embedded = SQLiteReader(store).reminder_variants(Filters())  # type: ignore[attr-defined]
+        pd.testing.assert_frame_equal(reader.reminder_variants(Filters()), embedded, check_dtype=False)
+    finally:
+        reader.close()
+    assert int(embedded["reminders"].sum()) == 6
