@@ -189,7 +189,12 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
         "Exit code 0 when every recognised call can be compared, 1 when some cannot, 2 for input it cannot read.",
     )
     doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
-    doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
+    doctor.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help=STORE_HELP + " (instead of files); or an embedded store's path, for its reminders by wording variant",
+    )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     add_range(doctor, "with --store: the tool calls that ended")
 

@@ -109,3 +109,28 @@ def test_a_schema_6_store_is_upgraded_to_7_keeping_its_calls(tmp_path: Path) -> 
         assert conn.execute("SELECT COUNT(reminder_variant) FROM tool_calls").fetchone() == (0,)  # not kept then
         assert conn.execute("SELECT version FROM repeat_guard_schema").fetchone() == (SCHEMA_VERSION,) == (7,)
     assert _table(db) == []
+
+
+def test_doctor_store_prints_the_table_and_refuses_a_missing_store_in_one_line(
+    wording: Experiment, tmp_path: Path
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from otel_repeat_guard.core.experiments import table_lines, variant_table
+
+    db, scripted = wording
+    command = [sys.executable, "-m", "otel_repeat_guard.cli.main", "doctor", "--store"]
+    done = subprocess.run([*command, str(db)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == table_lines(variant_table(expected(scripted)))
+    as_json = subprocess.run([*command, str(db), "--json"], capture_output=True, text=True, timeout=120, check=False)
+    document = json.loads(as_json.stdout)
+    assert [row["variant"] for row in document["by_variant"]] == ["redirect", "seed"]
+    assert document["verdict"] == variant_table(expected(scripted)).verdict
+    missing = subprocess.run(
+        [*command, str(tmp_path / "none.db")], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "no store at" in missing.stderr
