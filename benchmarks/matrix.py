@@ -29,7 +29,8 @@ from benchmarks import shapes
 from benchmarks import workloads as w
 from benchmarks.cases import TOOL_SPAN_GOAL, Row, Settings, _check, _flush, _fmt, _guard, guard_vs_none
 from benchmarks.timing import Comparison, compare
-from otel_repeat_guard import REPEAT_EVENT, GuardConfig, RepeatGuardSpanProcessor, build_mode
+from otel_repeat_guard import REMINDER_EVENT, REPEAT_EVENT, GuardConfig, RepeatGuardSpanProcessor, build_mode
+from otel_repeat_guard.core.facts import VARIANT
 from otel_repeat_guard.decide.log_events import is_real
 
 NON_TOOL_FLOOR_GOAL = {"compiled": 1.03}
@@ -106,6 +107,7 @@ def tool_shapes(s: Settings, band: float) -> list[Row]:
         rows.append(
             Row(_PREFIX + shape.label, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix")
         )
+    rows.append(variants_on(s, band))
     return rows
 
 
@@ -122,6 +124,36 @@ def progress_shapes(s: Settings, band: float) -> list[Row]:
         case = f"{_PREFIX}{work.shape.label}, {label}"
         rows.append(Row(case, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix"))
     return rows
+
+
+VARIANTS = GuardConfig(reminder_variants=("seed", "redirect"))
+"""A wording experiment (issue 39 item 4): each run's reminders worded by the variant its key draws."""
+
+
+def variants_on(s: Settings, band: float) -> Row:
+    """The first tool shape with ``reminder_variants`` on, against no processor: what drawing and recording a
+    variant adds to the default's row above (its reminders checked to carry one, so a broken draw cannot look fast)."""
+    build = build_mode()
+    goal = TOOL_SPAN_GOAL[build]
+    work = shapes.plan(shapes.TOOL_SHAPES[0], s.segment)
+    p, exporter = _recording(_guard(config=VARIANTS))
+    shapes.segment(p, work)
+    drawn = [
+        (event.attributes or {}).get(VARIANT)
+        for span in exporter.get_finished_spans()
+        for event in span.events
+        if event.name == REMINDER_EVENT
+    ]
+    _check(
+        bool(drawn) and set(drawn) <= set(VARIANTS.reminder_variants),
+        f"reminder_variants on: {len(drawn)} reminders, variants {sorted(set(map(str, drawn)))}",
+    )
+    base, guarded = w.pipeline(), w.pipeline(_guard(config=VARIANTS))
+    c = compare(
+        partial(shapes.segment, base, work), partial(shapes.segment, guarded, work), s.rounds, _flush(base, guarded)
+    )
+    label = f"{_PREFIX}{shapes.TOOL_SHAPES[0].label}, reminder_variants on ({len(drawn)} reminders a segment)"
+    return Row(label, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix")
 
 
 def _verdict(c: Comparison, goal: float, band: float) -> str:

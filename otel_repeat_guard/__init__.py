@@ -13,7 +13,7 @@ from otel_repeat_guard.conventions import (
 )
 from otel_repeat_guard.core.canonical import canonical_arguments
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.core.reminders import Reminder, RepeatGuardStop
+from otel_repeat_guard.core.reminders import Reminder, RepeatGuardStop, register_reminder_style
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.installed import default_inbox, installed_guard
 from otel_repeat_guard.processor import REMINDER_EVENT, REPEAT_EVENT, RepeatGuardSpanProcessor
@@ -44,4 +44,5 @@ __all__ = [
     "configure",
     "default_inbox",
     "installed_guard",
+    "register_reminder_style",
 ]

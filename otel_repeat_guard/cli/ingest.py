@@ -189,7 +189,12 @@ def add_ingest_commands(commands: Any, db_help: str) -> None:
         "Exit code 0 when every recognised call can be compared, 1 when some cannot, 2 for input it cannot read.",
     )
     doctor.add_argument("paths", type=Path, nargs="*", metavar="FILE", help="the file exporter's output files")
-    doctor.add_argument("--store", default=None, metavar="URL", help=STORE_HELP + " (instead of files)")
+    doctor.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help=STORE_HELP + " (instead of files); or an embedded store's path, for its reminders by wording variant",
+    )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     add_range(doctor, "with --store: the tool calls that ended")
 
@@ -361,6 +366,17 @@ def run_rollup(args: argparse.Namespace) -> int:
 def clickhouse_doctor(store: str, span: tuple[int | None, int | None], *, as_json: bool) -> int:
     """``doctor --store``: what the guard could and could not see in the table (in ``span``, the ends of the calls
     in ns, either side open); 1 if anything was unseen."""
+    from otel_repeat_guard.clickhouse.target import is_clickhouse  # noqa: PLC0415
+
+    if not is_clickhouse(store):  # the embedded store: its experiment's table
+        try:
+            from otel_repeat_guard.cli.store_doctor import store_doctor  # noqa: PLC0415 - pandas, on this path only
+        except ImportError as exc:
+            raise CliError(
+                f"doctor --store on the embedded store needs the dashboard extra ({exc.name} is missing): "
+                "pip install 'otel-repeat-guard[dashboard]'"
+            ) from None
+        return store_doctor(store, span, as_json=as_json)
     from otel_repeat_guard.clickhouse.commands import doctor, render  # noqa: PLC0415 - the clickhouse extra
 
     report = doctor(store, *span)

@@ -22,7 +22,7 @@ from otel_repeat_guard.conventions.vercel_ai import ARGUMENTS_KEY as VERCEL_ARGU
 from otel_repeat_guard.conventions.vercel_ai import STEPS as VERCEL_STEPS
 from otel_repeat_guard.conventions.vercel_ai import TOOL_CALL as VERCEL_TOOL
 from otel_repeat_guard.conventions.vercel_ai import TOOL_NAME_KEY as VERCEL_TOOL_NAME
-from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, WASTED, WRAPPER
+from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, NESTED, RUN, RUN_NAME, VARIANT, WASTED, WRAPPER
 from otel_repeat_guard.decide.blind_spots import NO_GUARD
 from otel_repeat_guard.decide.recorder import (
     CYCLE_EVENT,
@@ -67,14 +67,15 @@ def _event(name: str, alias: str) -> str:
     return f"Events.Attributes[{_LAST.format(name=name)}] AS {alias}"
 
 
-def _reminder(kind: str, alias: str) -> str:
-    """The tier of the span's last reminder of ``kind`` (a reminder without a kind is a repeat's), or NULL."""
+def _reminder(kind: str, alias: str, key: str = "repeat_tool_guard.tier") -> str:
+    """The tier (or another ``key``) of the span's last reminder of ``kind`` (a reminder without a kind is a
+    repeat's), or NULL."""
     kinds = "('', 'repeat')" if kind == "repeat" else f"('{kind}')"
     index = (
         f"arrayLastIndex((n, a) -> n = '{REMINDER_EVENT}' AND a['repeat_tool_guard.kind'] IN {kinds}, "
         "Events.Name, Events.Attributes)"
     )
-    return f"nullIf(Events.Attributes[{index}]['repeat_tool_guard.tier'], '') AS {alias}"
+    return f"nullIf(Events.Attributes[{index}]['{key}'], '') AS {alias}"
 
 
 SCAN = f"""
@@ -158,6 +159,7 @@ TOOL_SPANS = f"""
         nullIf(ung['repeat_tool_guard.reason'], '') AS guard_unguarded,
         SpanAttributes['gen_ai.agent.id'] = '' AND ParentSpanId = '' AS orphan,{CONFIGURED},
         {_reminder("repeat", "reminder_tier")},
+        toValidUTF8({_reminder("repeat", "", VARIANT).removesuffix(" AS ")}) AS reminder_variant,
         run_fact != '' OR arrayExists(n -> startsWith(n, 'repeat_tool_guard.'), Events.Name) AS seen,
         {_FAILED} AS error,
         nullIf(rep['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,
@@ -203,6 +205,7 @@ REQUESTED_CALLS = f"""
         {_NO_TEXT} AS guard_unguarded,
         toUInt8(0) AS orphan,{CONFIGURED},
         nullIf(ev['repeat_tool_guard.tier'], '') AS reminder_tier,
+        toValidUTF8(nullIf(ev['{VARIANT}'], '')) AS reminder_variant,
         toUInt8(1) AS seen,
         toUInt8(0) AS error,
         nullIf(ev['repeat_tool_guard.arguments_digest'], '') AS arguments_digest,

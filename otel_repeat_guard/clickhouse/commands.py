@@ -17,10 +17,12 @@ from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, RollReport, roll_up
 from otel_repeat_guard.clickhouse.rollup import Rollup
 from otel_repeat_guard.clickhouse.target import Target, parse
+from otel_repeat_guard.core.experiments import table_lines, variant_table
 from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.blind_spots import explain as explain_reason
 from otel_repeat_guard.decide.blind_spots import fix_for
 from otel_repeat_guard.store.queries.filters import Filters
+from otel_repeat_guard.store.queries.variants import variant_counts
 
 if TYPE_CHECKING:  # it needs the ingest extra: doctor, rollup and the dashboard read a table without it
     from otel_repeat_guard.clickhouse.spans import TableSpans
@@ -134,6 +136,8 @@ class Report:
     repeated_calls: int = 0
     reminders: int = 0
     blind_spots: list[dict[str, object]] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
+    """The "Outcome by variant" table's lines, while ``reminder_variants`` runs an experiment (else none)."""
 
     @property
     def comparable(self) -> bool:
@@ -159,6 +163,9 @@ def doctor(store: str, start_ns: int | None = None, end_ns: int | None = None) -
             report.blind_spots.append(
                 {"reason": reason, "tool": str(row["tool"]), "calls": int(row["calls"]), "why": _why(reason)}
             )
+        counts = variant_counts(reader.reminder_variants(filters))
+        if counts:
+            report.variants = table_lines(variant_table(counts))
         return report
     finally:
         reader.close()
@@ -192,4 +199,4 @@ def render(report: Report, *, as_json: bool) -> str:
         lines.append("every tracked tool call was seen and compared by the guard")
     for spot in report.blind_spots:
         lines.append(f"  {spot['calls']:>8,}  {spot['tool']}: {spot['reason']}: {spot['why']}")
-    return "\n".join(lines)
+    return "\n".join(lines + report.variants)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from otel_repeat_guard.clickhouse import drill
+from otel_repeat_guard.clickhouse import drill, variants
 from otel_repeat_guard.clickhouse.base import TableReader
 from otel_repeat_guard.clickhouse.calls import NOT_SEEN
 from otel_repeat_guard.clickhouse.undelivered import undelivered_sql
@@ -207,6 +207,9 @@ class ClickHouseReader(TableReader):
 
     def reminder_outcomes(self, filters: Filters, window: int = REMINDER_WINDOW) -> pd.DataFrame:
         return drill.reminder_outcomes(self, filters, window)
+
+    def reminder_variants(self, filters: Filters, window: int = REMINDER_WINDOW) -> pd.DataFrame:
+        return variants.reminder_variants(self, filters, window)
 
     def model_tokens(self, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
         return drill.model_tokens(self, filters, bands, wasted=False)

@@ -45,6 +45,7 @@ CALL_COLUMNS = {
     "guard_unguarded": "LowCardinality(Nullable(String))",
     "orphan": "UInt8",
     "reminder_tier": "LowCardinality(Nullable(String))",
+    "reminder_variant": "LowCardinality(Nullable(String))",
     "seen": "UInt8",
     "error": "UInt8",
     "arguments_digest": "Nullable(String)",
@@ -111,6 +112,9 @@ DDL = (
     f"""CREATE TABLE IF NOT EXISTS {{rdb:Identifier}}.{{rruns:Identifier}} (
     {_columns(RUN_COLUMNS)}
 ) ENGINE = MergeTree ORDER BY (agent_key, span_ns)""",
+    # Added after the rollup's first release: a rollup made before gains it (NULL for the rows rolled up then).
+    "ALTER TABLE {rdb:Identifier}.{rcalls:Identifier} ADD COLUMN IF NOT EXISTS reminder_variant"
+    " LowCardinality(Nullable(String)) AFTER reminder_tier",
     """CREATE TABLE IF NOT EXISTS {rdb:Identifier}.{rwindows:Identifier} (
     source String, lo_ns Int64, hi_ns Int64, spans UInt64, rolled_at DateTime64(3, 'UTC')
 ) ENGINE = ReplacingMergeTree(rolled_at) ORDER BY (source, lo_ns)""",

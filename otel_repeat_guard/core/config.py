@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_repeat_guard.core.policy import NONE, Policy, read_progress, read_tools
+from otel_repeat_guard.core.reminders import SEED, ReminderStyle, check_style, checked_variants
 from otel_repeat_guard.core.urls import redis_url_problem, safe_url
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -44,6 +45,8 @@ _FIELDS = (
     "progress",
     "tools",
     "log_events",
+    "reminder_style",
+    "reminder_variants",
 )
 _MAPPING_KEYS = {
     **{field: field for field in _FIELDS},
@@ -184,6 +187,9 @@ class GuardConfig:
 
     ``log_events`` (on by default) also emits each event the guard puts on a span as an OpenTelemetry log
     event, and each loop as a ``gen_ai.evaluation.result``, when a ``LoggerProvider`` is configured.
+
+    Wording: ``reminder_style`` (``seed``, ``redirect``, a registered style's name or a callable
+    ``(Reminder) -> str``); ``reminder_variants`` (two or more styles' names: each run draws one).
     """
 
     thresholds: tuple[int, ...] = (3, 5, 8)
@@ -204,6 +210,8 @@ class GuardConfig:
     """A mapping of tool-name patterns to their own thresholds, stop_at and progress (``core/policy.py``); once
     built, the entries read (a tuple of ``ToolPolicy``), the first whose pattern matches a tool applying to it."""
     log_events: bool = True
+    reminder_style: ReminderStyle = SEED
+    reminder_variants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "thresholds", _thresholds(self.thresholds))
@@ -250,6 +258,8 @@ class GuardConfig:
         object.__setattr__(self, "tools", read_tools(self.tools, defaults, _thresholds, MAX_THRESHOLD))
         if not isinstance(self.log_events, bool):
             raise ValueError(f"log_events must be true or false, got {self.log_events!r}")
+        check_style(self.reminder_style)
+        object.__setattr__(self, "reminder_variants", checked_variants(self.reminder_variants))
 
     @property
     def shared_store(self) -> bool:
@@ -406,7 +416,7 @@ def _env_fields(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]
             kwargs[field] = _env_int(variable, field, raw.strip())
         elif field in _BOOLS:
             kwargs[field] = read_boolean(f"{variable} ({field})", raw)
-        elif field in ("chain_store", "progress"):
+        elif field in ("chain_store", "progress", "reminder_style"):
             kwargs[field] = raw.strip()
         elif field == "tools":
             kwargs[field] = _env_json(variable, field, raw)

@@ -32,6 +32,9 @@ parent may be in another process, or a replay's trace may lack its root, so the 
 REQUESTED: Final = "repeat_tool_guard.requested_arguments"
 """On a tool call: the arguments (canonical JSON) the model's request sent for it, where they read otherwise than
 the tool span's (whose arguments key the chain still): what its reminder and the store's preview quote."""
+VARIANT: Final = "repeat_tool_guard.variant"
+"""On a call that fired a reminder while ``reminder_variants`` runs an experiment: the wording variant its run drew
+(also on the reminder event). Absent when no experiment runs."""
 CALL_EVENT: Final = "repeat_tool_guard.call"
 """The event of a call counted from a model's request, with no tool span of its own: the store's row for it."""
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
@@ -39,6 +40,8 @@ class Reminder:
     """The loop shape: ``repeat`` (identical calls), ``cycle`` or ``no_progress``."""
     period: int = 1
     """A cycle's period (how many calls it repeats); 1 for the other kinds."""
+    variant: str | None = None
+    """The wording variant its run drew (``GuardConfig.reminder_variants``); None when no experiment runs."""
 
 
 def tier_for(threshold: int, thresholds: tuple[int, ...]) -> Tier:
@@ -135,6 +138,128 @@ def no_progress_text(tool_name: str, run_length: int, outcome_preview: str) -> s
         "Varying the arguments this way is not making progress. Try a different approach or tool, or "
         "conclude with what you have."
     )
+
+
+def redirect_text(tier: Tier, tool_name: str, run_length: int) -> str:
+    """The ``redirect`` style's repeat text: no arguments quoted, what to do next instead of what not to do."""
+    tool_name = _named(tool_name)
+    if tier == "gentle":
+        return (
+            f"`{tool_name}` has now run {run_length} times in a row and keeps giving the same result. "
+            "Use the result you already have: take a different approach, or conclude."
+        )
+    return (
+        f"`{tool_name}` has now run {run_length} times in a row and has given the same result each time. "
+        "Work from the result you already have. Next, take a different approach (another tool, or a different "
+        "question), or conclude and give your answer now."
+    )
+
+
+def redirect_cycle_text(tools: tuple[str, ...], repetitions: int) -> str:
+    """The ``redirect`` style's cycle text: the tools in order, no arguments."""
+    sequence = " → ".join(f"`{_named(tool)}`" for tool in tools)
+    return (
+        f"The sequence {sequence} has now run {repetitions} times in a row and gives the same results. "
+        "Use the results you already have: take a different approach, or conclude."
+    )
+
+
+def redirect_no_progress_text(tool_name: str, run_length: int) -> str:
+    """The ``redirect`` style's no-progress text: no outcome quoted."""
+    tool_name = _named(tool_name)
+    return (
+        f"`{tool_name}` has now run {run_length} times in a row and returned the same result each time. "
+        "Use the result you already have: take a different approach, or conclude."
+    )
+
+
+def redirect_of(reminder: Reminder, cycle_tools: tuple[str, ...] = ()) -> str:
+    """``reminder`` (not a ``stop``: that keeps its firm text in every style) in the ``redirect`` wording."""
+    if reminder.kind == "cycle":
+        return redirect_cycle_text(cycle_tools or (reminder.tool_name,), reminder.threshold)
+    if reminder.kind == "no_progress":
+        return redirect_no_progress_text(reminder.tool_name, reminder.run_length)
+    return redirect_text(reminder.tier, reminder.tool_name, reminder.run_length)
+
+
+ReminderStyle = str | Callable[[Reminder], str]
+"""A reminder's wording: a style's name (``seed``, ``redirect`` or one registered), or a callable that words a
+:class:`Reminder` (its ``text`` holds the seed wording, its ``arguments_preview`` the redacted, bounded arguments)."""
+SEED = "seed"
+REDIRECT = "redirect"
+BUILT_IN_STYLES = (SEED, REDIRECT)
+_REGISTERED: dict[str, Callable[[Reminder], str]] = {}
+MAX_STYLE_NAME = 64
+"""The longest style name: it travels on span events, metric attributes and store rows."""
+
+
+def register_reminder_style(name: str, style: Callable[[Reminder], str]) -> None:
+    """Register ``style`` under ``name``, so ``reminder_style`` and ``reminder_variants`` may name it (in Python,
+    a file or the environment). Register before the guard's configuration is built. ``name`` is 1 to 64
+    letters, digits, ``_``, ``-`` or ``.``, and not a built-in style's; registering a name again replaces it."""
+    if not isinstance(name, str) or not style_name_ok(name):
+        raise ValueError(
+            f"reminder style name must be 1 to {MAX_STYLE_NAME} letters, digits, '_', '-' or '.', got {name!r}"
+        )
+    if name in BUILT_IN_STYLES:
+        raise ValueError(f"reminder style name {name!r} is a built-in style's: choose another")
+    if not callable(style):
+        raise ValueError(f"reminder style {name!r} must be a callable (Reminder) -> str, got {style!r}")
+    _REGISTERED[name] = style
+
+
+def style_name_ok(name: str) -> bool:
+    """Whether ``name`` may name a style (see :func:`register_reminder_style`)."""
+    return 0 < len(name) <= MAX_STYLE_NAME and all(c.isascii() and (c.isalnum() or c in "_-.") for c in name)
+
+
+def known_styles() -> tuple[str, ...]:
+    """Every style name a setting may use: the built-in ones, then the registered ones."""
+    return (*BUILT_IN_STYLES, *sorted(_REGISTERED))
+
+
+def registered_style(name: str) -> Callable[[Reminder], str] | None:
+    """The callable registered under ``name``, or None (a built-in name, or no such style)."""
+    return _REGISTERED.get(name)
+
+
+def _unknown_style(field: str, value: object) -> ValueError:
+    known = ", ".join(known_styles())
+    return ValueError(
+        f"{field} names no known reminder style, got {value!r} (known: {known}; "
+        "register your own with otel_repeat_guard.register_reminder_style before configuring)"
+    )
+
+
+def check_style(style: object) -> None:
+    """``reminder_style``: a known style's name or a callable ``(Reminder) -> str``."""
+    if isinstance(style, str):
+        if style not in known_styles():
+            raise _unknown_style("reminder_style", style)
+    elif not callable(style):
+        raise ValueError(f"reminder_style must be a style's name or a callable (Reminder) -> str, got {style!r}")
+
+
+def checked_variants(value: object) -> tuple[str, ...]:
+    """``reminder_variants``: no experiment (empty), or two or more distinct known styles' names."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ValueError(f"reminder_variants must be a sequence of reminder style names, got {value!r}")
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or name not in known_styles():
+            raise _unknown_style("reminder_variants", name)
+    if len(names) == 1:
+        raise ValueError(f"reminder_variants must name two or more styles to compare (or none), got {value!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"reminder_variants must not repeat a style, got {value!r}")
+    return names
+
+
+def variant_for(run_key: str, variants: tuple[str, ...]) -> str:
+    """The variant of the run keyed ``run_key``: from a stable hash of the key (BLAKE2b, never Python's
+    ``hash()``, which changes per process), so every reminder of a run, in any process or replay, has the same."""
+    digest = hashlib.blake2b(run_key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return variants[int.from_bytes(digest, "big") % len(variants)]
 
 
 class RepeatGuardStop(Exception):

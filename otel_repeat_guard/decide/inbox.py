@@ -128,6 +128,8 @@ def _encode(reminder: Reminder) -> bytes:
         "kind": reminder.kind,
         "period": reminder.period,
     }
+    if reminder.variant is not None:  # an experiment's variant (a worker's and the agent's must agree)
+        fields["variant"] = reminder.variant
     try:
         return orjson.dumps(fields)
     except TypeError:

@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
 from otel_repeat_guard.conventions.usage import Usage
+from otel_repeat_guard.core.facts import VARIANT
 from otel_repeat_guard.version import __version__
 
 REPEATED_CALLS = "repeat_tool_guard.repeated_calls"
@@ -98,7 +99,7 @@ class GuardMetrics:
         self._wasted_ns: dict[str, int] = {}
         self._repeat_log: deque[tuple[str, int]] = deque()
         self._wasted_tokens: dict[tuple[str, str, str], int] = {}
-        self._reminders: dict[tuple[str, str, int, str], int] = {}
+        self._reminders: dict[tuple[str, str, int, str, str], int] = {}
         self._outcomes: dict[tuple[str, str, str], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
         self._tool_attrs: dict[str, dict[str, str]] = {}
@@ -188,12 +189,12 @@ class GuardMetrics:
                     key = ("", token_type, part)
                 counts[key] = counts.get(key, 0) + tokens
 
-    def reminder(self, tool: str, tier: str, threshold: int, kind: str = "repeat") -> None:
-        key = (tool, tier, threshold, kind)
+    def reminder(self, tool: str, tier: str, threshold: int, kind: str = "repeat", variant: str | None = None) -> None:
+        key = (tool, tier, threshold, kind, variant or "")
         with self._lock:
             counts = self._reminders
             if key not in counts and len(counts) >= MAX_SERIES:
-                key = ("", tier, threshold, kind)
+                key = ("", tier, threshold, kind, variant or "")
             counts[key] = counts.get(key, 0) + 1
 
     def reminder_outcome(self, outcome: str, kind: str, tier: str) -> None:
@@ -244,9 +245,10 @@ class GuardMetrics:
                     "repeat_tool_guard.tier": tier,
                     "repeat_tool_guard.threshold": threshold,
                     "repeat_tool_guard.kind": kind,
+                    **({VARIANT: variant} if variant else {}),  # only while an experiment runs
                 },
             )
-            for (tool, tier, threshold, kind), n in totals
+            for (tool, tier, threshold, kind, variant), n in totals
         ]
 
     def _observe_outcomes(self, options: CallbackOptions) -> Iterable[Observation]:

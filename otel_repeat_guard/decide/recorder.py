@@ -6,6 +6,7 @@ live in :mod:`otel_repeat_guard.core.reminders`; the names of the guard's span e
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,17 +18,22 @@ from otel_repeat_guard.conventions.base import MISSING, RequestedCall
 from otel_repeat_guard.core.canonical import arguments_key, canonical_arguments, canonical_or_none
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Detection
-from otel_repeat_guard.core.facts import CALL_EVENT
+from otel_repeat_guard.core.facts import CALL_EVENT, VARIANT
 from otel_repeat_guard.core.policy import Policy
 from otel_repeat_guard.core.reminders import (
+    REDIRECT,
+    SEED,
     Kind,
     Reminder,
     Tier,
     cycle_text,
     no_progress_text,
+    redirect_of,
+    registered_style,
     repeat_text,
     shown_preview,
     tiers_of,
+    variant_for,
 )
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
@@ -85,6 +91,7 @@ class Recorder:
         "_policy_tiers",
         "_redact",
         "_tiers",
+        "_wording",
     )
 
     def __init__(self, config: GuardConfig, metrics: GuardMetrics, redact: Callable[[str], str] | None) -> None:
@@ -96,6 +103,7 @@ class Recorder:
         self._policies = policy_table(config) if config.tools else None  # per-tool thresholds and stop_at
         self._policy_tiers = {} if self._policies is None else {p: _stop_tiers(p) for p in self._policies.policies}
         self._no_progress_tiers = tiers_of(config.no_progress_thresholds)
+        self._wording = Wording(config)
 
     def repeat(self, call: CountedCall, key: bytes, length: int, duration_ns: int) -> Decision:
         """The events and reminder of a repeated call (the ``length``-th identical one in a row, its ``key``
@@ -121,7 +129,7 @@ class Recorder:
         reminder = _reminder(
             call, kind="repeat", tier=tier, run_length=length, threshold=length, period=1, text=text, preview=preview
         )
-        return self._remind(events, reminder, call, call.facts)
+        return self._remind(events, self._wording.worded(reminder), call, call.facts)
 
     def detection(self, call: CountedCall, found: Detection, outcome: Any) -> Decision:
         """The event of a call that extends a cycle or a no-progress run, and its reminder when one is due."""
@@ -162,7 +170,7 @@ class Recorder:
             text=text,
             preview=preview,
         )
-        return self._remind(events, reminder, call, None)
+        return self._remind(events, self._wording.worded(reminder, found.tools), call, None)
 
     @staticmethod
     def parallel_duplicate(tool: str, key: bytes) -> EventSpec:
@@ -184,14 +192,62 @@ class Recorder:
         if call.call_id is not None:
             reminder_event["gen_ai.tool.call.id"] = call.call_id
         reminder_event["repeat_tool_guard.kind"] = reminder.kind
+        if reminder.variant is not None:  # an experiment runs: its variant wherever the tier goes
+            reminder_event[VARIANT] = reminder.variant
+            if facts is not None:  # a repeat's call: its facts (the call's own dict, which later steps add to)
+                facts[VARIANT] = reminder.variant
         events.append((REMINDER_EVENT, reminder_event))
-        self._metrics.reminder(reminder.tool_name, reminder.tier, reminder.threshold, reminder.kind)
+        self._metrics.reminder(reminder.tool_name, reminder.tier, reminder.threshold, reminder.kind, reminder.variant)
         return Decision(events, [reminder], facts)
 
     def _preview(self, text: str) -> str:
         if self._redact is not None:
             text = redacted(self._redact, text)
         return shown_preview(text, self._config.arguments_preview_chars)
+
+
+class Wording:
+    """How a reminder is worded: the configured ``reminder_style``, or with ``reminder_variants`` the variant its
+    run draws (:func:`otel_repeat_guard.core.reminders.variant_for`). The seed's texts are made first; another
+    style rewords them, except a ``stop``, which keeps its firm text in every style."""
+
+    __slots__ = ("_style", "_variants")
+
+    def __init__(self, config: GuardConfig) -> None:
+        self._style = config.reminder_style
+        self._variants = config.reminder_variants
+
+    def worded(self, reminder: Reminder, cycle_tools: tuple[str, ...] = ()) -> Reminder:
+        """``reminder`` (seed-worded) in its style, with its variant when an experiment runs."""
+        style = self._style
+        variant = None
+        if self._variants:
+            variant = variant_for(reminder.agent_id, self._variants)
+            style = variant
+        if style == SEED and variant is None:
+            return reminder  # the default: today's reminder, untouched
+        if variant is not None:
+            reminder = dataclasses.replace(reminder, variant=variant)
+        if reminder.tier == "stop" or style == SEED:
+            return reminder
+        if style == REDIRECT:
+            return dataclasses.replace(reminder, text=redirect_of(reminder, cycle_tools))
+        return dataclasses.replace(reminder, text=_own_text(style, reminder))
+
+
+def _own_text(style: Callable[[Reminder], str] | str, reminder: Reminder) -> str:
+    """A team's own wording of ``reminder``; if the callable fails or returns no text, the seed's (logged)."""
+    function = registered_style(style) if isinstance(style, str) else style
+    try:
+        if function is None:
+            raise LookupError(f"no reminder style is registered as {style!r}")
+        text = function(reminder)
+        if isinstance(text, str) and text.strip():
+            return text
+        raise TypeError(f"the reminder style returned {type(text).__name__} {text!r:.40}, not a text")
+    except Exception:
+        logger.exception("repeat guard's reminder style %r failed; the reminder keeps the seed's wording", style)
+        return reminder.text
 
 
 def redacted(redact: Callable[[str], str], text: str) -> str:
@@ -225,5 +281,7 @@ def call_event(
         elif name == REMINDER_EVENT and event.get("repeat_tool_guard.kind") == "repeat":
             attributes["repeat_tool_guard.tier"] = event["repeat_tool_guard.tier"]
             attributes["repeat_tool_guard.threshold"] = event["repeat_tool_guard.threshold"]
+            if VARIANT in event:
+                attributes[VARIANT] = event[VARIANT]
     attributes["repeat_tool_guard.run_length"] = length
     return CALL_EVENT, attributes

@@ -32,7 +32,7 @@ from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Call
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.policy import NONE
-from otel_repeat_guard.core.reminders import Reminder, arguments_preview, repeat_text, shown_preview, tiers_of
+from otel_repeat_guard.core.reminders import SEED, Reminder, arguments_preview, repeat_text, shown_preview, tiers_of
 from otel_repeat_guard.integrations._claude import call_times, failure_of, tool_attributes
 from otel_repeat_guard.integrations._claude_state import Counted
 from otel_repeat_guard.store.rows import REPEAT, UNKNOWN_SERVICE, DetectionRow, ToolCallRow, storable
@@ -52,9 +52,10 @@ def to_collector(environ: Mapping[str, str]) -> bool:
 def needs_spans(config: GuardConfig, environ: Mapping[str, str]) -> bool:
     """Whether a hook call takes the span path: spans to export, the chains in a shared store (Redis: the guard's
     own store keeps them), or anything opt-in (detectors, parallel collapse, a policy per tool, progress by
-    results), which the guard's general body decides. Else the fast path, the guard's plain case."""
+    results, a wording other than the seed's), which the guard's general body decides. Else the fast path, the guard's plain case."""
     detectors = config.cycle_thresholds or config.no_progress_thresholds or config.collapse_parallel
-    opt_in = bool(detectors or config.tools or config.progress != NONE)
+    worded = config.reminder_style != SEED or config.reminder_variants  # the recorder words and draws variants
+    opt_in = bool(detectors or config.tools or config.progress != NONE or worded)
     return to_collector(environ) or config.shared_store or opt_in
 
 

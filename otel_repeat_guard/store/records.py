@@ -40,7 +40,7 @@ from otel_repeat_guard.conventions import (
 )
 from otel_repeat_guard.conventions.base import call_failed, str_or_none
 from otel_repeat_guard.core.canonical import arguments_digest, canonical_or_none
-from otel_repeat_guard.core.facts import ISSUER, NESTED, REQUESTED, RUN, RUN_NAME, UNGUARDED, WASTED, WRAPPER
+from otel_repeat_guard.core.facts import ISSUER, NESTED, REQUESTED, RUN, RUN_NAME, UNGUARDED, VARIANT, WASTED, WRAPPER
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.reminders import arguments_preview
 from otel_repeat_guard.decide.blind_spots import NO_AGENT
@@ -163,6 +163,10 @@ class GuardEvents:
         tier = str_or_none(attributes.get("repeat_tool_guard.tier"))
         threshold = int_or_none(attributes.get("repeat_tool_guard.threshold"))
         return (None if tier is None else storable_text(tier)), storable_or_none(threshold)
+
+    def variant(self, kind: str) -> str | None:
+        """The wording variant of the call's reminder of ``kind``, while an experiment runs."""
+        return str_or_none(self.reminders.get(kind, {}).get(VARIANT))
 
     def rows(self, run_length: int | None) -> tuple[DetectionRow, ...]:
         """One row per kind detected on the call (``run_length``: the call's position in its run of identical calls)."""
@@ -288,6 +292,7 @@ def tool_call_row(
             issuer_span_id=str_or_none(attributes.get(ISSUER)),
             charges_issuer=attributes.get(WASTED) is True,
             decided=decided_run is not None,
+            reminder_variant=None if tier is None else guard.variant(REPEAT),
         )
     )
 

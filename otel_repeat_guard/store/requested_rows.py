@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.conventions.base import str_or_none
-from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, WASTED
+from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, VARIANT, WASTED
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.decide.recorder import CYCLE_EVENT, NO_PROGRESS_EVENT, REMINDER_EVENT
 from otel_repeat_guard.spans.span_events import contents_of, start_ns
@@ -109,6 +109,7 @@ def requested_call_rows(span: ReadableSpan, tracked: ToolFilter, late: LateDetec
                     issuer_span_id=str_or_none(attributes.get(ISSUER)),
                     charges_issuer=attributes.get(WASTED) is True,
                     decided=True,
+                    reminder_variant=None if tier is None else str_or_none(attributes.get(VARIANT)),
                 )
             )
         )

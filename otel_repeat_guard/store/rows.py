@@ -82,6 +82,8 @@ class ToolCallRow(CallRow):
     """The guard charged the issuer's tokens as wasted on this call (each model call on one call)."""
     decided: bool = False
     """The guard's facts were on the span: the run, issuer and charge are its, not the store's guesses."""
+    reminder_variant: str | None = None
+    """The wording variant of the repeat reminder (:data:`otel_repeat_guard.core.facts.VARIANT`), while an experiment runs."""
 
     @property
     def in_loop(self) -> bool:
@@ -128,7 +130,15 @@ class ModelCallRow(CallRow):
     undelivered: tuple[UndeliveredRow, ...] = ()
 
 
-_TEXT_FIELDS = ("service_name", "agent_key", "agent_name", "tool_name", "arguments_preview", "reminder_tier")
+_TEXT_FIELDS = (
+    "service_name",
+    "agent_key",
+    "agent_name",
+    "tool_name",
+    "arguments_preview",
+    "reminder_tier",
+    "reminder_variant",
+)
 _INT_FIELDS = ("start_ns", "end_ns", "run_length", "reminder_threshold")
 _MODEL_TEXT_FIELDS = (
     "service_name",

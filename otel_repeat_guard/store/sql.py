@@ -7,8 +7,8 @@ INSERT_CALL = """
 INSERT OR IGNORE INTO tool_calls (
     start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
     agent_key, agent_name, agent_known, agent_pending, tool_name, tracked, arguments_digest,
-    error, run_length, reminder_tier, reminder_threshold, unguarded_reason
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    error, run_length, reminder_tier, reminder_threshold, unguarded_reason, reminder_variant
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_ARGUMENTS = "INSERT INTO tool_call_arguments (call_id, preview) VALUES (?, ?)"
 INSERT_DETECTION = """

@@ -19,6 +19,8 @@ Version history:
 6. ``model_calls.cache_read_tokens`` and ``cache_write_tokens`` (and their roll-up sums).
 7. ``undelivered_reminders``: one row per reminder the guard handed on that no adapter took before the run's next
    model call ended (its ``repeat_tool_guard.undelivered`` event on that model call's span), by model call.
+8. ``tool_calls.reminder_variant``: the wording variant of the call's repeat reminder while
+   ``reminder_variants`` runs an experiment (NULL otherwise, and for every call stored before).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ TABLES = (
         run_length INTEGER,
         reminder_tier TEXT,
         reminder_threshold INTEGER,
-        unguarded_reason TEXT
+        unguarded_reason TEXT,
+        reminder_variant TEXT
     )""",
     # Argument text, only when the exporter was allowed to keep it (store_arguments=True).
     """CREATE TABLE IF NOT EXISTS tool_call_arguments (
@@ -328,6 +331,14 @@ def _upgrade_from_6(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _upgrade_from_7(conn: sqlite3.Connection) -> None:
+    """Schema 8: the wording variant of a call's repeat reminder (NULL for the calls stored before: no experiment
+    ran, or its variants were not kept)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(tool_calls)")}
+    if "reminder_variant" not in columns:  # a file upgraded from before schema 3 has it already
+        conn.execute("ALTER TABLE tool_calls ADD COLUMN reminder_variant TEXT")
+
+
 UPGRADES = {
     1: _upgrade_from_1,
     2: _upgrade_from_2,
@@ -335,6 +346,7 @@ UPGRADES = {
     4: _upgrade_from_4,
     5: _upgrade_from_5,
     6: _upgrade_from_6,
+    7: _upgrade_from_7,
 }
 
 

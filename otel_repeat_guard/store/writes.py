@@ -196,6 +196,7 @@ def insert_call(
             call.reminder_tier,
             call.reminder_threshold,
             call.unguarded_reason,
+            call.reminder_variant,
         ),
     )
     if cursor.rowcount == 0:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from otel_repeat_guard.dashboard import reads
-from otel_repeat_guard.dashboard.sections import efficacy
+from otel_repeat_guard.dashboard.sections import efficacy, variants
 from otel_repeat_guard.dashboard.view import View, run_page
 
 
@@ -11,6 +11,7 @@ def draw(view: View) -> None:
     db, filters = view.store, view.filters
     outcomes, reminders = reads.reminder_outcomes(db, filters), reads.reminder_count(db, filters)
     efficacy.draw(outcomes, reminders, filters.kind)
+    variants.draw(reads.reminder_variants(db, filters), filters.kind)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ travel as parameters: the SQL text is built only from fixed fragments and placeh
 - ``overview``: the headline and the loops over time (read from the roll-up for whole days);
 - ``hotspots``: loop hotspots by tool and agent, and the model calls' tokens by agent, model and tool;
 - ``reminders``: each reminder's outcome;
+- ``variants``: an experiment's reminders by wording variant and model;
 - ``runs``: run lengths, the drill-down's runs and an agent run's timeline;
 - ``loop_kinds``: cycles, no-progress runs and parallel duplicates;
 - ``conversations``: conversations and sessions;
@@ -52,6 +53,7 @@ from otel_repeat_guard.store.queries.runs import (
     run_lengths,
     run_timeline,
 )
+from otel_repeat_guard.store.queries.variants import reminder_variants
 
 __all__ = [
     "AGENT",
@@ -85,6 +87,7 @@ __all__ = [
     "over_time",
     "reminder_count",
     "reminder_outcomes",
+    "reminder_variants",
     "run_lengths",
     "run_timeline",
     "time_bounds",
