@@ -1,4 +1,4 @@
-"""An experiment's reminders in the embedded store: each call's variant kept (schema 7), and the by-variant table
+"""An experiment's reminders in the embedded store: each call's variant kept (schema 8), and the by-variant table
 (``reminder_variants``) equal to counts made without it: from the script the runs followed, and by plain SQL over
 the stored calls."""
 
@@ -98,16 +98,16 @@ def test_a_store_without_an_experiment_has_an_empty_variant_table(tmp_path: Path
         assert conn.execute("SELECT COUNT(*) FROM tool_calls WHERE reminder_variant IS NOT NULL").fetchone() == (0,)
 
 
-def test_a_schema_6_store_is_upgraded_to_7_keeping_its_calls(tmp_path: Path) -> None:
+def test_a_schema_7_store_is_upgraded_to_8_keeping_its_calls(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     experiment(db, runs=4)
     with sqlite3.connect(db) as conn:
         before = conn.execute("SELECT COUNT(*), COUNT(reminder_tier) FROM tool_calls").fetchone()
-    upgraded_from(db, 6, "ALTER TABLE tool_calls DROP COLUMN reminder_variant")
+    upgraded_from(db, 7, "ALTER TABLE tool_calls DROP COLUMN reminder_variant")
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*), COUNT(reminder_tier) FROM tool_calls").fetchone() == before
         assert conn.execute("SELECT COUNT(reminder_variant) FROM tool_calls").fetchone() == (0,)  # not kept then
-        assert conn.execute("SELECT version FROM repeat_guard_schema").fetchone() == (SCHEMA_VERSION,) == (7,)
+        assert conn.execute("SELECT version FROM repeat_guard_schema").fetchone() == (SCHEMA_VERSION,) == (8,)
     assert _table(db) == []
 
 
