@@ -51,7 +51,7 @@ from otel_repeat_guard.conventions import (
 )
 from otel_repeat_guard.core.facts import run_facts
 from otel_repeat_guard.core.rules import evict_oldest
-from otel_repeat_guard.spans.nesting import same_call
+from otel_repeat_guard.spans.nesting import InnerCall, OpenSpans, call_of_record
 from otel_repeat_guard.spans.span_events import IS_VALID, SPAN_ID, Attributes, LiveSpan, name_of
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -292,26 +292,24 @@ class RunResolver:
         return (bool(wrappers) and wrappers.pop(span_id, 0) is None) or span_id in self.marked
 
     def same_call_above(
-        self, parent: SpanContext | None, run: Run, tool: str, arguments: Any, call_id: str | None
+        self,
+        parent: SpanContext | None,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        call_id: str | None,
+        attributes: Mapping[str, Any],
     ) -> int | None:
-        """The span id of the open tool span of the same call that encloses a tool span with this parent, within
-        ``run`` (:mod:`otel_repeat_guard.spans.nesting`); None when there is none, nearly always at once: the parent
-        is the run's span itself."""
+        """The span id of the open tool span that is the call of record for a tool span with this parent and
+        ``attributes``, within ``run`` (the rule: :func:`otel_repeat_guard.spans.nesting.call_of_record`); None when
+        there is none, nearly always at once: the parent is the run's span itself."""
         if parent is None or self._read_tool is None:
             return None
-        live, owned, span_id = self.live, self.owned, parent[SPAN_ID]
-        for _ in range(_MAX_ANCESTRY):
-            ancestor = live.get(span_id)
-            if ancestor is None or span_id == run.span_id or span_id in owned:
-                return None  # the run's span, or another run's: what is above is no call of this one
-            _, _, grandparent, _, attributes = ancestor
-            outer = self._read_tool(_name(ancestor), attributes)
-            if outer is not None:  # the nearest tool span above: the same call, or another that encloses this one
-                return span_id if same_call(tool, arguments, call_id, outer) else None
-            if grandparent is None:
-                return None
-            span_id = grandparent[SPAN_ID]
-        return None
+        span_id = parent[SPAN_ID]
+        if span_id == run.span_id or span_id in self.owned:
+            return None
+        spans = OpenSpans(self.live, self.owned, self._read_tool)
+        return call_of_record(spans, span_id, run.span_id, InnerCall(tool, arguments, call_id, attributes))
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""
