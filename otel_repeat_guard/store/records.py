@@ -164,6 +164,7 @@ class ModelCallRow(CallRow):
     output_preview: str | None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
 
 def agent_run_key_and_name(run: AgentRun, span_name: str, span_id: int) -> tuple[str, str]:
@@ -191,6 +192,7 @@ _MODEL_INT_FIELDS = (
     "total_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
+    "reasoning_tokens",
 )
 
 
@@ -443,5 +445,6 @@ def model_call_row(
             output_preview=preview,
             cache_read_tokens=info.cache_read_tokens,
             cache_write_tokens=info.cache_write_tokens,
+            reasoning_tokens=info.reasoning_tokens,
         )
     )

@@ -113,7 +113,8 @@ TABLES = (
         error INTEGER NOT NULL,
         wasted_tool TEXT,
         cache_read_tokens INTEGER,
-        cache_write_tokens INTEGER
+        cache_write_tokens INTEGER,
+        reasoning_tokens INTEGER
     )""",
         # Per UTC day x service x agent label x model x provider x wasted tool ('' for none): the token sums
         # of the model calls whose agent is final and whose input is at most SMALL_INPUT_TOKENS (below every
@@ -132,6 +133,7 @@ TABLES = (
         unsplit_calls INTEGER NOT NULL,
         cache_read_tokens INTEGER NOT NULL DEFAULT 0,
         cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (bucket_ns, service_name, agent, model, provider, wasted_tool)
     ) WITHOUT ROWID""",
         # What the model answered, as a bounded preview; only when the exporter may keep text.
@@ -236,7 +238,8 @@ SELECT end_ns - end_ns % {ROLLUP_BUCKET_NS} AS bucket_ns, service_name, COALESCE
            AS total_tokens,
        COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls,
        COALESCE(SUM(cache_read_tokens), 0) AS cache_read_tokens,
-       COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens
+       COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
+       COALESCE(SUM(reasoning_tokens), 0) AS reasoning_tokens
 FROM model_calls
 WHERE {ROLLED_UP_MODEL_CALL}
 GROUP BY 1, 2, 3, 4, 5, 6
@@ -309,7 +312,23 @@ def _upgrade_from_5(conn: sqlite3.Connection) -> None:
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
-UPGRADES = {1: _upgrade_from_1, 2: _upgrade_from_2, 3: _upgrade_from_3, 4: _upgrade_from_4, 5: _upgrade_from_5}
+def _upgrade_from_6(conn: sqlite3.Connection) -> None:
+    """Schema 7: the reasoning tokens of model calls (part of their output tokens; None for the calls stored
+    before, 0 in their roll-up)."""
+    for table, kind in (("model_calls", "INTEGER"), ("model_rollup", "INTEGER NOT NULL DEFAULT 0")):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if "reasoning_tokens" not in columns:  # a file upgraded from before schema 4 has it already
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN reasoning_tokens {kind}")
+
+
+UPGRADES = {
+    1: _upgrade_from_1,
+    2: _upgrade_from_2,
+    3: _upgrade_from_3,
+    4: _upgrade_from_4,
+    5: _upgrade_from_5,
+    6: _upgrade_from_6,
+}
 
 
 def user_tables(conn: sqlite3.Connection) -> set[str]:
