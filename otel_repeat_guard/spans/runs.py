@@ -135,8 +135,8 @@ class RunResolver:
         "_is_model_call",
         "_lock",
         "_on_run_ended",
+        "_open",
         "_overflowed",
-        "_read_tool",
         "_remote_open",
         "_remote_parent",
         "_steps",
@@ -159,7 +159,6 @@ class RunResolver:
         self.max_live_spans = max_live_spans
         self._on_run_ended = on_run_ended
         self._is_model_call = is_model_call
-        self._read_tool = read_tool  # an open span's tool call, if it is a tool span (for same_call_above)
         self._steps = tuple(ending for c in self._conventions for ending in getattr(c, "step_names", ()))
         """How the names of per-step spans end (every convention's ``step_names``): never the run."""
         self.live: dict[int, LiveSpan] = {}  # what it needs of the open spans of this process, by span id
@@ -172,6 +171,8 @@ class RunResolver:
         self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
         self._lock = threading.Lock()
         self._overflowed = False  # the live-span map has passed its bound (warned of once)
+        # the open spans as the rule of one call's two tool spans reads them (read_tool: an open span's tool call)
+        self._open = None if read_tool is None else OpenSpans(self.live, self.owned, read_tool)
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -303,12 +304,12 @@ class RunResolver:
         """The span id of the open tool span that is the call of record for a tool span with this parent and
         ``attributes``, within ``run`` (the rule: :func:`otel_repeat_guard.spans.nesting.call_of_record`); None when
         there is none, nearly always at once: the parent is the run's span itself."""
-        if parent is None or self._read_tool is None:
+        spans = self._open
+        if parent is None or spans is None:
             return None
         span_id = parent[SPAN_ID]
         if span_id == run.span_id or span_id in self.owned:
             return None
-        spans = OpenSpans(self.live, self.owned, self._read_tool)
         return call_of_record(spans, span_id, run.span_id, InnerCall(tool, arguments, call_id, attributes))
 
     def owner(self, span_id: int) -> Run | None:

@@ -140,8 +140,9 @@ def test_dashboard_on_a_newer_store_exits_2(tmp_path: Path, capsys: pytest.Captu
     db = tmp_path / "newer.db"
     open_for_writing(db).close()
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE repeat_guard_schema SET version = 7")
-    assert f"schema version 7, newer than the {SCHEMA_VERSION}" in error_of(capsys, ["dashboard", "--db", str(db)])
+        conn.execute("UPDATE repeat_guard_schema SET version = ?", (SCHEMA_VERSION + 1,))
+    newer = f"schema version {SCHEMA_VERSION + 1}, newer than the {SCHEMA_VERSION}"
+    assert newer in error_of(capsys, ["dashboard", "--db", str(db)])
 
 
 def test_bad_trace_url_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
