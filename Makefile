@@ -44,7 +44,7 @@ INTEGRATION_TESTS_agno := tests/integrations/test_agno.py tests/integrations/tes
 INTEGRATION_TESTS_msft := tests/integrations/test_autogen.py tests/integrations/test_semantic_kernel.py tests/integrations/test_autogen_adapter.py tests/integrations/test_semantic_kernel_adapter.py tests/integrations/test_client_adapter_msft.py
 INTEGRATION_TESTS_crewai := tests/integrations/test_crewai_openinference.py tests/integrations/test_crewai_openllmetry.py tests/integrations/test_crewai_adapter.py tests/integrations/test_examples.py
 INTEGRATION_TESTS_mcp := tests/integrations/test_mcp_builtin.py
-INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py
+INTEGRATION_TESTS_mcp-openllmetry := tests/integrations/test_mcp_openllmetry.py tests/integrations/test_genai_invocations.py
 INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py tests/integrations/test_client_adapters_whole_chain.py tests/integrations/test_examples.py
 # The Claude Code CLI that claude-agent-sdk's wheel bundles, offline against tests/integrations/fake_anthropic.py.
 INTEGRATION_TESTS_claude := tests/integrations/test_claude_agent_sdk.py tests/integrations/test_claude_code_hook.py tests/integrations/test_examples.py

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 from otel_repeat_guard.conventions.base import EXECUTE_TOOL_PREFIX, TOOL_NAME_KEYS
 from otel_repeat_guard.conventions.genai import INVOCATIONS
-from otel_repeat_guard.conventions.usage import CACHE_READ, CACHE_WRITE, INPUT, MAX_TOKENS, OUTPUT, TOTAL, Figure
+from otel_repeat_guard.conventions.usage import (
+    CACHE_READ,
+    CACHE_WRITE,
+    INPUT,
+    MAX_TOKENS,
+    OUTPUT,
+    REASONING,
+    TOTAL,
+    Figure,
+)
 from otel_repeat_guard.conventions.vercel_ai import ARGUMENTS_KEY as VERCEL_ARGUMENTS
 from otel_repeat_guard.conventions.vercel_ai import STEPS as VERCEL_STEPS
 from otel_repeat_guard.conventions.vercel_ai import TOOL_CALL as VERCEL_TOOL
@@ -268,6 +277,7 @@ MODEL_CALLS = f"""
         {_figure(OUTPUT)} AS output_tokens,
         {_figure(CACHE_READ)} AS cache_read_tokens,
         {_figure(CACHE_WRITE)} AS cache_write_tokens,
+        {_figure(REASONING)} AS reasoning_tokens,
         ifNull(input_tokens + output_tokens, {_figure(TOTAL)}) AS total_tokens,
         {_text(CONVERSATION_KEYS)} AS conversation_id,
         {_FAILED} AS error,

@@ -220,11 +220,12 @@ def run_timeline(reader: TableReader, agent_key: str, *, focus_ns: int | None, b
             SELECT 'tool' AS kind, end_ns AS id, start_ns, end_ns, duration_ns / 1e6 AS duration_ms, tool_name AS name,
                    toNullable(toUInt8(tracked)) AS tracked, run_length, toUInt8(error) AS error, reminder_tier,
                    arguments_digest, CAST(NULL, 'Nullable(Int64)') AS input_tokens,
-                   CAST(NULL, 'Nullable(Int64)') AS output_tokens, arguments AS text, trace_id, span_id
+                   CAST(NULL, 'Nullable(Int64)') AS output_tokens, CAST(NULL, 'Nullable(Int64)') AS reasoning_tokens,
+                   arguments AS text, trace_id, span_id
             FROM tool WHERE agent_key = {{key:String}} AND start_ns >= {{from_ns:Int64}}
             UNION ALL
             SELECT 'model', end_ns, start_ns, end_ns, duration_ns / 1e6, model, NULL, NULL, toUInt8(error), NULL, NULL,
-                   input_tokens, output_tokens, output, trace_id, span_id
+                   input_tokens, output_tokens, reasoning_tokens, output, trace_id, span_id
             FROM model WHERE agent_key = {{key:String}} AND start_ns >= {{from_ns:Int64}}
         ) ORDER BY start_ns, kind, id LIMIT {{limit:Int64}}"""
     frame = reader.frame(sql, {**params, "from_ns": start or -(2**62)})

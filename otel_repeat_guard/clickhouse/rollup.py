@@ -82,6 +82,7 @@ MODEL_COLUMNS = {
     "output_tokens": "Nullable(Int64)",
     "cache_read_tokens": "Nullable(Int64)",
     "cache_write_tokens": "Nullable(Int64)",
+    "reasoning_tokens": "Nullable(Int64)",
     "total_tokens": "Nullable(Int64)",
     "conversation_id": "Nullable(String)",
     "error": "UInt8",
@@ -109,6 +110,8 @@ DDL = (
     INDEX idx_agent_key agent_key TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_conversation conversation_id TYPE bloom_filter(0.01) GRANULARITY 1
 ) ENGINE = MergeTree PARTITION BY {_MONTH} ORDER BY (service_name, span_ns)""",
+    # A rollup made before the model calls' reasoning tokens were read gains the column (NULL in its old rows).
+    "ALTER TABLE {rdb:Identifier}.{rmodels:Identifier} ADD COLUMN IF NOT EXISTS reasoning_tokens Nullable(Int64)",
     f"""CREATE TABLE IF NOT EXISTS {{rdb:Identifier}}.{{rruns:Identifier}} (
     {_columns(RUN_COLUMNS)}
 ) ENGINE = MergeTree ORDER BY (agent_key, span_ns)""",

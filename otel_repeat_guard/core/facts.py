@@ -23,9 +23,9 @@ WRAPPER: Final = "repeat_tool_guard.wrapper"
 """On a model call: True when a model-call span ran inside it (a framework's span around its client's) and
 this one issued nothing itself: the inner span is the call of record, and the store keeps no row for this one."""
 NESTED: Final = "repeat_tool_guard.nested_in"
-"""On a tool call: the span id (16 hex digits) of the tool span of the same call that encloses it (an MCP
-server's span under its client's, :mod:`otel_repeat_guard.spans.nesting`): that span is the call of record, counted
-once, and the store keeps no row for this one."""
+"""On a tool call: the span id (16 hex digits) of the open tool span of the same call that is its call of record
+(an MCP server's span under its client's, or beside it in one trace: :mod:`otel_repeat_guard.spans.nesting`):
+that span is counted once, and the store keeps no row for this one."""
 UNGUARDED: Final = "repeat_tool_guard.unguarded_reason"
 """On a tracked tool call the guard could not key by a run: why (``no_agent``). A fact, not an event: its
 parent may be in another process, or a replay's trace may lack its root, so the store cannot see it alone."""

@@ -237,7 +237,7 @@ class Guard:
         tracked = self.tracked[tool]
         if run is None:
             return self._no_run(tool, span, arguments) if tracked else None
-        outer = self.runs.same_call_above(parent, run, tool, arguments, call_id)
+        outer = self.runs.same_call_above(parent, run, tool, arguments, call_id, attributes)
         if outer is not None or (call_id is not None and self.steps.was_counted(run.key, call_id)):
             # the enclosing tool span of the same call counts it, or it was counted from its request already
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))

@@ -29,6 +29,13 @@ UNGUARDED_CALLS = "repeat_tool_guard.unguarded_calls"
 REMINDER_OUTCOMES = "repeat_tool_guard.reminder_outcomes"
 WASTED_TIME = "repeat_tool_guard.wasted_time"
 WASTED_TOKENS = "repeat_tool_guard.wasted_tokens"
+WASTED_INFERENCE_TOKENS = "repeat_tool_guard.wasted.inference.tokens"
+WASTED_INPUT_BY_CACHE = "repeat_tool_guard.wasted.inference.input_tokens_by_cache"
+WASTED_OUTPUT_BY_PHASE = "repeat_tool_guard.wasted.inference.output_tokens_by_phase"
+"""``WASTED_TOKENS`` under the GenAI conventions' token counters' names and shapes (``gen_ai.client.inference.tokens``
+by ``gen_ai.token.type``; ``…input_tokens_by_cache`` by ``gen_ai.token.cache``; ``…output_tokens_by_phase`` by
+``gen_ai.token.phase``), each summing to its figure: the wasted tokens' mirror of those metrics, beside the name
+the Grafana dashboard and the Prometheus rules read."""
 _RUN_LENGTH_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
 MAX_SERIES = 2000
 """Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
@@ -75,6 +82,24 @@ def token_parts(usage: Usage) -> list[tuple[str, str, int]]:
     return points
 
 
+def token_breakdowns(usage: Usage) -> list[tuple[str, str, int]]:
+    """``usage``'s (attribute, value, tokens) points of the conventions' breakdown counters: by ``gen_ai.token.cache``
+    where the span reports its cache reads or writes (0 included) and they fit in its input, by
+    ``gen_ai.token.phase`` where it reports its reasoning tokens (0 included) and they fit in its output; a part
+    of 0 is no point. A call that reports no breakdown adds nothing to it: its tokens' part is unknown, not
+    ``none`` or ``response``."""
+    points: list[tuple[str, str, int]] = []
+    if usage.input is not None and (usage.cache_read is not None or usage.cache_write is not None):
+        read, write = usage.cache_read or 0, usage.cache_write or 0
+        if read + write <= usage.input:
+            parts = (("none", usage.input - read - write), ("read", read), ("creation", write))
+            points.extend((TOKEN_CACHE, part, tokens) for part, tokens in parts if tokens)
+    if usage.output is not None and usage.reasoning is not None and usage.reasoning <= usage.output:
+        phases = (("response", usage.output - usage.reasoning), ("reasoning", usage.reasoning))
+        points.extend((TOKEN_PHASE, phase, tokens) for phase, tokens in phases if tokens)
+    return points
+
+
 class GuardMetrics:
     """Counters and a histogram keyed by tool (never by agent: its cardinality is unbounded)."""
 
@@ -88,6 +113,7 @@ class GuardMetrics:
         "_run_length",
         "_tool_attrs",
         "_unguarded",
+        "_wasted_breakdowns",
         "_wasted_ns",
         "_wasted_tokens",
     )
@@ -99,6 +125,7 @@ class GuardMetrics:
         self._wasted_ns: dict[str, int] = {}
         self._repeat_log: deque[tuple[str, int]] = deque()
         self._wasted_tokens: dict[tuple[str, str, str], int] = {}
+        self._wasted_breakdowns: dict[tuple[str, str, str], int] = {}  # (tool, attribute, value)
         self._reminders: dict[tuple[str, str, int, str, str], int] = {}
         self._outcomes: dict[tuple[str, str, str], int] = {}
         self._pending_runs: dict[tuple[str, int], int] = {}
@@ -138,6 +165,24 @@ class GuardMetrics:
                 "gen_ai.token.type (input, output); each model call counted once.",
             ),
             (
+                WASTED_INFERENCE_TOKENS,
+                self._observe_wasted_by_type,
+                "{token}",
+                "repeat_tool_guard.wasted_tokens as gen_ai.client.inference.tokens counts tokens: by gen_ai.token.type.",
+            ),
+            (
+                WASTED_INPUT_BY_CACHE,
+                self._observe_wasted_by_cache,
+                "{token}",
+                "Wasted input tokens by gen_ai.token.cache (none, read, creation), where the model call reports them.",
+            ),
+            (
+                WASTED_OUTPUT_BY_PHASE,
+                self._observe_wasted_by_phase,
+                "{token}",
+                "Wasted output tokens by gen_ai.token.phase (response, reasoning), where the model call reports them.",
+            ),
+            (
                 UNGUARDED_CALLS,
                 self._observe_unguarded,
                 "{call}",
@@ -158,7 +203,7 @@ class GuardMetrics:
         self._lock = threading.Lock()
         self._repeat_log.clear()
         counts: tuple[dict[Any, int], ...] = (self._repeats, self._wasted_ns, self._wasted_tokens, self._reminders)
-        for mapping in (*counts, self._outcomes, self._pending_runs, self._unguarded):
+        for mapping in (*counts, self._wasted_breakdowns, self._outcomes, self._pending_runs, self._unguarded):
             mapping.clear()
 
     def repeated_call(self, tool: str, duration_ns: int = 0) -> None:
@@ -188,6 +233,12 @@ class GuardMetrics:
                 if key not in counts and len(counts) >= MAX_SERIES:
                     key = ("", token_type, part)
                 counts[key] = counts.get(key, 0) + tokens
+            breakdowns = self._wasted_breakdowns
+            for attribute, value, tokens in token_breakdowns(usage):
+                key = (tool, attribute, value)
+                if key not in breakdowns and len(breakdowns) >= MAX_SERIES:
+                    key = ("", attribute, value)
+                breakdowns[key] = breakdowns.get(key, 0) + tokens
 
     def reminder(self, tool: str, tier: str, threshold: int, kind: str = "repeat", variant: str | None = None) -> None:
         key = (tool, tier, threshold, kind, variant or "")
@@ -272,6 +323,29 @@ class GuardMetrics:
             Observation(n, {**self._attributes(tool), "gen_ai.token.type": token_type, **_PART_ATTRIBUTES[part]})
             for (tool, token_type, part), n in totals
         ]
+
+    def _observe_wasted_by_type(self, options: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for (tool, token_type, _), n in self._wasted_tokens.items():
+                totals[tool, token_type] = totals.get((tool, token_type), 0) + n
+        return [
+            Observation(n, {**self._attributes(tool), "gen_ai.token.type": token_type})
+            for (tool, token_type), n in totals.items()
+        ]
+
+    def _observe_wasted_by_cache(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._breakdown_points(TOKEN_CACHE)
+
+    def _observe_wasted_by_phase(self, options: CallbackOptions) -> Iterable[Observation]:
+        return self._breakdown_points(TOKEN_PHASE)
+
+    def _breakdown_points(self, attribute: str) -> list[Observation]:
+        with self._lock:
+            totals = [
+                (tool, value, n) for (tool, kind, value), n in self._wasted_breakdowns.items() if kind == attribute
+            ]
+        return [Observation(n, {**self._attributes(tool), attribute: value}) for tool, value, n in totals]
 
     def _observe_unguarded(self, options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

@@ -51,7 +51,7 @@ from otel_repeat_guard.conventions import (
 )
 from otel_repeat_guard.core.facts import run_facts
 from otel_repeat_guard.core.rules import evict_oldest
-from otel_repeat_guard.spans.nesting import same_call
+from otel_repeat_guard.spans.nesting import InnerCall, OpenSpans, call_of_record
 from otel_repeat_guard.spans.span_events import IS_VALID, SPAN_ID, Attributes, LiveSpan, name_of
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -135,8 +135,8 @@ class RunResolver:
         "_is_model_call",
         "_lock",
         "_on_run_ended",
+        "_open",
         "_overflowed",
-        "_read_tool",
         "_remote_open",
         "_remote_parent",
         "_steps",
@@ -159,7 +159,6 @@ class RunResolver:
         self.max_live_spans = max_live_spans
         self._on_run_ended = on_run_ended
         self._is_model_call = is_model_call
-        self._read_tool = read_tool  # an open span's tool call, if it is a tool span (for same_call_above)
         self._steps = tuple(ending for c in self._conventions for ending in getattr(c, "step_names", ()))
         """How the names of per-step spans end (every convention's ``step_names``): never the run."""
         self.live: dict[int, LiveSpan] = {}  # what it needs of the open spans of this process, by span id
@@ -172,6 +171,8 @@ class RunResolver:
         self._remote_open: dict[int, int] = {}  # remote parent span id -> its open children here
         self._lock = threading.Lock()
         self._overflowed = False  # the live-span map has passed its bound (warned of once)
+        # the open spans as the rule of one call's two tool spans reads them (read_tool: an open span's tool call)
+        self._open = None if read_tool is None else OpenSpans(self.live, self.owned, read_tool)
 
     # -- bookkeeping -------------------------------------------------------------------
 
@@ -292,26 +293,24 @@ class RunResolver:
         return (bool(wrappers) and wrappers.pop(span_id, 0) is None) or span_id in self.marked
 
     def same_call_above(
-        self, parent: SpanContext | None, run: Run, tool: str, arguments: Any, call_id: str | None
+        self,
+        parent: SpanContext | None,
+        run: Run,
+        tool: str,
+        arguments: Any,
+        call_id: str | None,
+        attributes: Mapping[str, Any],
     ) -> int | None:
-        """The span id of the open tool span of the same call that encloses a tool span with this parent, within
-        ``run`` (:mod:`otel_repeat_guard.spans.nesting`); None when there is none, nearly always at once: the parent
-        is the run's span itself."""
-        if parent is None or self._read_tool is None:
+        """The span id of the open tool span that is the call of record for a tool span with this parent and
+        ``attributes``, within ``run`` (the rule: :func:`otel_repeat_guard.spans.nesting.call_of_record`); None when
+        there is none, nearly always at once: the parent is the run's span itself."""
+        spans = self._open
+        if parent is None or spans is None:
             return None
-        live, owned, span_id = self.live, self.owned, parent[SPAN_ID]
-        for _ in range(_MAX_ANCESTRY):
-            ancestor = live.get(span_id)
-            if ancestor is None or span_id == run.span_id or span_id in owned:
-                return None  # the run's span, or another run's: what is above is no call of this one
-            _, _, grandparent, _, attributes = ancestor
-            outer = self._read_tool(_name(ancestor), attributes)
-            if outer is not None:  # the nearest tool span above: the same call, or another that encloses this one
-                return span_id if same_call(tool, arguments, call_id, outer) else None
-            if grandparent is None:
-                return None
-            span_id = grandparent[SPAN_ID]
-        return None
+        span_id = parent[SPAN_ID]
+        if span_id == run.span_id or span_id in self.owned:
+            return None
+        return call_of_record(spans, span_id, run.span_id, InnerCall(tool, arguments, call_id, attributes))
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""

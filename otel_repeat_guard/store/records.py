@@ -360,5 +360,6 @@ def model_call_row(
             cache_read_tokens=info.cache_read_tokens,
             cache_write_tokens=info.cache_write_tokens,
             undelivered=undelivered_rows(events),
+            reasoning_tokens=info.reasoning_tokens,
         )
     )

@@ -47,8 +47,9 @@ WHERE bucket_ns = :bucket AND service_name = :service AND agent = :agent AND too
 _ADD_MODEL_ROLLUP = """
 INSERT INTO model_rollup (
     bucket_ns, service_name, agent, model, provider, wasted_tool,
-    calls, input_tokens, output_tokens, total_tokens, unsplit_calls, cache_read_tokens, cache_write_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    calls, input_tokens, output_tokens, total_tokens, unsplit_calls, cache_read_tokens, cache_write_tokens,
+    reasoning_tokens
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (bucket_ns, service_name, agent, model, provider, wasted_tool) DO UPDATE SET
     calls = calls + excluded.calls,
     input_tokens = input_tokens + excluded.input_tokens,
@@ -56,7 +57,8 @@ ON CONFLICT (bucket_ns, service_name, agent, model, provider, wasted_tool) DO UP
     total_tokens = total_tokens + excluded.total_tokens,
     unsplit_calls = unsplit_calls + excluded.unsplit_calls,
     cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens
+    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+    reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens
 """
 _DROP_EMPTY_MODEL_ROLLUP = """
 DELETE FROM model_rollup WHERE bucket_ns = ? AND service_name = ? AND agent = ? AND model = ? AND provider = ?
@@ -155,13 +157,14 @@ class ModelFigures(NamedTuple):
     wasted_tool: str | None
     cache_read_tokens: int | None
     cache_write_tokens: int | None
+    reasoning_tokens: int | None = None
 
 
 class ModelRollup:
     """Token sums of some model calls, added to (or, with ``sign=-1``, taken from) ``model_rollup``."""
 
     def __init__(self) -> None:
-        self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit, cache r/w
+        self.groups: dict[ModelRollupKey, list[int]] = {}  # calls, input, output, total, unsplit, cache r/w, reasoning
 
     def add(self, row: ModelFigures, agent: str, wasted_tool: str | None, sign: int = 1) -> None:
         """Add (or take) one model call."""
@@ -176,7 +179,7 @@ class ModelRollup:
             str(row.provider or ""),
             wasted_tool or "",
         )
-        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0, 0])
+        figures = self.groups.setdefault(key, [0, 0, 0, 0, 0, 0, 0, 0])
         known_in = tokens_in if isinstance(tokens_in, int) else None
         known_out = tokens_out if isinstance(tokens_out, int) else None
         figures[0] += sign
@@ -186,6 +189,8 @@ class ModelRollup:
         figures[4] += sign * (known_in is None or known_out is None)
         figures[5] += sign * (read if isinstance(read, int) else 0)
         figures[6] += sign * (write if isinstance(write, int) else 0)
+        reasoning = row.reasoning_tokens
+        figures[7] += sign * (reasoning if isinstance(reasoning, int) else 0)
 
     def apply(self, conn: sqlite3.Connection) -> None:
         rows = [(*key, *figures) for key, figures in sorted(self.groups.items()) if any(figures)]

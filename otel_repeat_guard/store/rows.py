@@ -127,6 +127,7 @@ class ModelCallRow(CallRow):
     output_preview: str | None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
     undelivered: tuple[UndeliveredRow, ...] = ()
 
 
@@ -157,6 +158,7 @@ _MODEL_INT_FIELDS = (
     "total_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
+    "reasoning_tokens",
 )
 
 

@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 APPLICATION = "otel-repeat-guard"
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DEFAULT_DB = "repeat-guard.db"
 DB_ENV = "OTEL_REPEAT_GUARD_DB"
 BUSY_TIMEOUT_MS = 30_000

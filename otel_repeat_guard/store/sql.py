@@ -21,8 +21,9 @@ INSERT_MODEL_CALL = """
 INSERT OR IGNORE INTO model_calls (
     start_ns, end_ns, duration_ns, service_name, trace_id, span_id, parent_span_id,
     agent_key, agent_name, agent_known, agent_pending, model, provider,
-    input_tokens, output_tokens, total_tokens, conversation_id, error, cache_read_tokens, cache_write_tokens
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    input_tokens, output_tokens, total_tokens, conversation_id, error, cache_read_tokens, cache_write_tokens,
+    reasoning_tokens
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_OUTPUT = "INSERT INTO model_call_outputs (call_id, preview) VALUES (?, ?)"
 INSERT_UNDELIVERED = """
@@ -62,7 +63,8 @@ FROM tool_calls WHERE trace_id = ? AND parent_span_id = ? AND agent_pending = 1
 """
 MODEL_FIGURES = (
     "id, end_ns, service_name, agent_key, agent_name, agent_known, agent_pending, model, provider,"
-    " input_tokens, output_tokens, total_tokens, wasted_tool, cache_read_tokens, cache_write_tokens"
+    " input_tokens, output_tokens, total_tokens, wasted_tool, cache_read_tokens, cache_write_tokens,"
+    " reasoning_tokens"
 )
 # A repeated call's issuer: the latest model call under the same parent span that started before it ended ...
 ISSUER_BY_PARENT = f"""

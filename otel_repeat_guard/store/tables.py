@@ -21,6 +21,7 @@ Version history:
    model call ended (its ``repeat_tool_guard.undelivered`` event on that model call's span), by model call.
 8. ``tool_calls.reminder_variant``: the wording variant of the call's repeat reminder while
    ``reminder_variants`` runs an experiment (NULL otherwise, and for every call stored before).
+9. ``model_calls.reasoning_tokens`` (and its roll-up sum): the part of a model call's output spent reasoning.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ TABLES = (
         error INTEGER NOT NULL,
         wasted_tool TEXT,
         cache_read_tokens INTEGER,
-        cache_write_tokens INTEGER
+        cache_write_tokens INTEGER,
+        reasoning_tokens INTEGER
     )""",
         # Per UTC day x service x agent label x model x provider x wasted tool ('' for none): the token sums
         # of the model calls whose agent is final and whose input is at most SMALL_INPUT_TOKENS (below every
@@ -138,6 +140,7 @@ TABLES = (
         unsplit_calls INTEGER NOT NULL,
         cache_read_tokens INTEGER NOT NULL DEFAULT 0,
         cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+        reasoning_tokens INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (bucket_ns, service_name, agent, model, provider, wasted_tool)
     ) WITHOUT ROWID""",
         # What the model answered, as a bounded preview; only when the exporter may keep text.
@@ -252,7 +255,8 @@ SELECT end_ns - end_ns % {ROLLUP_BUCKET_NS} AS bucket_ns, service_name, COALESCE
            AS total_tokens,
        COUNT(*) FILTER (WHERE input_tokens IS NULL OR output_tokens IS NULL) AS unsplit_calls,
        COALESCE(SUM(cache_read_tokens), 0) AS cache_read_tokens,
-       COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens
+       COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
+       COALESCE(SUM(reasoning_tokens), 0) AS reasoning_tokens
 FROM model_calls
 WHERE {ROLLED_UP_MODEL_CALL}
 GROUP BY 1, 2, 3, 4, 5, 6
@@ -339,6 +343,15 @@ def _upgrade_from_7(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE tool_calls ADD COLUMN reminder_variant TEXT")
 
 
+def _upgrade_from_8(conn: sqlite3.Connection) -> None:
+    """Schema 9: the reasoning tokens of model calls (part of their output tokens; None for the calls stored
+    before, 0 in their roll-up)."""
+    for table, kind in (("model_calls", "INTEGER"), ("model_rollup", "INTEGER NOT NULL DEFAULT 0")):
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if "reasoning_tokens" not in columns:  # a file upgraded from before schema 4 has it already
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN reasoning_tokens {kind}")
+
+
 UPGRADES = {
     1: _upgrade_from_1,
     2: _upgrade_from_2,
@@ -347,6 +360,7 @@ UPGRADES = {
     5: _upgrade_from_5,
     6: _upgrade_from_6,
     7: _upgrade_from_7,
+    8: _upgrade_from_8,
 }
 
 

@@ -101,6 +101,7 @@ def insert_model(
             model.error,
             model.cache_read_tokens,
             model.cache_write_tokens,
+            model.reasoning_tokens,
         ),
     )
     if cursor.rowcount == 0:
@@ -135,6 +136,7 @@ def insert_model(
             None,
             model.cache_read_tokens,
             model.cache_write_tokens,
+            model.reasoning_tokens,
         )
         models.add(figures, agent_label(name, key), None)
     return True

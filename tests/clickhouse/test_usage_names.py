@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.clickhouse.calls import MODEL_CALLS
 from otel_repeat_guard.clickhouse.client import ChdbClient
+from otel_repeat_guard.clickhouse.reader import ClickHouseReader
+from otel_repeat_guard.clickhouse.rolling import RollPlan, roll_up
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.conventions.usage import reasoning_usage
+from otel_repeat_guard.dashboard.source import SQLiteReader
 from otel_repeat_guard.store import SQLiteSpanExporter
 from otel_repeat_guard.store.model_calls import read_model_call
 from tests.clickhouse.filling import fill
@@ -96,6 +100,10 @@ CASES: dict[str, tuple[dict[str, Any], tuple[int, int, int | None, int | None, i
 }
 
 
+MIRRORED: dict[tuple[str, str, str], int] = {}
+"""What ``usage_runs`` read of the guard's ``repeat_tool_guard.wasted.inference.*`` counters (:meth:`_Runs.mirrored`)."""
+
+
 class _Runs:
     """One agent run per case through a real guard (with its metrics) to the embedded store and to memory."""
 
@@ -143,6 +151,24 @@ class _Runs:
                             found[key] = int(point.value)
         return found
 
+    def mirrored(self) -> dict[tuple[str, str, str], int]:
+        """The guard's wasted tokens under the GenAI conventions' counters' names (``repeat_tool_guard.wasted.inference.*``),
+        by (tool, the counter's suffix, its breakdown attribute's value)."""
+        data = self.reader.get_metrics_data()
+        assert data is not None
+        found: dict[tuple[str, str, str], int] = {}
+        prefix = "repeat_tool_guard.wasted.inference."
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name.startswith(prefix):
+                        for point in metric.data.data_points:
+                            attributes = dict(point.attributes or {})
+                            tool = str(attributes.pop("gen_ai.tool.name"))
+                            (value,) = attributes.values()
+                            found[tool, metric.name[len(prefix) :], str(value)] = int(point.value)
+        return found
+
     def spans(self) -> list[ReadableSpan]:
         self.provider.shutdown()
         return list(self.memory.get_finished_spans())
@@ -157,14 +183,15 @@ def usage_runs(
     for case, (usage, _) in CASES.items():
         runs.run(case, usage)
     wasted = runs.wasted_tokens()
+    MIRRORED.update(runs.mirrored())
     yield wasted, store, fill(demo_filled[2].path, runs.spans(), table="usage_traces")
 
 
 def _store_rows(store: Path) -> dict[str, set[tuple[Any, ...]]]:
     with sqlite3.connect(store) as conn:
         rows = conn.execute(
-            "SELECT agent_name, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens"
-            " FROM model_calls"
+            "SELECT agent_name, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,"
+            " reasoning_tokens FROM model_calls"
         ).fetchall()
     found: dict[str, set[tuple[Any, ...]]] = {}
     for name, *figures in rows:
@@ -173,7 +200,8 @@ def _store_rows(store: Path) -> dict[str, set[tuple[Any, ...]]]:
 
 
 def _table_rows(target: Target) -> dict[str, set[tuple[Any, ...]]]:
-    sql = "SELECT agent_name, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens FROM ("
+    sql = "SELECT agent_name, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, total_tokens,"
+    sql += " reasoning_tokens FROM ("
     sql += MODEL_CALLS.replace("{services}", "") + ")"
     params = {"db": target.database, "tbl": target.table, "scan_lo": 0, "scan_hi": 2**62}
     frame = ChdbClient(target).frame(sql, params)
@@ -190,7 +218,7 @@ def test_each_spelling_of_usage_gives_the_same_figures_to_the_guard_the_store_an
 ) -> None:
     wasted, store, target = usage_runs
     usage, (tokens_in, tokens_out, cache_read, cache_write, reasoning) = CASES[case]
-    expected = (tokens_in, tokens_out, cache_read, cache_write, tokens_in + tokens_out)
+    expected = (tokens_in, tokens_out, cache_read, cache_write, tokens_in + tokens_out, reasoning)
     by_type = {
         kind: sum(n for (tool, t, _), n in wasted.items() if (tool, t) == (case, kind)) for kind in ("input", "output")
     }
@@ -225,3 +253,51 @@ def test_a_part_that_is_no_count_is_unknown_and_the_known_parts_still_sum() -> N
     assert read_model_call({"gen_ai.usage.image.input_tokens": True}).input_tokens is None
     past = {"gen_ai.usage.text.output_tokens": 2**32 - 1, "gen_ai.usage.audio.output_tokens": 1}
     assert read_model_call(past).output_tokens is None  # the sum is past MAX_TOKENS: no count a model makes
+
+
+def test_reasoning_tokens_show_beside_the_output_in_a_runs_timeline_from_the_store_clickhouse_and_its_rollup(
+    usage_runs: tuple[dict[tuple[str, str, str], int], Path, Target],
+) -> None:
+    """The reasoning part of a model call's output tokens, where its span reports one, in the timeline's tokens;
+    a rollup made before the column was read gains it on its next roll (NULL in the rows it held)."""
+    _, store, target = usage_runs
+    with sqlite3.connect(store) as conn:
+        (key,) = conn.execute("SELECT DISTINCT agent_key FROM model_calls WHERE agent_name = 'per_modality_2026'")
+        (current,) = conn.execute("SELECT DISTINCT agent_key FROM model_calls WHERE agent_name = 'current_genai'")
+    expected = ["408 in / 57 out (12 reasoning)"] * 3
+    for reader in (SQLiteReader(store), ClickHouseReader(target)):
+        timeline = reader.run_timeline(str(key[0]))
+        assert list(timeline[timeline["kind"] == "model"]["tokens"]) == expected
+    timeline = SQLiteReader(store).run_timeline(str(current[0]))
+    assert list(timeline[timeline["kind"] == "model"]["tokens"]) == ["500 in / 60 out"] * 3  # none reported
+    through = replace(target, rollup="usage_rollup")
+    client = ChdbClient(through)
+    roll_up(client, through, RollPlan(until_ns=4 * 10**18))
+    timeline = ClickHouseReader(through).run_timeline(str(key[0]))
+    assert list(timeline[timeline["kind"] == "model"]["tokens"]) == expected
+    client.execute("ALTER TABLE usage_rollup.usage_traces_models DROP COLUMN reasoning_tokens")  # an older rollup
+    roll_up(client, through, RollPlan(until_ns=4 * 10**18))
+    timeline = ClickHouseReader(through).run_timeline(str(key[0]))
+    assert list(timeline[timeline["kind"] == "model"]["tokens"]) == ["408 in / 57 out"] * 3
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_wasted_tokens_are_mirrored_under_the_genai_token_counters_names_each_summing_to_its_figure(
+    usage_runs: tuple[dict[tuple[str, str, str], int], Path, Target], case: str
+) -> None:
+    """``…wasted.inference.tokens`` by ``gen_ai.token.type``; ``…input_tokens_by_cache`` and ``…output_tokens_by_phase``
+    only where the span reports the breakdown (0 included), their parts summing to the direction's count."""
+    _, (tokens_in, tokens_out, cache_read, cache_write, reasoning) = CASES[case]
+    mirrored = {(counter, value): n for (tool, counter, value), n in MIRRORED.items() if tool == case}
+    expected = {("tokens", "input"): tokens_in, ("tokens", "output"): tokens_out}
+    if cache_read is not None or cache_write is not None:
+        cached = {
+            "none": tokens_in - (cache_read or 0) - (cache_write or 0),
+            "read": cache_read,
+            "creation": cache_write,
+        }
+        expected |= {("input_tokens_by_cache", k): n for k, n in cached.items() if n}
+    if reasoning is not None:
+        phases = {"response": tokens_out - reasoning, "reasoning": reasoning}
+        expected |= {("output_tokens_by_phase", k): n for k, n in phases.items() if n}
+    assert mirrored == expected

@@ -241,3 +241,25 @@ def test_wasted_tokens_are_broken_down_as_the_conventions_do_only_where_the_part
     assert token_parts(Usage(100, 10, cache_read=300, reasoning=11)) == [("input", "", 100), ("output", "", 10)]
     assert token_parts(Usage(500, None, cache_read=500)) == [("input", "read", 500)]
     assert token_parts(Usage(None, None, cache_read=5, reasoning=1)) == []
+
+
+def test_the_conventions_breakdown_counters_get_a_part_only_where_the_span_reports_it_and_it_fits() -> None:
+    from otel_repeat_guard.conventions.usage import Usage
+    from otel_repeat_guard.decide.metrics import token_breakdowns
+
+    cache, phase = "gen_ai.token.cache", "gen_ai.token.phase"
+    assert token_breakdowns(Usage(1000, 100, cache_read=300, cache_write=50, reasoning=20)) == [
+        (cache, "none", 650),
+        (cache, "read", 300),
+        (cache, "creation", 50),
+        (phase, "response", 80),
+        (phase, "reasoning", 20),
+    ]
+    # reported as none (0): all of the direction is uncached / response, a known part
+    assert token_breakdowns(Usage(1000, 100, cache_read=0, reasoning=0)) == [
+        (cache, "none", 1000),
+        (phase, "response", 100),
+    ]
+    assert token_breakdowns(Usage(1000, 100)) == []  # not reported: unknown, no part
+    assert token_breakdowns(Usage(100, 10, cache_read=300, reasoning=11)) == []  # past their count: no part
+    assert token_breakdowns(Usage(None, None, cache_read=5, reasoning=1)) == []

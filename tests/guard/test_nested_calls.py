@@ -114,3 +114,80 @@ def test_a_tool_that_runs_an_agent_is_not_the_same_call_as_that_agents_tools() -
                 h.call("grep", GREP)
     assert [r.run_length for r in h.reminders] == [3]
     assert not any(NESTED in (s.attributes or {}) for s in h.exporter.get_finished_spans())
+
+
+def _fastmcp_beside(
+    h: Harness, server_arguments: dict[str, Any] = GREP, request_ids: tuple[str, str] = ("", "")
+) -> None:
+    """OpenLLMetry with FastMCP 2.x in one process (the shape tests/integrations/test_mcp_openllmetry records):
+    the client's ``grep.tool`` and, beside it under the client's session span, the server's ``mcp.server`` >
+    ``grep.tool`` (with ``server_arguments``), which ends while the client's is open. ``request_ids``: the
+    ``mcp.request.id`` of each side ("": none)."""
+
+    def entity(arguments: dict[str, Any], request_id: str) -> dict[str, Any]:
+        attributes = {"traceloop.span.kind": "tool", "traceloop.entity.name": "grep"}
+        attributes["traceloop.entity.input"] = json.dumps({"tool_name": "grep", "arguments": arguments})
+        return {**attributes, "mcp.request.id": request_id} if request_id else attributes
+
+    server = {"traceloop.span.kind": "server", "traceloop.workflow.name": "weather.mcp"}
+    with h.tracer.start_as_current_span("mcp.client.session", attributes={"traceloop.span.kind": "session"}):
+        client = h.tracer.start_span("grep.tool", attributes=entity(GREP, request_ids[0]))
+        with (
+            h.tracer.start_as_current_span("mcp.server", attributes=server),
+            h.tracer.start_as_current_span("grep.tool", attributes=entity(server_arguments, request_ids[1])),
+        ):
+            pass
+        client.end()
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_fastmcps_server_tool_span_beside_its_clients_counts_the_call_once(fast_path: bool, tmp_path: Path) -> None:
+    h = make_harness(record_facts=True, fast_path=fast_path)
+    with h.agent_run("coder"):
+        for _ in range(3):
+            _fastmcp_beside(h)
+    spans = h.exporter.get_finished_spans()
+    names = {s.context.span_id: s.name for s in spans}  # type: ignore[union-attr]
+    clients = [s for s in spans if s.name == "grep.tool" and names[s.parent.span_id] == "mcp.client.session"]  # type: ignore[union-attr]
+    servers = [s for s in spans if s.name == "grep.tool" and names[s.parent.span_id] == "mcp.server"]  # type: ignore[union-attr]
+    assert [r.run_length for r in h.reminders] == [3]
+    assert [(s.attributes or {})[NESTED] for s in servers] == [format_span_id(s.context.span_id) for s in clients]  # type: ignore[union-attr]
+    assert all(NESTED not in (s.attributes or {}) for s in clients) and all(not s.events for s in servers)
+    assert _stored(h, tmp_path / "store.db") == [
+        (format_span_id(s.context.span_id), n)
+        for s, n in zip(clients, (1, 2, 3), strict=True)  # type: ignore[union-attr]
+    ]
+
+
+def test_a_server_span_beside_a_client_span_of_other_arguments_or_request_id_counts_on_its_own() -> None:
+    h = make_harness(record_facts=True)
+    with h.agent_run("coder"):
+        _fastmcp_beside(h, request_ids=("1", "2"))  # the same tool and arguments, two requests
+        _fastmcp_beside(h, server_arguments={"pattern": "x"})
+    assert not any(NESTED in (s.attributes or {}) for s in h.exporter.get_finished_spans())
+
+
+def test_one_mcp_request_id_on_both_sides_is_one_call_whatever_the_arguments_say() -> None:
+    h = make_harness(record_facts=True)
+    with h.agent_run("coder"):
+        _fastmcp_beside(h, server_arguments={"pattern": "TODO", "path": "src", "limit": 50}, request_ids=("7", "7"))
+    spans = h.exporter.get_finished_spans()
+    client = next(s for s in spans if s.name == "grep.tool" and NESTED not in (s.attributes or {}))
+    assert [(s.attributes or {})[NESTED] for s in spans if NESTED in (s.attributes or {})] == [
+        format_span_id(client.context.span_id)  # type: ignore[union-attr]
+    ]
+
+
+def test_two_identical_calls_at_once_with_no_server_span_between_stay_two_calls() -> None:
+    h = make_harness(record_facts=True)
+    entity = {"traceloop.span.kind": "tool", "traceloop.entity.name": "grep"}
+    entity["traceloop.entity.input"] = json.dumps({"tool_name": "grep", "arguments": GREP})
+    with h.agent_run("coder"):
+        first = h.tracer.start_span("grep.tool", attributes=entity)
+        h.tracer.start_span("grep.tool", attributes=entity).end()  # ends while the first is open
+        first.end()
+    assert [r.run_length for r in h.reminders] == []  # two calls: a run of 2, below the first threshold
+    assert not any(NESTED in (s.attributes or {}) for s in h.exporter.get_finished_spans())
+    assert [
+        e.attributes["repeat_tool_guard.run_length"] for s in h.exporter.get_finished_spans() for e in s.events
+    ] == [2]  # type: ignore[index]

@@ -203,6 +203,8 @@ def test_plain_ingest_stores_the_calls_steps_and_runs_without_loops(tmp_path: Pa
         (12, sum(usage("paris", k)[0] for k in range(8)) + sum(usage("rome", k)[0] for k in range(4)), 108 + 46)
     ]
     assert rows(db, "SELECT agent_name, count(*) FROM agent_runs GROUP BY agent_name") == [("weather-agent", 2)]
+    # AI SDK 6 reports its reasoning tokens (none: 0, known) on each step: the store keeps 0, not NULL
+    assert rows(db, "SELECT count(reasoning_tokens), sum(reasoning_tokens) FROM model_calls") == [(12, 0)]
 
 
 def _stamp(span: dict[str, Any], key: str) -> int:

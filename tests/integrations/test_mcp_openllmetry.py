@@ -13,6 +13,11 @@ The model client is instrumented with ``opentelemetry-instrumentation-openai-v2`
 (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only``), as in test_mcp_builtin.
 OpenLLMetry's MCP instrumentor cannot be undone (its uninstrument leaves ``send_request``
 wrapped), so it is instrumented once, with the global provider behind a switchboard.
+
+FastMCP 2.x (the ``fastmcp`` package, on mcp 1.x) in one process: OpenLLMetry also wraps its server's
+``ToolManager.call_tool`` (``mcp.server`` > ``<tool>.tool``) and its ``Client`` (an ``mcp.client.session``
+span from connecting on). The server's spans sit under the session span, beside the client's ``<tool>.tool``
+of the same call, not inside it; the guard counts the call once, on the client's span.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+
+from otel_repeat_guard.core.facts import NESTED
 
 from .mcp_cases import (
     check_a_second_prompt_gets_a_fresh_chain,
@@ -47,8 +54,10 @@ from .scenario import (
     SCRIPT,
     Guarded,
     Switchboard,
+    lookup_result,
     make_guarded,
     require,
+    run_lengths,
     tool_spans_by_trace,
     with_store,
 )
@@ -202,3 +211,66 @@ def test_without_content_tracing_the_calls_are_reported_as_without_arguments(g: 
     assert [s.name for s in spans] == [f"{tool}.tool" for tool, _ in SCRIPT]
     assert not any("traceloop.entity.input" in (s.attributes or {}) for s in spans)
     assert all(CAPTURE in b.fix for b in report.blind_spots)
+
+
+# -- FastMCP 2.x, client and server in one process -------------------------------------------------
+
+
+class FastMCPSession:
+    """A FastMCP 2.x ``Client`` as the agent loop's session: the MCP protocol's results, a tool error as a result."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def list_tools(self) -> Any:
+        return await self.client.list_tools_mcp()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        return await self.client.call_tool_mcp(name, arguments)
+
+
+def make_fastmcp_server() -> Any:
+    """:func:`make_server`'s weather tools on a FastMCP 2.x server."""
+    from fastmcp import FastMCP
+
+    server = FastMCP("weather")
+
+    @server.tool()
+    def lookup(city: str, units: str) -> str:
+        """Look up the weather."""
+        return lookup_result(city, units)
+
+    @server.tool()
+    def broken_lookup(city: str, units: str) -> str:
+        """Look up the weather, badly."""
+        raise RuntimeError(f"the weather service for {city} is down")
+
+    return server
+
+
+@asynccontextmanager
+async def connect_fastmcp() -> AsyncIterator[Any]:
+    """A FastMCP 2.x client connected to its server in this process (FastMCP's in-memory transport)."""
+    from fastmcp import Client
+
+    async with Client(make_fastmcp_server()) as client:
+        yield FastMCPSession(client)
+
+
+def test_fastmcp_2_in_one_process_counts_each_call_once_in_the_guard_and_the_store(gs: Guarded) -> None:
+    """Issue 42, item 5: nine identical calls through FastMCP 2.x make eighteen tool spans (the client's and
+    the server's); the guard counts nine calls in one run (its reminders at 3, 5 and 8, the store's rows and
+    wasted tokens those of nine calls), on the client's spans; each server span names its client span."""
+    import fastmcp
+
+    assert fastmcp.__version__.startswith("2.")
+    check_the_whole_chain_agrees(connect_fastmcp, gs)
+    (spans,) = tool_spans_by_trace(gs).values()
+    names = {s.context.span_id: s.name for s in gs.exporter.get_finished_spans()}  # type: ignore[union-attr]
+    client = [s for s in spans if names[s.parent.span_id] != "mcp.server"]  # type: ignore[union-attr]
+    server = [s for s in spans if names[s.parent.span_id] == "mcp.server"]  # type: ignore[union-attr]
+    assert [s.name for s in client] == [s.name for s in server] == ["lookup.tool"] * len(LOOP)
+    assert {names[s.parent.span_id] for s in client} == {"agent loop"}  # type: ignore[union-attr]
+    assert run_lengths(client) == list(range(1, len(LOOP) + 1))
+    assert [(s.attributes or {}).get(NESTED) for s in server] == [f"{s.context.span_id:016x}" for s in client]  # type: ignore[union-attr]
+    assert all(not s.events for s in server)

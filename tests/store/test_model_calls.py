@@ -479,6 +479,24 @@ def test_a_schema_5_store_is_upgraded_to_6_with_cache_tokens(tmp_path: Path) -> 
     assert query(db, "SELECT SUM(cache_read_tokens), SUM(cache_write_tokens) FROM model_calls") == [(6_000, 1_000)]
 
 
+def test_a_schema_8_store_is_upgraded_to_9_with_reasoning_tokens_in_its_calls_and_rollup(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    agent = Agent(db)
+    agent.model(agent.run("old"), GENAI)
+    agent.close()
+    upgraded_from(db, 8, *(f"ALTER TABLE {t} DROP COLUMN reasoning_tokens" for t in ("model_calls", "model_rollup")))
+    assert query(db, "SELECT input_tokens, reasoning_tokens FROM model_calls") == [(1200, None)]
+    agent = Agent(db)
+    run = agent.run("new")
+    agent.model(run, {**GENAI, "gen_ai.usage.reasoning.output_tokens": 64})
+    run.end()  # the run's key is final now: its model call is rolled up
+    agent.close()
+    assert query(db, "SELECT reasoning_tokens FROM model_calls ORDER BY id") == [(None,), (64,)]
+    assert query(db, "SELECT SUM(reasoning_tokens) FROM model_rollup") == [(64,)]
+    kept, computed = model_rollups(db)
+    assert kept == computed
+
+
 @pytest.mark.parametrize("known_at_start", [True, False], ids=["marked-at-start", "marked-at-end"])
 def test_a_frameworks_model_span_around_its_clients_is_one_model_call(tmp_path: Path, known_at_start: bool) -> None:
     """A framework's ``chat`` span around the client's model span (Semantic Kernel's diagnostics) is the same

@@ -87,13 +87,14 @@ def chain(conn: sqlite3.Connection, agent_key: str, end_id: int, run_length: int
 _TIMELINE = """
     SELECT 'tool' AS kind, c.id, c.start_ns, c.end_ns, c.duration_ns / 1e6 AS duration_ms, c.tool_name AS name,
            c.tracked, c.run_length, c.error, c.reminder_tier, c.arguments_digest,
-           NULL AS input_tokens, NULL AS output_tokens, a.preview AS text, c.trace_id, c.span_id
+           NULL AS input_tokens, NULL AS output_tokens, NULL AS reasoning_tokens, a.preview AS text, c.trace_id,
+           c.span_id
     FROM tool_calls AS c LEFT JOIN tool_call_arguments AS a ON a.call_id = c.id
     WHERE c.agent_key = :key AND c.start_ns >= :from_ns
     UNION ALL
     SELECT 'model', m.id, m.start_ns, m.end_ns, m.duration_ns / 1e6, m.model,
            NULL, NULL, m.error, NULL, NULL,
-           m.input_tokens, m.output_tokens, o.preview, m.trace_id, m.span_id
+           m.input_tokens, m.output_tokens, m.reasoning_tokens, o.preview, m.trace_id, m.span_id
     FROM model_calls AS m LEFT JOIN model_call_outputs AS o ON o.call_id = m.id
     WHERE m.agent_key = :key AND m.start_ns >= :from_ns
     ORDER BY start_ns, kind, id
@@ -180,6 +181,7 @@ def annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
     for reminded, _ in waiting:
         outcomes[reminded] = "ended" if ended else "open"
     notes = [f"{note} → {OUTCOME_TEXT[kind]}" if kind else note for note, kind in zip(notes, outcomes, strict=True)]
+    reasoning = frame["reasoning_tokens"] if "reasoning_tokens" in frame else [None] * len(frame)
     return frame.assign(
         note=notes,
         outcome=outcomes,
@@ -188,8 +190,10 @@ def annotate_timeline(frame: pd.DataFrame, *, ended: bool) -> pd.DataFrame:
             for kind, tracked, run in zip(frame["kind"], frame["tracked"], frame["run_length"], strict=True)
         ],
         tokens=[
-            "" if kind != "model" else _tokens_text(i, o)
-            for kind, i, o in zip(frame["kind"], frame["input_tokens"], frame["output_tokens"], strict=True)
+            "" if kind != "model" else _tokens_text(i, o, r)
+            for kind, i, o, r in zip(
+                frame["kind"], frame["input_tokens"], frame["output_tokens"], reasoning, strict=True
+            )
         ],
         time=pd.to_datetime(frame["start_ns"], unit="ns", utc=True),
         stored=frame["text"],
@@ -210,7 +214,11 @@ def _missing(value: object) -> bool:
     return value is None or bool(pd.isna(value))  # type: ignore[call-overload]
 
 
-def _tokens_text(input_tokens: object, output_tokens: object) -> str:
+def _tokens_text(input_tokens: object, output_tokens: object, reasoning_tokens: object = None) -> str:
+    """``1,200 in / 300 out``, and the reasoning part of the output where the span reports one above 0."""
     if _missing(input_tokens) and _missing(output_tokens):
         return "not recorded"
-    return f"{_count_text(input_tokens)} in / {_count_text(output_tokens)} out"
+    text = f"{_count_text(input_tokens)} in / {_count_text(output_tokens)} out"
+    if _missing(reasoning_tokens) or not int(reasoning_tokens):  # type: ignore[call-overload]
+        return text
+    return f"{text} ({_count_text(reasoning_tokens)} reasoning)"
