@@ -49,6 +49,9 @@ logger = logging.getLogger("otel_repeat_guard")
 _warned: set[int] = set()  # the user conventions that answered outside their contract, each said once
 
 ToolCallReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], RawToolCall | None]
+SpanReader = Callable[[str, dict[str, Any], Sequence[EventLike]], RawToolCall | None]
+"""A reader the router picked for a span shape: it takes the span's own ``dict`` (a built-in ``read``'s lookups then
+compile to the dict's own), as :mod:`otel_repeat_guard.spans.span_events` reads it."""
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
 
 
@@ -184,7 +187,7 @@ class SpanRouter:
             name for convention in self.conventions for name in getattr(convention, "issues_while_open", ())
         )
         """The names of model calls that issue tool calls while open (see :class:`BuiltInConvention`)."""
-        self._tools: dict[int, ToolCallReader | None] = {}
+        self._tools: dict[int, SpanReader | None] = {}
         self._models: dict[int, RequestReader | None] = {}
 
     def route(self, name: str, attributes: dict[str, Any]) -> int:
@@ -221,7 +224,7 @@ class SpanRouter:
             return False
         return not any(name.endswith(endings) for _, endings in self._not_models)  # marked but calls no model
 
-    def tool_readers(self) -> tuple[ToolCallReader | None, ...]:
+    def tool_readers(self) -> tuple[SpanReader | None, ...]:
         """Per tool mask, the one reader of a span with those tool marks (:meth:`tool_reader`): picked by an index."""
         return tuple(self.tool_reader(mask) for mask in range(self.tool_bits + 1))
 
@@ -235,12 +238,12 @@ class SpanRouter:
 
         return read
 
-    def tool_reader(self, mask: int) -> ToolCallReader | None:
+    def tool_reader(self, mask: int) -> SpanReader | None:
         """One reader asking, in their configured order, the conventions whose tool bits are in ``mask``."""
         mask &= self.tool_bits
         if mask in self._tools:
             return self._tools[mask]
-        readers = tuple(
+        readers: tuple[SpanReader, ...] = tuple(
             c.read if isinstance(c, BuiltInConvention) else sound_tool_calls(c, c.tool_call)
             for k, c in enumerate(self.conventions)
             if mask >> k & 1
@@ -294,21 +297,22 @@ def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
     route = router.route
 
     def read(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        mask = route(name, attributes if type(attributes) is dict else dict(attributes)) & router.tool_bits
+        held = attributes if isinstance(attributes, dict) else dict(attributes)  # what the readers take
+        mask = route(name, held) & router.tool_bits
         if not mask:
             return None
         reader = readers[mask] if readers else router.tool_reader(mask)
-        return None if reader is None else reader(name, attributes, events)
+        return None if reader is None else reader(name, held, events)
 
     return read
 
 
-def _first_of(readers: tuple[ToolCallReader, ...]) -> ToolCallReader | None:
+def _first_of(readers: tuple[SpanReader, ...]) -> SpanReader | None:
     """One reader asking ``readers`` in turn; None for none."""
     if len(readers) <= 1:
         return readers[0] if readers else None
 
-    def first(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+    def first(name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         for reader in readers:
             call = reader(name, attributes, events)
             if call is not None:
@@ -333,6 +337,7 @@ __all__ = [
     "RequestReader",
     "RequestedCall",
     "SpanMatcher",
+    "SpanReader",
     "SpanRouter",
     "ToolCall",
     "ToolCallReader",

@@ -109,7 +109,7 @@ EXECUTE_TOOL_PREFIX: Final = "execute_tool "
 """A GenAI tool span's name before its tool's (``tool_name``'s last resort)."""
 
 
-def tool_name(name: str, attributes: Mapping[str, Any]) -> str | None:
+def tool_name(name: str, attributes: dict[str, Any]) -> str | None:
     """The tool's name: ``gen_ai.tool.name``, ``tool.name``, ``traceloop.entity.name``, then the span name."""
     for key in TOOL_NAME_KEYS:
         value = attributes.get(key)
@@ -199,12 +199,14 @@ class BuiltInConvention:
     agent_id_name_starts: ClassVar[tuple[str, ...]] = ()
     """How the names of such spans start, for spans that carry their mark only at their end."""
 
-    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None."""
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+        """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None. ``attributes`` is
+        the span's own ``dict`` (:mod:`otel_repeat_guard.spans.span_events` reads it): compiled, a reader's lookups
+        are then the dict's own, not a generic ``Mapping`` method call each."""
         raise NotImplementedError
 
     def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
-        raw = self.read(name, attributes, events)
+        raw = self.read(name, attributes if isinstance(attributes, dict) else dict(attributes), events)
         return None if raw is None else ToolCall(*raw)
 
     def requested_calls(
@@ -218,13 +220,13 @@ class BuiltInConvention:
         return {}
 
 
-def call_id_of(attributes: Mapping[str, Any]) -> str | None:
+def call_id_of(attributes: dict[str, Any]) -> str | None:
     """The model's id for a tool call on its tool span: ``gen_ai.tool.call.id``, else OpenInference's ``tool_call.id``."""
     value = attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id")
     return value if value.__class__ is str else None  # on every tool span: no further call
 
 
-def gen_ai_agent(attributes: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def gen_ai_agent(attributes: dict[str, Any]) -> tuple[str | None, str | None]:
     """The agent id and name that ``gen_ai.agent.*`` attributes on a tool span itself give."""
     return str_or_none(attributes.get("gen_ai.agent.id")), str_or_none(attributes.get("gen_ai.agent.name"))
 

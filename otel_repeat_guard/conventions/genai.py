@@ -72,7 +72,7 @@ class GenAIConvention(BuiltInConvention):
     agent_id_marks = tuple(Mark(OPERATION, operation) for operation in INVOCATIONS)  # as agent_run reads them
     agent_id_name_starts = INVOCATIONS
 
-    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(OPERATION) != EXECUTE_TOOL:
             return None
         tool = attributes.get(TOOL_NAME)

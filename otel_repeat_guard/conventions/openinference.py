@@ -81,7 +81,7 @@ class OpenInferenceConvention(BuiltInConvention):
     not_model_names = ("._prepare_chat_with_tools",)
     step_names = (".run_agent_step",)
 
-    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "TOOL":
             return None
         tool = tool_name(name, attributes) or str_or_none(name)

@@ -30,7 +30,7 @@ class PydanticAIV2Convention(BuiltInConvention):
     __slots__ = ()
     tool_marks = (Mark(None, "running tool"),)  # its model calls are GenAI "chat" spans
 
-    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if name != "running tool":
             return None
         tool = tool_name(name, attributes)

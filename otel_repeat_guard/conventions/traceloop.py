@@ -14,7 +14,6 @@ from otel_repeat_guard.conventions.base import (
     RawToolCall,
     RequestedCall,
     call_id_of,
-    first_present,
     gen_ai_agent,
     str_or_none,
     tool_name,
@@ -25,7 +24,8 @@ from otel_repeat_guard.conventions.responses import gen_ai_input_messages, trace
 from otel_repeat_guard.core.canonical import parse_exactly
 
 _KIND: Final = "traceloop.span.kind"
-_ARGUMENT_KEYS: Final = ("gen_ai.tool.call.arguments", "traceloop.entity.input")
+_ARGUMENTS: Final = "gen_ai.tool.call.arguments"  # else
+_ENTITY_INPUT: Final = "traceloop.entity.input"
 _RUN_KINDS: Final = ("agent", "workflow")
 
 
@@ -88,13 +88,15 @@ class TraceloopConvention(BuiltInConvention):
     """The two unwrappers' keys: an object with neither is the arguments as they are."""
     agent_id_marks = tuple(Mark(_KIND, kind) for kind in _RUN_KINDS)  # the kinds agent_run reads
 
-    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if attributes.get(_KIND) != "tool":
             return None
         tool = tool_name(name, attributes)
         if tool is None:
             return None
-        arguments = first_present(attributes, _ARGUMENT_KEYS)
+        arguments = attributes.get(_ARGUMENTS, MISSING)  # first_present, inline: the dict's own lookups
+        if arguments is MISSING:
+            arguments = attributes.get(_ENTITY_INPUT, MISSING)
         if arguments is not MISSING:
             arguments = unwrap_mcp_input(unwrap_langchain_inputs(arguments), tool)
         if AGENT_ID in attributes or AGENT_NAME in attributes:

@@ -91,7 +91,7 @@ class VercelAIConvention(BuiltInConvention):
     model_marks = tuple(Mark(None, step) for step in STEPS)
     issues_while_open = STEPS
 
-    def read(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
         if name != TOOL_CALL:
             return None
         tool = attributes.get(TOOL_NAME_KEY)

@@ -105,7 +105,7 @@ class Guard:
             is_model_call=router.is_model_call,
             read_tool=router.open_tool_reader(),
         )
-        self.steps = PendingSteps(max_agents)
+        self.steps = PendingSteps(max_agents, baggage_runs=config.follows_remote_runs)
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
@@ -244,7 +244,7 @@ class Guard:
         if tracked and self._plain and arguments is not MISSING and self._nothing_pending(run):
             return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error), ended)
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
-        steps.tool_ended(run.key, ended or 0)
+        steps.tool_ended(run, ended or 0)
         step = self._answered_step(span, run, call_id) if steps.any_step() or steps.any_open() else None
         facts = None
         if self.facts:
@@ -296,7 +296,7 @@ class Guard:
     def _count_plain(self, call: CountedCall, ended: int | None) -> Decision | None:
         """Count a plain call in its run, as :meth:`_count` would with nothing opt-in and nothing pending."""
         run = call.run
-        self.steps.tool_ended(run.key, ended or 0)
+        self.steps.tool_ended(run, ended or 0)
         call.key, raw = self._key_of(run, call.arguments)
         if self._results is not None:
             return self._count_plain_results(call, raw)

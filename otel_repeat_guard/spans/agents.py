@@ -13,7 +13,6 @@ A run whose calls never named the id ends with its span.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.trace import SpanContext
@@ -88,7 +87,7 @@ class AgentChains:
         return (agent_id,) if lasting is None else (agent_id, lasting)
 
 
-def model_facts(run: Run, attributes: Mapping[str, Any], wrapper: bool = False) -> dict[str, Any]:
+def model_facts(run: Run, attributes: dict[str, Any], wrapper: bool = False) -> dict[str, Any]:
     """A model span's run (``run``, resolved through its ancestors), as its tool spans are keyed: by its own
     ``gen_ai.agent.id`` when it has one and no run of that agent encloses it; and ``WRAPPER`` when it only
     wraps the model call of record (see :data:`otel_repeat_guard.core.facts.WRAPPER`)."""

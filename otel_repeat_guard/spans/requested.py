@@ -28,6 +28,7 @@ from typing import Any, Final, NamedTuple
 from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
 from otel_repeat_guard.core.facts import WASTED
 from otel_repeat_guard.core.rules import evict_oldest, put_bounded
+from otel_repeat_guard.spans.runs import Run
 
 logger = logging.getLogger("otel_repeat_guard")
 _FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
@@ -182,9 +183,9 @@ class OpenStep(NamedTuple):
 class PendingSteps:
     """The last model step of each run, by chain key; and the open steps, by model span id."""
 
-    __slots__ = ("_lock", "_max_counted", "counted", "max_runs", "open", "steps", "tool_ends")
+    __slots__ = ("_any_key", "_lock", "_max_counted", "counted", "max_runs", "open", "steps", "tool_ends")
 
-    def __init__(self, max_runs: int, max_counted: int = 4096) -> None:
+    def __init__(self, max_runs: int, max_counted: int = 4096, baggage_runs: bool = True) -> None:
         self.steps: OrderedDict[str, Step] = OrderedDict()
         """Run key -> its last step; test its truth for "any step pending" (no Python-level call)."""
         self.counted: dict[tuple[str, str], None] = {}
@@ -196,6 +197,10 @@ class PendingSteps:
         self._lock = threading.Lock()
         self.max_runs = max_runs
         self._max_counted = max_counted
+        self._any_key = baggage_runs
+        """Whether a model span's run may have any key: a run a remote parent's baggage names (when the guard
+        follows remote runs) is keyed by whatever string it names. Else its key has a ``#``: it is found through
+        a span (``agent_run_key``)."""
 
     def any_step(self) -> bool:
         """Whether any run's last model step waits to be answered."""
@@ -209,9 +214,14 @@ class PendingSteps:
         """Whether nothing is pending: no model step to answer, no call counted from a request, no step open."""
         return not (self.steps or self.counted or self.open)
 
-    def tool_ended(self, run_key: str, ended_ns: int) -> None:
-        """A tool span of the run ended: a model span of it that ends later is answered already."""
-        put_bounded(self.tool_ends, run_key, ended_ns, self.max_runs)
+    def tool_ended(self, run: Run, ended_ns: int) -> None:
+        """A tool span of the run ended: a model span of it that ends later is answered already (:meth:`add`).
+        Kept for no run that no model span can have: a tool span's own ``gen_ai.agent.id`` with no run of that agent
+        around it (a harness's bare spans), whose key (the id, no ``#``) no model span's run has, unless baggage
+        may name any key. So a million such agents keep a chain each and nothing here."""
+        key = run.key
+        if run.how != "agent_id" or self._any_key or "#" in key:
+            put_bounded(self.tool_ends, key, ended_ns, self.max_runs)
 
     def opened(self, run_key: str, span_context: Any, name: str, scope: str, started_ns: int) -> None:
         """A model call whose tool spans may end in it started: until it ends, it is its run's issuer."""
