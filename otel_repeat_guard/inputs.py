@@ -109,12 +109,18 @@ def checked_processor_options(
     return checked, checked_sequence("downstream", downstream, _PROCESSOR_METHODS, "span processors")
 
 
+def checked_config(config: object) -> GuardConfig:
+    """``config``, when it is a ``GuardConfig``; else a ValueError naming it."""
+    if not isinstance(config, GuardConfig):
+        raise ValueError(f"config must be a GuardConfig, got {config!r}")
+    return config
+
+
 def checked_guard_options(
     config: object, redact: object, audit: object, max_agents: object, max_live_spans: object
 ) -> tuple[int, int]:
     """The guard's options checked (ValueError naming the one that is wrong): its two bounds, as integers."""
-    if not isinstance(config, GuardConfig):
-        raise ValueError(f"config must be a GuardConfig, got {config!r}")
+    checked_config(config)
     checked_callable("redact", redact)
     checked_callable("audit", audit)
     return positive_int("max_agents", max_agents), positive_int("max_live_spans", max_live_spans)

@@ -368,7 +368,10 @@ def clickhouse_doctor(store: str, span: tuple[int | None, int | None], *, as_jso
     in ns, either side open); 1 if anything was unseen."""
     from otel_repeat_guard.clickhouse.target import is_clickhouse  # noqa: PLC0415
 
-    if not is_clickhouse(store):  # the embedded store: its experiment's table
+    a_url = not Path(store).exists() and (
+        ":" in store or "@" in store
+    )  # refused as a ClickHouse URL, its secret unsaid
+    if not is_clickhouse(store) and not a_url:  # the embedded store: its experiment's table
         try:
             from otel_repeat_guard.cli.store_doctor import store_doctor  # noqa: PLC0415 - pandas, on this path only
         except ImportError as exc:

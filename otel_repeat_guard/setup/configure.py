@@ -49,7 +49,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.inbox import ReminderInbox
-from otel_repeat_guard.inputs import checked_flag, checked_sequence, flush_timeout
+from otel_repeat_guard.inputs import checked_config, checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
 from otel_repeat_guard.processor import ReminderCallback, RepeatGuardSpanProcessor
 from otel_repeat_guard.setup.bounded import (
@@ -442,7 +442,9 @@ def _check_options(
     """configure()'s options that would otherwise fail deep in the SDK (an exporter is shut down at exit, far
     from its cause) or be read as something else: a ValueError naming the one that is wrong. The exporters and
     readers, as tuples."""
-    _, _, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments, _ = options
+    config, _, service_name, resource_attributes, span_exporters, metric_readers, store, store_arguments, _ = options
+    if config is not None:  # before the log exporter reads it
+        checked_config(config)
     if service_name is not None and not (isinstance(service_name, str) and service_name):
         raise ValueError(f"service_name must be a non-empty string or None, got {service_name!r}")
     checked_flag("store_arguments", store_arguments)
