@@ -17,7 +17,7 @@ from otel_repeat_guard.store import SQLiteSpanExporter
 
 # The guard first on the tracer provider, then the store the dashboard reads (a local SQLite file).
 inbox = ReminderInbox()
-guard = RepeatGuardSpanProcessor(on_reminder=inbox.put, record_facts=True)
+guard = RepeatGuardSpanProcessor(on_reminder=inbox.put)
 provider = TracerProvider()
 provider.add_span_processor(guard)
 provider.add_span_processor(BatchSpanProcessor(SQLiteSpanExporter("repeat-guard.db", config=guard.config)))

@@ -46,10 +46,10 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
     Reminders go to ``on_reminder`` on the thread that ends the tool span, events on the tool span; with
     ``downstream`` it wraps those processors and hands them a copy of each span with the events added.
     ``redact`` rewrites the arguments text a reminder quotes (detection compares the real ones).
-    ``fast_path=False`` sends every tool call through the general body of ``Guard.tool_call`` (its plain case's reference). ``record_facts=True``
-    (``configure()`` sets it) puts what the guard decided on the spans (:mod:`otel_repeat_guard.core.facts`).
-    ``logger_provider`` takes the events also emitted as log events (default: the global one;
-    :mod:`otel_repeat_guard.decide.log_events`)."""
+    ``fast_path=False`` sends every tool call through the general body of ``Guard.tool_call`` (its plain case's reference).
+    It puts what it decided on the spans (:mod:`otel_repeat_guard.core.facts`); ``record_facts=False`` adds its events
+    only (docs/semantics.md says what that costs). ``logger_provider`` takes the events also emitted as log events
+    (default: the global one; :mod:`otel_repeat_guard.decide.log_events`)."""
 
     def __init__(  # noqa: PLR0913 - the public constructor: keyword options, as the SDK's
         self,
@@ -64,7 +64,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         redact: Callable[[str], str] | None = None,
         audit: Callable[[CallAudit], None] | None = None,
         fast_path: object = True,
-        record_facts: object = False,
+        record_facts: object = True,
         logger_provider: LoggerProvider | None = None,
     ) -> None:
         conventions, downstream = checked_processor_options(on_reminder, conventions, downstream, meter_provider)

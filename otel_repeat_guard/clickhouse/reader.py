@@ -217,6 +217,10 @@ class ClickHouseReader(TableReader):
     def wasted_tokens(self, filters: Filters, bands: Sequence[int] = ()) -> pd.DataFrame:
         return drill.model_tokens(self, filters, bands, wasted=True)
 
+    def missing_facts(self) -> str | None:
+        """None: only the embedded store's exporter notes spans without the guard's facts (the table is only read)."""
+        return None
+
     def has_model_calls(self) -> bool:
         sql = f"WITH {self.models(None)} SELECT count() > 0 AS held FROM (SELECT 1 FROM model LIMIT 1)"
         return bool(self.frame(sql, self.params())["held"].iloc[0])

@@ -29,8 +29,7 @@ from otel_repeat_guard.store import SQLiteSpanExporter
 
 inbox = ReminderInbox()  # your harness drains it before each model request (docs/runtimes.md)
 provider = TracerProvider()
-# record_facts: the guard's decisions (each call's run, its issuer, what it wasted) go on the spans for the store
-provider.add_span_processor(RepeatGuardSpanProcessor(on_reminder=inbox.put, record_facts=True))
+provider.add_span_processor(RepeatGuardSpanProcessor(on_reminder=inbox.put))  # its decisions go on the spans
 provider.add_span_processor(BatchSpanProcessor(SQLiteSpanExporter("{db}")))
 ```
 
@@ -89,6 +88,8 @@ def main() -> None:
             _wait_for_calls(db)
             return
         filters, auto, kinds = sidebar.draw(db, reads.filter_options(db), bounds)
+        if (missing_facts := reads.missing_facts(db)) is not None:  # spans from a guard made with record_facts=False
+            st.warning(missing_facts, icon=":material/warning:")
     except (StoreError, sqlite3.Error) as exc:
         view.store_failed(db, exc)
         return

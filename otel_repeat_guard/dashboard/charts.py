@@ -1,9 +1,14 @@
-"""Altair charts for the dashboard, each built from a query's DataFrame."""
+"""Charts for the dashboard, each built from a query's DataFrame: Altair charts, and the Overview's chart over time
+as a plain Vega-Lite spec (the first page a fresh session draws: building and validating it through Altair cost
+more than every query of the page together)."""
 
 from __future__ import annotations
 
-import altair as alt
-import pandas as pd
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # Altair is imported by the pages that draw its charts, not by the first page
+    import altair as alt
+    import pandas as pd
 
 SERIES_COLORS = ["#9aa5b1", "#f0a202", "#d1495b"]  # the calls, gentle and detailed reminders
 
@@ -11,6 +16,8 @@ SERIES_COLORS = ["#9aa5b1", "#f0a202", "#d1495b"]  # the calls, gentle and detai
 def hotspot_bars(frame: pd.DataFrame, category: str, title: str, measure: str = "repeated calls") -> alt.Chart:
     """Horizontal bars of repeated calls (``measure``: what the loop kind counts) per ``category``, longest
     first, with reminders in the tooltip."""
+    import altair as alt  # noqa: PLC0415 - see the module's docstring
+
     chart: alt.Chart = (
         alt.Chart(frame, title=title)
         .mark_bar(color="#d1495b")
@@ -54,43 +61,57 @@ def _time_format(bucket_s: float) -> str:
     return "%b %d %Y"
 
 
-def over_time(frame: pd.DataFrame, bucket_s: float, measure: str = "repeated calls") -> alt.LayerChart:
-    """Repeated calls (``measure``: what the loop kind counts) and reminders by tier per time bucket.
+def over_time(bucket_s: float, measure: str = "repeated calls") -> dict[str, Any]:
+    """The Vega-Lite spec of repeated calls (``measure``: what the loop kind counts) and reminders by tier per time
+    bucket, over a frame of ``bucket``, ``series`` and ``count`` whose first series is named ``measure``.
 
     Coinciding series stay apart: each has its own colour, dash, point shape and size, and the
     reminder points are drawn over the repeats' line. A bucket that counts 0 has no point: its line only.
     """
     fmt = _time_format(bucket_s)
     series = [measure, *SERIES[1:]]
-    frame = frame.replace({"series": {SERIES[0]: measure}})
-    colors = alt.Scale(domain=series, range=SERIES_COLORS)
-    shapes = alt.Scale(domain=series, range=["circle", "triangle-up", "diamond"])
-    dashes = alt.Scale(domain=series, range=[[1, 0], [6, 3], [2, 2]])
-    sizes = alt.Scale(domain=series, range=[40, 90, 140])
-    base = alt.Chart(frame).encode(
-        x=alt.X("bucket:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format=fmt)),
-        y=alt.Y("count:Q", title="calls", axis=alt.Axis(tickMinStep=1, format="d")),
-        color=alt.Color("series:N", scale=colors, title=None, legend=alt.Legend(orient="top")),
-        tooltip=[alt.Tooltip("bucket:T", format=fmt, formatType="utc"), "series:N", "count:Q"],
-    )
-    lines = base.mark_line().encode(strokeDash=alt.StrokeDash("series:N", scale=dashes, legend=None))
-    points = (
-        base.transform_filter("datum.count > 0")
-        .mark_point(filled=False, strokeWidth=2)
-        .encode(
-            shape=alt.Shape("series:N", scale=shapes, title=None, legend=alt.Legend(orient="top")),
-            size=alt.Size("series:N", scale=sizes, legend=None),
-        )
-    )
-    chart: alt.LayerChart = alt.layer(lines, points).properties(
-        height=260, title=f"Repeats and reminders per {_bucket_text(bucket_s)}"
-    )
-    return chart
+
+    def by_series(scale: list[Any], legend: dict[str, str] | None) -> dict[str, Any]:
+        return {"field": "series", "type": "nominal", "scale": {"domain": series, "range": scale}, "legend": legend}
+
+    top = {"orient": "top"}
+    encoding: dict[str, Any] = {
+        "x": {
+            "field": "bucket",
+            "type": "temporal",
+            "title": "time (UTC)",
+            "scale": {"type": "utc"},
+            "axis": {"format": fmt},
+        },
+        "y": {"field": "count", "type": "quantitative", "title": "calls", "axis": {"tickMinStep": 1, "format": "d"}},
+        "color": {**by_series(SERIES_COLORS, top), "title": None},
+        "tooltip": [
+            {"field": "bucket", "type": "temporal", "format": fmt, "formatType": "utc"},
+            {"field": "series", "type": "nominal"},
+            {"field": "count", "type": "quantitative"},
+        ],
+    }
+    lines: dict[str, Any] = {
+        "mark": {"type": "line"},
+        "encoding": {**encoding, "strokeDash": by_series([[1, 0], [6, 3], [2, 2]], None)},
+    }
+    points: dict[str, Any] = {
+        "mark": {"type": "point", "filled": False, "strokeWidth": 2},
+        "transform": [{"filter": "datum.count > 0"}],
+        "encoding": {
+            **encoding,
+            "shape": {**by_series(["circle", "triangle-up", "diamond"], top), "title": None},
+            "size": by_series([40, 90, 140], None),
+        },
+    }
+    return {"height": 260, "title": f"Repeats and reminders per {_bucket_text(bucket_s)}", "layer": [lines, points]}
 
 
 def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.LayerChart:
     """Stacked bars of reminder outcomes per ``by`` (tier, tool, agent or model), each as shares of its
     reminders, with the number of reminders beside each bar (1 of 1 and 4 of 4 are not the same news)."""
+    import altair as alt  # noqa: PLC0415 - see the module's docstring
+
     long = frame.melt(
         id_vars=[by], value_vars=["broken", "ignored", "ended", "open"], var_name="outcome", value_name="n"
     )
@@ -130,6 +151,8 @@ def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.LayerChart:
 
 def run_length_histogram(frame: pd.DataFrame) -> alt.Chart:
     """How many runs ended at each length."""
+    import altair as alt  # noqa: PLC0415 - see the module's docstring
+
     chart: alt.Chart = (
         alt.Chart(frame, title="Final run lengths (runs of two or more calls)")
         .mark_bar(color="#30638e")

@@ -68,7 +68,7 @@ class GuardOptions(NamedTuple):
     redact: Callable[[str], str] | None
     audit: Callable[[CallAudit], None] | None
     fast_path: bool = True
-    record_facts: bool = False
+    record_facts: bool = True
 
 
 class Guard:

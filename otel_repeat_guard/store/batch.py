@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from otel_repeat_guard.store import missing_facts
 from otel_repeat_guard.store.rollup import CallRollup, ModelFigures, ModelRollup, RolledCall, agent_label, rolled_up
 from otel_repeat_guard.store.rows import AgentRunRow, ModelCallRow, ToolCallRow
 from otel_repeat_guard.store.sql import (
@@ -28,6 +29,7 @@ class Batch:
     calls: list[ToolCallRow] = field(default_factory=list)
     models: list[ModelCallRow] = field(default_factory=list)
     runs: list[AgentRunRow] = field(default_factory=list)
+    facts_missing: bool = False  # a call with the guard's loop events and none of its facts (missing_facts.py)
 
     def __bool__(self) -> bool:
         return bool(self.calls or self.models or self.runs)
@@ -100,6 +102,7 @@ def write_batch(conn: sqlite3.Connection, batch: Batch, claim: Callable[[sqlite3
                 conn.execute(DROP_UNUSED_AGENT, (label, label))
         models.apply(conn)
         conn.executemany(INSERT_DIMENSION, sorted(dimensions))
+        missing_facts.note(conn, batch.facts_missing)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

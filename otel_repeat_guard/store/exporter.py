@@ -18,6 +18,7 @@ from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention, SpanR
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.inputs import checked_flag
+from otel_repeat_guard.store import missing_facts
 from otel_repeat_guard.store.batch import Batch, write_batch
 from otel_repeat_guard.store.records import (
     agent_run_row,
@@ -89,6 +90,8 @@ class SQLiteSpanExporter(SpanExporter):
         """Spans dropped because the store could not hold them, since this exporter was made."""
         self.unwritten_spans = 0
         """Spans of exports that failed: the store refused them, or its file was gone and could not be made."""
+        self.facts_missing = False
+        """Whether this exporter stored spans from a guard that records no facts (said once, in the log and the store)."""
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
@@ -113,6 +116,9 @@ class SQLiteSpanExporter(SpanExporter):
         batch = self._rows(spans, result)
         if batch:
             self._write(batch, result)
+        if batch.facts_missing and not self.facts_missing:
+            self.facts_missing = True
+            logger.warning("store %s: it got %s. To fix it, %s", self.path, missing_facts.WHAT, missing_facts.FIX)
         self.dropped_spans += len(result.dropped)
         return result
 
@@ -143,6 +149,9 @@ class SQLiteSpanExporter(SpanExporter):
                 )
                 if call is not None:
                     batch.calls.append(call)
+                    batch.facts_missing = batch.facts_missing or (
+                        not self.facts_missing and missing_facts.lacks_facts(call)
+                    )
                     continue
                 batch.calls.extend(requested_call_rows(span, self._tracked, self._late))
                 model = model_call_row(

@@ -318,9 +318,6 @@ def test_the_over_time_series_count_zero_in_the_buckets_between_that_hold_no_rep
 def test_the_over_time_axis_names_the_date_of_every_bucket() -> None:
     from otel_repeat_guard.dashboard import charts
 
-    frame = pd.DataFrame(
-        {"bucket": pd.to_datetime([0], unit="ns", utc=True), "series": ["repeated calls"], "count": [1]}
-    )
     for bucket_s in (0.1, 5.0, 600.0, 86400.0 * 2):
-        x = charts.over_time(frame, bucket_s).to_dict()["layer"][0]["encoding"]["x"]
+        x = charts.over_time(bucket_s)["layer"][0]["encoding"]["x"]
         assert "%b %d" in x["axis"]["format"] and x["scale"]["type"] == "utc", bucket_s

@@ -21,8 +21,14 @@ from otel_repeat_guard.decide.inbox import RedisReminderInbox, ReminderInbox, re
 from otel_repeat_guard.state.connection import wire
 from tests.distributed.servers import RedisServer
 
-RANDOM = ("repeat_tool_guard.agent_id", "repeat_tool_guard.span_id", "repeat_tool_guard.trace_id")
-"""Event attributes that name the run's span: a new random id in each run of the script."""
+RANDOM = (
+    "repeat_tool_guard.agent_id",
+    "repeat_tool_guard.span_id",
+    "repeat_tool_guard.trace_id",
+    "repeat_tool_guard.run",  # the facts (on by default) name the run's span and the model call's too
+    "repeat_tool_guard.issuer",
+)
+"""Event attributes that name the run's span or a model call's: a new random id in each run of the script."""
 LOOPS = GuardConfig(
     thresholds=(3, 5), cycle_thresholds=(2, 3), no_progress_thresholds=(3,), collapse_parallel=True, stop_at=7
 )

@@ -244,7 +244,7 @@ def test_tool_name_falls_back_to_the_span_name(harness: Harness) -> None:
     assert [r.tool_name for r in harness.reminders] == ["fetch_page"]
 
 
-def test_the_guard_never_changes_name_attributes_or_status(harness: Harness) -> None:
+def _three_denied_rm_calls(harness: Harness) -> None:
     with harness.agent_run("a"):
         for _ in range(3):
             with harness.tracer.start_as_current_span("execute_tool rm") as span:
@@ -256,18 +256,41 @@ def test_the_guard_never_changes_name_attributes_or_status(harness: Harness) -> 
                     }
                 )
                 span.set_status(Status(StatusCode.ERROR, "denied"))
+
+
+SEED_ATTRIBUTES = {
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": "rm",
+    "gen_ai.tool.call.arguments": "{}",
+}
+
+
+def test_with_record_facts_false_the_guard_never_changes_name_attributes_or_status() -> None:
+    harness = make_harness(record_facts=False)
+    _three_denied_rm_calls(harness)
     for span in harness.tool_spans():
         assert span.name == "execute_tool rm"
-        assert dict(span.attributes or {}) == {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": "rm",
-            "gen_ai.tool.call.arguments": "{}",
-        }
+        assert dict(span.attributes or {}) == SEED_ATTRIBUTES
         assert span.status.status_code is StatusCode.ERROR
         assert span.status.description == "denied"
     agent_span = harness.exporter.get_finished_spans()[-1]
     assert agent_span.name == "invoke_agent a"
     assert agent_span.events == ()
+    assert "repeat_tool_guard.run" not in (agent_span.attributes or {})
+
+
+def test_by_default_the_guard_adds_its_facts_and_changes_no_name_attribute_or_status(harness: Harness) -> None:
+    """Facts are on by default (issue 40, item 1): each tool span gains the run it decided, nothing else changes."""
+    _three_denied_rm_calls(harness)
+    for span in harness.tool_spans():
+        assert span.name == "execute_tool rm"
+        attributes = dict(span.attributes or {})
+        assert {k: v for k, v in attributes.items() if not k.startswith("repeat_tool_guard.")} == SEED_ATTRIBUTES
+        assert str(attributes["repeat_tool_guard.run"]).startswith("a#")  # the run of agent a, keyed by its span
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.status.description == "denied"
+    assert harness.run_lengths() == [1, 2, 3]
+    assert [(r.run_length, r.tier) for r in harness.reminders] == [(3, "gentle")]
 
 
 def test_repeat_event_attributes(harness: Harness) -> None:

@@ -36,7 +36,8 @@ def test_downstream_processors_receive_spans_with_events(monkeypatch: object) ->
     assert [e.name for e in second.events] == ["own", "repeat_tool_guard.repeat", "repeat_tool_guard.reminder"]
     assert second.name == "execute_tool grep"
     assert second.context == direct.get_finished_spans()[1].context
-    assert dict(second.attributes or {}) == dict(direct.get_finished_spans()[1].attributes or {})
+    facts = {"repeat_tool_guard.run": "a", "repeat_tool_guard.run_name": "a"}  # on by default: on the copy only
+    assert dict(second.attributes or {}) == {**dict(direct.get_finished_spans()[1].attributes or {}), **facts}
     assert [e.name for e in direct.get_finished_spans()[1].events] == ["own"]  # not wrapped: untouched
     assert [r.run_length for r in reminders] == [2]
     assert guard.force_flush() is True

@@ -249,6 +249,16 @@ def test_the_whole_chain_agrees(instrumented: Instrumented, stored: Guarded) -> 
     assert_whole_chain(stored, expected_whole_chain())
 
 
+def test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures(
+    instrumented: Instrumented, hand_wired: Guarded
+) -> None:
+    """Issue 40, item 1: ``RepeatGuardSpanProcessor(on_reminder=...)`` beside ``SQLiteSpanExporter``, as docs/runtimes.md
+    showed (under OpenLLMetry the store kept no tool call while facts were opt-in): the store's wasted tokens are
+    the metric's, one run key, every model call on the run's timeline."""
+    kickoff_reminded(instrumented, hand_wired, LOOP)
+    assert_whole_chain(hand_wired, expected_whole_chain())
+
+
 # -- reading the spans -----------------------------------------------------------------------------
 
 

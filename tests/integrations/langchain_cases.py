@@ -210,6 +210,20 @@ def test_the_whole_chain_agrees(kind: str, board: Switchboard, stored: Guarded) 
 
 
 @KINDS
+def test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures(
+    kind: str, board: Switchboard, hand_wired: Guarded
+) -> None:
+    """Issue 40, item 1: ``RepeatGuardSpanProcessor(on_reminder=...)`` beside ``SQLiteSpanExporter``, as docs/runtimes.md
+    showed (it stored 0 wasted tokens against the guard's metric, 12 run keys and no model call on the run's
+    timeline while facts were opt-in): the store's wasted tokens are the metric's, one run key, every model call
+    on the run's timeline."""
+    with wired(board, hand_wired):
+        out = build(kind, hand_wired, NAMES[kind][0], LOOP).invoke(PROMPT)
+    assert out["messages"][-1].content == FINAL_ANSWER
+    assert_whole_chain(hand_wired, expected_whole_chain())
+
+
+@KINDS
 def test_a_second_prompt_gets_a_fresh_chain(kind: str, g: Guarded) -> None:
     agent = build(kind, g, NAMES[kind][0], SHORT_SCRIPT)
     first = agent.invoke(PROMPT)

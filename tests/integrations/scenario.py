@@ -114,12 +114,11 @@ class RecordingInbox(ReminderInbox):
 def make_guarded(store: Path | None = None, **options: Any) -> Guarded:
     """A guard (``options`` go to :class:`RepeatGuardSpanProcessor`) whose reminders go to an inbox and a list.
 
-    With ``store`` (a SQLite file) the spans are also exported into the embedded store, and the guard
-    records its facts on them, as ``configure()`` sets it up.
+    With ``store`` (a SQLite file) the spans are also exported into the embedded store; the guard records its
+    facts on them by default, as ``configure()`` sets it up.
     """
     exporter = None
     if store is not None:
-        options.setdefault("record_facts", True)
         exporter = SQLiteSpanExporter(store, config=options.get("config"))
     reminders: list[Reminder] = []
     inbox = RecordingInbox(reminders)
@@ -154,6 +153,26 @@ def stored(tmp_path: Path) -> Iterator[Guarded]:
     """:func:`with_store` as a fixture; not yet wired to a provider."""
     with with_store(tmp_path) as guarded:
         yield guarded
+
+
+@pytest.fixture
+def hand_wired(tmp_path: Path) -> Iterator[Guarded]:
+    """The setup docs/runtimes.md showed before the facts were on by default, wired by hand: a bare
+    ``RepeatGuardSpanProcessor(on_reminder=...)`` beside ``SQLiteSpanExporter(path)``, nothing else set (the meter
+    provider only lets the test read the guard's metrics). Not yet wired to a provider."""
+    inbox, reminders, metrics = ReminderInbox(), [], InMemoryMetricReader()
+
+    def on_reminder(reminder: Reminder) -> None:
+        reminders.append(reminder)
+        inbox.put(reminder)
+
+    guard = RepeatGuardSpanProcessor(on_reminder=on_reminder, meter_provider=MeterProvider(metric_readers=[metrics]))
+    store = SQLiteSpanExporter(tmp_path / "store.db")
+    try:
+        yield Guarded(guard, inbox, InMemorySpanExporter(), reminders, metrics, store)
+    finally:
+        store.shutdown()
+    assert not store.facts_missing  # the store never had to say its figures were guesses
 
 
 class Switchboard(SpanProcessor):

@@ -48,6 +48,7 @@ from .crewai_cases import (  # noqa: F401  (autouse fixtures)
     run_one_crew_twice,
     run_two_crews,
     spans_by_parent,
+    test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures,
     test_the_whole_chain_agrees,
 )
 from .fake_openai import FakeOpenAI
@@ -60,6 +61,7 @@ from .scenario import (
     Guarded,
     assert_no_progress_from_the_model_requests,
     guard_events,
+    hand_wired,  # noqa: F401  (a fixture)
     is_tool_span,
     openai_messages,
     require,

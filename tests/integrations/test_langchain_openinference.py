@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from .scenario import Guarded, Switchboard, require, stored  # noqa: F401  (a fixture)
+from .scenario import Guarded, Switchboard, hand_wired, require, stored  # noqa: F401  (fixtures)
 
 require("openinference.instrumentation.langchain")
 from langchain.agents import create_agent  # noqa: E402
@@ -21,6 +21,7 @@ from .langchain_cases import (  # noqa: E402, F401
     ScriptedChat,
     g,
     instrumented_board,
+    test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures,
     test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_carries_the_reminder,
     test_a_second_agent_running_concurrently_has_its_own_chain,
     test_a_second_prompt_gets_a_fresh_chain,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .scenario import Switchboard, require, stored  # noqa: F401  (a fixture)
+from .scenario import Switchboard, hand_wired, require, stored  # noqa: F401  (fixtures)
 
 require("opentelemetry.instrumentation.langchain")
 from opentelemetry.instrumentation.langchain import LangchainInstrumentor  # noqa: E402
@@ -14,6 +14,7 @@ from opentelemetry.instrumentation.langchain import LangchainInstrumentor  # noq
 from .langchain_cases import (  # noqa: E402, F401
     g,
     instrumented_board,
+    test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures,
     test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_carries_the_reminder,
     test_a_second_agent_running_concurrently_has_its_own_chain,
     test_a_second_prompt_gets_a_fresh_chain,

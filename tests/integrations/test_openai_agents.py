@@ -26,6 +26,7 @@ from .scenario import (
     assert_whole_chain,
     break_once,
     expected_whole_chain,
+    hand_wired,  # noqa: F401  (a fixture)
     lookup_result,
     make_guarded,
     next_call,
@@ -138,6 +139,12 @@ def gs(tmp_path: Path) -> Iterator[Guarded]:
         yield from instrumented(guarded)
 
 
+@pytest.fixture
+def bare(hand_wired: Guarded) -> Iterator[Guarded]:  # noqa: F811  (the fixture imported above)
+    """The guard and the store wired by hand, as docs/runtimes.md showed (scenario.hand_wired)."""
+    yield from instrumented(hand_wired)
+
+
 def run(g: Guarded, agent: Agent[Any], prompt: Any = "Weather in Paris?") -> Any:
     config = RunConfig(call_model_input_filter=repeat_guard_input_filter(guard=g.guard, inbox=g.inbox))
     return Runner.run(agent, prompt, run_config=config)
@@ -175,6 +182,18 @@ def test_the_whole_chain_agrees(gs: Guarded) -> None:
     assert result.final_output == FINAL_ANSWER
     assert_reminders_reached_model([openai_messages(body) for body in server.requests], loop=True)
     assert_whole_chain(gs, expected_whole_chain())
+
+
+def test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures(bare: Guarded) -> None:
+    """Issue 40, item 1: ``RepeatGuardSpanProcessor(on_reminder=...)`` beside ``SQLiteSpanExporter``, as docs/runtimes.md
+    showed (the store kept provisional run keys while facts were opt-in): the store's wasted tokens are the
+    metric's, one run key, every model call on the run's timeline."""
+    with FakeOpenAI(LOOP) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="offline")
+        model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
+        result = asyncio.run(run(bare, Agent(name="weather_agent", model=model, tools=TOOLS)))
+    assert result.final_output == FINAL_ANSWER
+    assert_whole_chain(bare, expected_whole_chain())
 
 
 def test_the_whole_chain_agrees_over_the_responses_api(gs: Guarded) -> None:

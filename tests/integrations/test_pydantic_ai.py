@@ -26,6 +26,7 @@ from .scenario import (
     assert_whole_chain,
     break_once,
     expected_whole_chain,
+    hand_wired,  # noqa: F401  (a fixture)
     lookup_result,
     make_guarded,
     next_call,
@@ -142,6 +143,13 @@ def gs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Guarded]:
         yield from instrumented(guarded, request.param)
 
 
+@pytest.fixture
+def bare(hand_wired: Guarded) -> Iterator[Guarded]:  # noqa: F811  (the fixture imported above)
+    """The guard and the store wired by hand, as docs/runtimes.md showed (scenario.hand_wired), on the
+    instrumentation's default format."""
+    yield from instrumented(hand_wired, 5)
+
+
 def test_one_run_and_the_reminders_reach_the_model(g: Guarded) -> None:
     requests: list[list[tuple[str, str]]] = []
     result = make_agent(g, "weather_agent", requests).run_sync("Weather in Paris?")
@@ -164,6 +172,13 @@ def test_a_request_the_adapter_fails_to_edit_goes_out_unchanged_and_the_next_car
     assert make_agent(g, "weather_agent", requests).run_sync("Weather in Paris?").output == FINAL_ANSWER
     assert failed == [1]
     assert_gentle_reminder_came_one_request_late(requests)
+
+
+def test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures(bare: Guarded) -> None:
+    """Issue 40, item 1: ``RepeatGuardSpanProcessor(on_reminder=...)`` beside ``SQLiteSpanExporter``, as docs/runtimes.md
+    shows: the store's wasted tokens are the metric's, one run key, every model call on the run's timeline."""
+    assert make_agent(bare, "weather_agent", [], LOOP).run_sync("Weather in Paris?").output == FINAL_ANSWER
+    assert_whole_chain(bare, expected_whole_chain())
 
 
 def test_the_whole_chain_agrees(gs: Guarded) -> None:

@@ -38,6 +38,7 @@ from .scenario import (
     assert_whole_chain,
     expected_whole_chain,
     guard_events,
+    hand_wired,  # noqa: F401  (a fixture)
     lookup_result,
     make_guarded,
     next_call,
@@ -147,6 +148,21 @@ def test_the_whole_chain_agrees(instrumented: Instrumented, tmp_path: Path) -> N
         assert make_agent(model).run("Weather in Paris?") == FINAL_ANSWER
     assert_reminders_reached_model(requests, loop=True)
     assert_whole_chain(gs, expected_whole_chain(final_answer_tool=True))
+
+
+def test_a_bare_guard_wired_by_hand_beside_the_store_gives_the_guards_figures(
+    instrumented: Instrumented,
+    hand_wired: Guarded,  # noqa: F811  (the fixture imported above)
+) -> None:
+    """Issue 40, item 1: ``RepeatGuardSpanProcessor(on_reminder=...)`` beside ``SQLiteSpanExporter``, as docs/runtimes.md
+    showed (the store kept provisional run keys while facts were opt-in): the store's wasted tokens are the
+    metric's, one run key, every model call on the run's timeline."""
+    with ByPrompt(LOOP) as server, wired(instrumented.board, hand_wired):
+        model = RepeatGuardModel(
+            RecordingModel(server, hand_wired, [], []), guard=hand_wired.guard, inbox=hand_wired.inbox
+        )
+        assert make_agent(model).run("Weather in Paris?") == FINAL_ANSWER
+    assert_whole_chain(hand_wired, expected_whole_chain(final_answer_tool=True))
 
 
 def test_the_next_request_carries_the_reminder_once(g: Guarded, server: ByPrompt) -> None:

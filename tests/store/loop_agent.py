@@ -30,10 +30,11 @@ CYCLE = (("read_file", {"path": "app.py"}), ("edit_file", {"path": "app.py", "pa
 class LoopAgent:
     """A TracerProvider with the guard (``CONFIG``) and a SQLiteSpanExporter, exporting each span as it ends."""
 
-    def __init__(self, db: Path, config: GuardConfig = CONFIG) -> None:
+    def __init__(self, db: Path, config: GuardConfig = CONFIG, *, facts: bool = True) -> None:
+        """``facts=False``: the guard records none of its facts, so the store reads the spans as an older guard's."""
         self.reminders: list[Reminder] = []
         self.provider = TracerProvider(resource=Resource.create({"service.name": "loop-lab"}))
-        self.provider.add_span_processor(RepeatGuardSpanProcessor(config, self.reminders.append))
+        self.provider.add_span_processor(RepeatGuardSpanProcessor(config, self.reminders.append, record_facts=facts))
         self.exporter = SQLiteSpanExporter(db, config=config)
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = self.provider.get_tracer("loop-lab")

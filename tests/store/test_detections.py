@@ -39,7 +39,7 @@ def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, .
 
 def test_a_cycle_is_stored_on_each_call_completing_a_copy(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
-    agent = LoopAgent(db)
+    agent = LoopAgent(db, facts=False)  # its model calls record no request: the store charges the nearest
     cycler(agent)
     agent.close()
     tools = json.dumps(["read_file", "edit_file"])
@@ -63,7 +63,7 @@ def test_a_cycle_is_stored_on_each_call_completing_a_copy(tmp_path: Path) -> Non
 
 def test_no_progress_is_stored_with_its_run_length_and_outcome(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
-    agent = LoopAgent(db)
+    agent = LoopAgent(db, facts=False)  # its model calls record no request: the store charges the nearest
     searcher(agent)
     agent.close()
     assert query(db, DETECTIONS, ("searcher",)) == [

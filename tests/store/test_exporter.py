@@ -31,11 +31,12 @@ SECRET = "sk-live-THIS-IS-A-SECRET-TOKEN"
 
 
 class Harness:
-    def __init__(self, db: Path, **exporter_options: object) -> None:
+    def __init__(self, db: Path, *, facts: bool = True, **exporter_options: object) -> None:
+        """``facts=False``: the guard records none of its facts, so the store reads the spans as an older guard's."""
         self.reminders: list[Reminder] = []
         self.memory = InMemorySpanExporter()
         self.provider = TracerProvider(resource=Resource.create({"service.name": "checkout-agent"}))
-        self.guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=(3, 5)), self.reminders.append)
+        self.guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=(3, 5)), self.reminders.append, record_facts=facts)
         self.exporter = SQLiteSpanExporter(db, config=GuardConfig(thresholds=(3, 5)), **exporter_options)  # type: ignore[arg-type]
         self.provider.add_span_processor(self.guard)
         self.provider.add_span_processor(SimpleSpanProcessor(self.memory))

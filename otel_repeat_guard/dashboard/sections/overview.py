@@ -95,7 +95,9 @@ def draw_over_time(over_time: pd.DataFrame, bucket_s: float, words: Wording) -> 
     if over_time.empty:
         st.caption(f"No {words.calls.lower()} in this selection.")
     else:
-        st.altair_chart(charts.over_time(over_time, bucket_s, words.calls.lower()), width="stretch")
+        measure = words.calls.lower()
+        frame = over_time.replace({"series": {charts.SERIES[0]: measure}})
+        st.vega_lite_chart(frame, charts.over_time(bucket_s, measure), width="stretch")
 
 
 def draw_run_lengths(lengths: pd.DataFrame, words: Wording) -> None:

@@ -18,6 +18,7 @@ travel as parameters: the SQL text is built only from fixed fragments and placeh
 Every query is importable from here.
 """
 
+from otel_repeat_guard.store.missing_facts import missing_facts
 from otel_repeat_guard.store.queries.blind_spots import excluded_tools, undelivered_reminders, unguarded_calls
 from otel_repeat_guard.store.queries.conversations import RECENT_MODEL_CALLS, conversation_runs, conversations
 from otel_repeat_guard.store.queries.filters import (
@@ -82,6 +83,7 @@ __all__ = [
     "hotspots_by_agent",
     "hotspots_by_tool",
     "loop_start_ns",
+    "missing_facts",
     "model_tokens",
     "numbered_copies",
     "over_time",
