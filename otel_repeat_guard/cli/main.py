@@ -211,12 +211,8 @@ def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvide
     standard OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER variables ask (otlp by default)."""
     from opentelemetry import metrics  # noqa: PLC0415 - only with --otlp
 
-    from otel_repeat_guard.setup.configure import (  # noqa: PLC0415
-        build_resource,
-        check_environment,
-        metric_readers,
-        span_exporters,
-    )
+    from otel_repeat_guard.setup.configure import build_resource, metric_readers, span_exporters  # noqa: PLC0415
+    from otel_repeat_guard.setup.environment import check_environment  # noqa: PLC0415
 
     try:
         check_environment()  # each wrong variable named, before the SDK refuses it naming none
