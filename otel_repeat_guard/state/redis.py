@@ -48,6 +48,7 @@ from otel_repeat_guard.state.scripts import (
     dump_state,
     load_state,
     waiting_entry,
+    waiting_reminders,
 )
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -187,7 +188,9 @@ class RedisChainStore(ChainStore):
         if int(ended_run) > 1 and self._on_run_ended is not None:
             self._on_run_ended(text_of(ended_tool), int(ended_run))
         if waiting and self._on_reminder_outcome is not None:
-            for kind, tier, _ in waiting(waiting):  # a repeat reminder was ignored if this call went on with it
+            for kind, tier, _ in waiting_reminders(
+                waiting
+            ):  # a repeat reminder was ignored if this call went on with it
                 self._on_reminder_outcome("ignored" if run > 1 else "broken", kind, tier)
         return run
 
@@ -243,7 +246,7 @@ class RedisChainStore(ChainStore):
             detectors = make()
             load_state(state, detectors)
             outcomes = []
-            for kind, tier, period in waiting(waiting or b""):
+            for kind, tier, period in waiting_reminders(waiting or b""):
                 ignored = any(d.kind == kind and d.continues(call, period) for d in detectors)
                 outcomes.append(("ignored" if ignored else "broken", kind, tier))
             found[:] = [seen for detector in detectors if (seen := detector.observe(call)) is not None]
@@ -336,7 +339,7 @@ class RedisChainStore(ChainStore):
                 if int(run) > 1 and self._on_run_ended is not None:
                     self._on_run_ended(text_of(tool), int(run))
                 if self._on_reminder_outcome is not None:
-                    for kind, tier, _ in waiting(waiting) + waiting(waiting_detectors):
+                    for kind, tier, _ in waiting_reminders(waiting) + waiting_reminders(waiting_detectors):
                         self._on_reminder_outcome("ended", kind, tier)
         self._raw_keys.pop(agent_id, None)
         self._local.forget(agent_id)

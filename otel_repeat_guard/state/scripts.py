@@ -74,7 +74,7 @@ def waiting_entry(kind: str, tier: str, period: int) -> str:
     return f"{kind}{_FIELD}{tier}{_FIELD}{period}{_ENTRY}"
 
 
-def waiting(raw: Any) -> list[tuple[str, str, int]]:
+def waiting_reminders(raw: Any) -> list[tuple[str, str, int]]:
     """The reminders in a waiting list: (kind, tier, period) entries."""
     found = []
     for entry in text_of(raw).split(_ENTRY):
