@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from otel_repeat_guard.cli.sdk_limits import sdk_limit_problem
-from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.sources import ENV_PREFIX
 from otel_repeat_guard.integrations._claude import (
     DEFAULT_EXCLUDE,
     TOOL_EVENTS,

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import shlex
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,19 +33,22 @@ from otel_repeat_guard.cli.ingest import (
     seconds,
     store_file,
 )
-from otel_repeat_guard.cli.ports import busy_port
+from otel_repeat_guard.cli.serve import (
+    check_dashboard_extra,
+    check_port,
+    checked_trace_url,
+    run_clickhouse_dashboard,
+    run_dashboard,
+)
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.dashboard.settings import STORE_ENV, TRACE_URL_ENV, check_trace_url
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
 from otel_repeat_guard.store.schema import (
     DB_ENV,
-    SCHEMA_VERSION,
     StoreError,
     default_db_path,
     start_demo_store,
-    upgrade,
 )
 from otel_repeat_guard.version import __version__, build_mode
 
@@ -169,7 +169,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.dashboard:
         check_dashboard_extra()  # before the demo runs, not after
         if args.trace_url is not None:
-            _checked_trace_url(args.trace_url)
+            checked_trace_url(args.trace_url)
         check_port(args.host, args.port)  # a port taken now is refused before the demo prints a line
     check_store(db, must_exist=False)
     # the exporters' settings before the store is emptied: a refusal must leave the last demo's calls in place
@@ -211,12 +211,8 @@ def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvide
     standard OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER variables ask (otlp by default)."""
     from opentelemetry import metrics  # noqa: PLC0415 - only with --otlp
 
-    from otel_repeat_guard.setup.configure import (  # noqa: PLC0415
-        build_resource,
-        check_environment,
-        metric_readers,
-        span_exporters,
-    )
+    from otel_repeat_guard.setup.configure import build_resource, metric_readers, span_exporters  # noqa: PLC0415
+    from otel_repeat_guard.setup.environment import check_environment  # noqa: PLC0415
 
     try:
         check_environment()  # each wrong variable named, before the SDK refuses it naming none
@@ -227,131 +223,6 @@ def _otlp_for_demo() -> tuple[Callable[[], Sequence[SpanExporter]], MeterProvide
     meter_provider = MeterProvider(metric_readers=readers, resource=build_resource("otel-repeat-guard-demo", None))
     metrics.set_meter_provider(meter_provider)
     return span_exporters, meter_provider
-
-
-def app_path() -> Path:
-    """The Streamlit script, inside the installed package (works from a wheel too)."""
-    spec = importlib.util.find_spec("otel_repeat_guard.dashboard")
-    if spec is None or spec.origin is None:  # pragma: no cover - the package is importable by definition
-        raise CliError("the otel_repeat_guard.dashboard package is missing from this installation")
-    return Path(spec.origin).parent / "app.py"
-
-
-PORT_SETTING_ENV = "OTEL_REPEAT_GUARD_PORT_SETTING"
-"""How the user chooses the port where the command was started, for the busy-port hint: ``--port`` unless set
-(the Makefile's ``demo`` and ``dashboard`` targets set ``make demo PORT=…``)."""
-
-
-def check_port(host: str, port: int) -> None:
-    """Refuse a port that is taken, in one line, before anything is printed or started."""
-    refusal = busy_port(host, port, choose_with=os.environ.get(PORT_SETTING_ENV) or "--port")
-    if refusal is not None:
-        raise CliError(refusal)
-
-
-def check_dashboard_extra() -> None:
-    """Refuse, with the install command, when the dashboard's packages are missing."""
-    missing = [
-        name for name in ("streamlit", "altair", "pandas", "genai_prices") if importlib.util.find_spec(name) is None
-    ]
-    if missing:
-        raise CliError(
-            f"the dashboard needs its extra ({', '.join(missing)} missing): pip install 'otel-repeat-guard[dashboard]'"
-        )
-
-
-def _checked_trace_url(trace_url: str) -> str:
-    try:
-        return check_trace_url(trace_url)
-    except ValueError as exc:
-        raise CliError(f"--trace-url: {exc}") from None
-
-
-def dashboard_command(db: Path | None, host: str, port: int, trace_url: str | None) -> list[str]:
-    """The Streamlit command line for the dashboard (on the SQLite store ``db``, checked first, if given)."""
-    check_dashboard_extra()
-    if trace_url is None and (from_env := os.environ.get(TRACE_URL_ENV)):  # what the dashboard will read
-        try:
-            check_trace_url(from_env)
-        except ValueError as exc:
-            raise CliError(f"{TRACE_URL_ENV}: {exc}") from None
-    if db is not None:
-        check_store(db, must_exist=True)
-    if trace_url is not None:
-        _checked_trace_url(trace_url)
-    return [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(app_path()),
-        "--server.address",
-        host,
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-        "--global.developmentMode",
-        "false",
-        "--client.toolbarMode",
-        "viewer",  # no "Deploy" button: this is a viewer's page
-    ]
-
-
-def run_dashboard(db: Path | None, *, host: str, port: int, trace_url: str | None) -> int:
-    db = db or default_db_path()
-    command = dashboard_command(db, host, port, trace_url)
-    check_port(host, port)  # after the store's checks, before anything is printed
-    try:
-        old = upgrade(db)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
-    if old is not None:
-        print(f"upgraded the store {db} in place from schema {old} to {SCHEMA_VERSION}", flush=True)
-    env = dict(os.environ)
-    env[DB_ENV] = str(db.resolve())
-    return _serve(command, env, str(db), host, port, trace_url)
-
-
-def run_clickhouse_dashboard(store: str, *, host: str, port: int, trace_url: str | None) -> int:
-    """The dashboard on a ClickHouse table: checked (reachable, credentials, table) before Streamlit starts."""
-    from otel_repeat_guard.clickhouse.commands import check_store_url  # noqa: PLC0415 - the clickhouse extra
-
-    check_dashboard_extra()
-    if trace_url is not None:
-        _checked_trace_url(trace_url)
-    target = check_store_url(store)
-    command = dashboard_command(None, host, port, trace_url)
-    check_port(host, port)
-    env = dict(os.environ)
-    env[STORE_ENV] = store  # the URL holds no password (refused there): that stays in its variable or file
-    return _serve(command, env, target.describe(), host, port, trace_url)
-
-
-def _serve(command: list[str], env: dict[str, str], shown: str, host: str, port: int, trace_url: str | None) -> int:
-    if trace_url is not None:
-        env[TRACE_URL_ENV] = trace_url
-    shown_host = f"[{host}]" if ":" in host else host
-    print(f"dashboard for {shown} at http://{shown_host}:{port}  (Ctrl+C to stop)", flush=True)
-    process = subprocess.Popen(command, env=env)
-
-    def stop(signum: int, frame: object) -> None:  # SIGTERM: take the server down with us
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _dashboard(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 a bounded map makes room. Pure: no OTel imports.
 
 The Redis chain store applies :func:`same_call` inside Redis, in its Lua script
-(``state.redis._OBSERVE``), which mirrors it line for line; ``tests/distributed/test_rules.py`` holds
+(``state.scripts.OBSERVE``), which mirrors it line for line; ``tests/distributed/test_rules.py`` holds
 the two equal.
 """
 

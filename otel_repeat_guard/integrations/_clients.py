@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from otel_repeat_guard.core.config import ENV_PREFIX
+from otel_repeat_guard.core.sources import ENV_PREFIX
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.integrations._common import due_reminders, logger, reminder_message
 from otel_repeat_guard.processor import RepeatGuardSpanProcessor

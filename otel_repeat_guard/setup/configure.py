@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -47,7 +46,6 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from opentelemetry.util.types import AttributeValue
 
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.decide.inbox import ReminderInbox
 from otel_repeat_guard.inputs import checked_config, checked_flag, checked_sequence, flush_timeout
 from otel_repeat_guard.installed import default_inbox, set_installed_guard
@@ -62,13 +60,13 @@ from otel_repeat_guard.setup.bounded import (
     destination,
     shutdown_timeout,
 )
+from otel_repeat_guard.setup.environment import OTLP_ENTRY_POINTS, check_environment, signal_exporter_names
 from otel_repeat_guard.setup.logs import logger_provider, made_global
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import LoggerProvider
     from opentelemetry.sdk.metrics.export import MetricExporter
 
-_PROTOCOLS = ("http/protobuf", "grpc")
 logger = logging.getLogger("otel_repeat_guard")
 _global_lock = threading.Lock()
 _global: list[GuardTelemetry] = []  # what configure(set_global=True) built: OTel keeps the first globals
@@ -110,145 +108,16 @@ class GuardTelemetry:
         self._ending.shutdown(self.tracer_provider, self.meter_provider)
 
 
-_POSITIVE_NUMBERS = (
-    "OTEL_METRIC_EXPORT_INTERVAL",
-    "OTEL_METRIC_EXPORT_TIMEOUT",
-    *(f"OTEL_EXPORTER_OTLP{signal}_TIMEOUT" for signal in ("", "_TRACES", "_METRICS")),
-)
-"""Milliseconds (seconds for the exporters' timeouts): the SDK refuses some naming no variable, reads others as
-their default with a warning, and passes a negative timeout on."""
-_WHOLE_NUMBERS = {  # the batch span processor's: int() of a text that is none is a traceback deep in the SDK
-    "OTEL_BSP_SCHEDULE_DELAY": 1,
-    "OTEL_BSP_MAX_QUEUE_SIZE": 1,
-    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 1,
-    "OTEL_BSP_EXPORT_TIMEOUT": 0,
-}
-_MOST = 2**31 - 1  # past it, the SDK's queue and timers overflow (OverflowError)
-_CHOICES = {
-    "OTEL_METRICS_EXEMPLAR_FILTER": ("always_on", "always_off", "trace_based"),
-    "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": ("cumulative", "delta", "lowmemory"),
-    "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION": (
-        "explicit_bucket_histogram",
-        "base2_exponential_bucket_histogram",
-    ),
-    **{
-        f"OTEL_EXPORTER_OTLP{signal}_COMPRESSION": ("gzip", "deflate", "none") for signal in ("", "_TRACES", "_METRICS")
-    },
-}
-_ENTRY_POINT_NAMES = {
-    "OTEL_TRACES_SAMPLER": "opentelemetry_traces_sampler",
-    "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "opentelemetry_resource_detector",
-}
-_RATIO_SAMPLERS = ("traceidratio", "parentbased_traceidratio")
-
-
-def check_environment(environ: Mapping[str, str] | None = None) -> None:
-    """Refuse, with a ValueError naming the variable and its value, an OpenTelemetry variable that configure()
-    reads (itself or through the SDK) and that the SDK would refuse naming no variable, with a traceback, or
-    silently read as something else. A header variable's value is never quoted (it holds credentials), an
-    endpoint's only through ``safe_url``."""
-    environ = os.environ if environ is None else environ
-    for variable in _POSITIVE_NUMBERS:
-        if (raw := _env(variable, environ)) is not None:
-            try:
-                number = float(raw)
-            except ValueError:
-                number = math.nan
-            if not 0 < number < math.inf:
-                raise ValueError(f"{variable} must be a number above 0, got {raw!r}")
-    for variable, least in _WHOLE_NUMBERS.items():
-        if (raw := _env(variable, environ)) is not None and not (
-            raw.isascii() and raw.isdigit() and len(raw) < 12 and least <= int(raw) <= _MOST
-        ):
-            raise ValueError(f"{variable} must be a whole number from {least} to {_MOST:,}, got {raw!r}")
-    for variable, choices in _CHOICES.items():
-        if (raw := _env(variable, environ)) is not None and raw.lower() not in choices:
-            raise ValueError(f"{variable} must be one of {', '.join(choices)}, got {raw!r}")
-    for variable, group in _ENTRY_POINT_NAMES.items():
-        known = {point.name for point in entry_points(group=group)}
-        for name in (_env(variable, environ) or "").split(","):
-            if name.strip() and name.strip().lower() not in known:
-                raise ValueError(f"{variable} names no installed one ({', '.join(sorted(known))}), got {name!r}")
-    _check_more(environ)
-
-
-def _check_more(environ: Mapping[str, str]) -> None:
-    """The sampler's ratio, the headers, the endpoints and the resource attributes."""
-    ratio = _env("OTEL_TRACES_SAMPLER_ARG", environ)
-    if ratio is not None and (_env("OTEL_TRACES_SAMPLER", environ) or "").lower() in _RATIO_SAMPLERS:
-        try:
-            share = float(ratio)
-        except ValueError:
-            share = math.nan
-        if not 0 <= share <= 1:
-            raise ValueError(f"OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got {ratio!r}")
-    for signal in ("", "_TRACES", "_METRICS"):
-        headers = _env(f"OTEL_EXPORTER_OTLP{signal}_HEADERS", environ)
-        if headers is not None and not _pairs(headers):
-            raise ValueError(
-                f"OTEL_EXPORTER_OTLP{signal}_HEADERS must be comma-separated key=value pairs, values URL-encoded "
-                "(its value is not shown: it may hold credentials)"
-            )
-        endpoint = _env(f"OTEL_EXPORTER_OTLP{signal}_ENDPOINT", environ)
-        kinds = [signal[1:]] if signal else ["TRACES", "METRICS"]  # a grpc endpoint may have no scheme
-        over_http = all(_protocol(kind, environ) == "http/protobuf" for kind in kinds)
-        if endpoint is not None and over_http and not endpoint.lower().startswith(("http://", "https://")):
-            raise ValueError(
-                f"OTEL_EXPORTER_OTLP{signal}_ENDPOINT must be an http:// or https:// URL, got {safe_url(endpoint)!r}"
-            )
-        for part in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE"):
-            file = _env(f"OTEL_EXPORTER_OTLP{signal}_{part}", environ)
-            if file is not None and not os.path.isfile(file):
-                raise ValueError(f"OTEL_EXPORTER_OTLP{signal}_{part} names no file, got {file!r}")
-    attributes = _env("OTEL_RESOURCE_ATTRIBUTES", environ)
-    if attributes is not None and not _pairs(attributes):
-        raise ValueError(f"OTEL_RESOURCE_ATTRIBUTES must be comma-separated key=value pairs, got {attributes!r}")
-    shutdown_timeout(None, environ)  # OTEL_REPEAT_GUARD_SHUTDOWN_TIMEOUT_S
-
-
-def _pairs(text: str) -> bool:
-    """Whether ``text`` is a comma-separated list of ``key=value`` (empty items aside), as the SDK reads it."""
-    items = [item for item in text.split(",") if item.strip()]
-    return all("=" in item and item.partition("=")[0].strip() for item in items)
-
-
-def _env(name: str, environ: Mapping[str, str]) -> str | None:
-    value = environ.get(name, "").strip()
-    return value or None
-
-
-def _protocol(signal: str, environ: Mapping[str, str]) -> str:
-    variable = f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL"
-    value = _env(variable, environ)
-    if value is None:
-        variable = "OTEL_EXPORTER_OTLP_PROTOCOL"
-        value = _env(variable, environ) or "http/protobuf"
-    if value not in _PROTOCOLS:
-        raise ValueError(f"{variable} must be one of {', '.join(_PROTOCOLS)}, got {value!r}")
-    return value
-
-
 _SIGNALS = {
     "TRACES": ("OTEL_TRACES_EXPORTER", "opentelemetry_traces_exporter"),
     "METRICS": ("OTEL_METRICS_EXPORTER", "opentelemetry_metrics_exporter"),
 }
-_OTLP_ENTRY_POINTS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
 
 
 def exporter_names(signal: str, environ: Mapping[str, str] | None = None) -> list[str]:
     """The entry-point names ``OTEL_<signal>_EXPORTER`` asks for: a comma-separated list, ``otlp`` by default
     (over ``http/protobuf`` unless the protocol variables say ``grpc``), ``none`` for none."""
-    environ = os.environ if environ is None else environ
-    variable, _ = _SIGNALS[signal]
-    raw = _env(variable, environ) or "otlp"
-    names = [name.strip().lower() for name in raw.split(",")]
-    if not all(names):
-        raise ValueError(f"{variable} has an empty item: {raw!r}")
-    if "none" in names:
-        if len(names) > 1:
-            raise ValueError(f"{variable}: none cannot be combined with other exporters, got {raw!r}")
-        return []
-    return [_OTLP_ENTRY_POINTS[_protocol(signal, environ)] if name == "otlp" else name for name in names]
+    return signal_exporter_names(signal, os.environ if environ is None else environ)
 
 
 def _exporter_classes(signal: str, environ: Mapping[str, str]) -> list[type[Any]]:
@@ -264,8 +133,8 @@ def _exporter_classes(signal: str, environ: Mapping[str, str]) -> list[type[Any]
         )
     except RuntimeError as exc:  # a name no installed package registers
         name = next((n for n in names if f"'{n}'" in str(exc)), "")
-        if name in _OTLP_ENTRY_POINTS.values():
-            protocol = next(p for p, n in _OTLP_ENTRY_POINTS.items() if n == name)
+        if name in OTLP_ENTRY_POINTS.values():
+            protocol = next(p for p, n in OTLP_ENTRY_POINTS.items() if n == name)
             raise _missing_extra(ModuleNotFoundError(name=name), protocol) from None
         raise ValueError(
             f"{variable} names {name or names!r}, which no installed package provides as an {group} entry point "
@@ -279,8 +148,6 @@ def _exporter_classes(signal: str, environ: Mapping[str, str]) -> list[type[Any]
 
 
 def _installed(group: str) -> list[str]:
-    from importlib.metadata import entry_points  # noqa: PLC0415
-
     return sorted({entry.name for entry in entry_points(group=group)})
 
 

@@ -22,35 +22,16 @@ from opentelemetry.sdk.resources import Resource
 
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.log_events import is_real
+from otel_repeat_guard.setup.environment import OTLP_ENTRY_POINTS, signal_exporter_names
 
 LOGS_EXPORTER = "OTEL_LOGS_EXPORTER"
 _GROUP = "opentelemetry_logs_exporter"
-_OTLP = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
 
 
 def log_exporter_names(environ: Mapping[str, str], default: str = "otlp") -> list[str]:
     """The entry-point names ``OTEL_LOGS_EXPORTER`` asks for, ``default`` when unset (ValueError naming the
     variable for a bad value)."""
-    raw = environ.get(LOGS_EXPORTER, "").strip() or default
-    names = [name.strip().lower() for name in raw.split(",")]
-    if not all(names):
-        raise ValueError(f"{LOGS_EXPORTER} has an empty item: {raw!r}")
-    if "none" in names:
-        if len(names) > 1:
-            raise ValueError(f"{LOGS_EXPORTER}: none cannot be combined with other exporters, got {raw!r}")
-        return []
-    return [_OTLP[_protocol(environ)] if name == "otlp" else name for name in names]
-
-
-def _protocol(environ: Mapping[str, str]) -> str:
-    variable = "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"
-    value = environ.get(variable, "").strip()
-    if not value:
-        variable = "OTEL_EXPORTER_OTLP_PROTOCOL"
-        value = environ.get(variable, "").strip() or "http/protobuf"
-    if value not in _OTLP:
-        raise ValueError(f"{variable} must be one of {', '.join(_OTLP)}, got {value!r}")
-    return value
+    return signal_exporter_names("LOGS", environ, default)
 
 
 def _exporter_classes(environ: Mapping[str, str], default: str) -> list[type[Any]]:
@@ -61,7 +42,7 @@ def _exporter_classes(environ: Mapping[str, str], default: str) -> list[type[Any
     for name in names:
         point = found.get(name)
         if point is None:
-            if name in _OTLP.values():
+            if name in OTLP_ENTRY_POINTS.values():
                 package = "opentelemetry-exporter-otlp-proto-grpc" if "grpc" in name else "otel-repeat-guard[otlp]"
                 raise ValueError(f"the OTLP log exporter is not installed ({name}): pip install '{package}'")
             raise ValueError(

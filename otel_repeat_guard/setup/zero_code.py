@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from opentelemetry import trace
 from opentelemetry.sdk.environment_variables import OTEL_SDK_DISABLED
 
-from otel_repeat_guard.core.config import ENV_PREFIX, GuardConfig, read_boolean, warn_unknown_variables
+from otel_repeat_guard.core.config import GuardConfig
+from otel_repeat_guard.core.sources import ENV_PREFIX, read_boolean, warn_unknown_variables
 from otel_repeat_guard.decide.inbox import reminder_inbox
 from otel_repeat_guard.installed import (
     default_inbox,

@@ -28,121 +28,33 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
 from opentelemetry.metrics import MeterProvider
 
 from otel_repeat_guard.core.chains import ChainStore, ChainTracker, ReminderOutcome, RunEnded
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.core.detectors import Call, Detection, Detector, ParallelCollapse, Stateful
+from otel_repeat_guard.core.detectors import Call, Detection, Detector, ParallelCollapse
 from otel_repeat_guard.core.detectors.repeat import key_if_same_raw
 from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.state.connection import RUN_PREFIX, StoreHealth, connect, reconnect, store_health, text_of, wire
 from otel_repeat_guard.state.deadline import Deadline
+from otel_repeat_guard.state.scripts import (
+    COMPARE_AND_SET,
+    FORGET,
+    OBSERVE,
+    REMINDED,
+    dump_state,
+    load_state,
+    waiting_entry,
+    waiting_reminders,
+)
 
 logger = logging.getLogger("otel_repeat_guard")
 
 CAS_ATTEMPTS = 8
 """Compare-and-set rounds for the detectors' state before the call falls back (a busy run's workers collide)."""
-_ENTRY, _FIELD = "\x1e", "\x1f"  # separators of the waiting reminders' list: (kind, tier, period) entries
-
-_OBSERVE = """
--- rules.same_call, line for line: the same tool and the same digest, known ('' is None here)
-local function same_call(tool, key, last_tool, last_key)
-  return key ~= '' and key == last_key and tool == last_tool
-end
-local key = KEYS[1]
-local old = redis.call('HMGET', key, 't', 'k', 'n', 'p')
-local run, ended_tool, ended_run = 1, '', 0
-if same_call(ARGV[1], ARGV[2], old[1], old[2]) then
-  run = redis.call('HINCRBY', key, 'n', 1)
-else
-  if old[3] then ended_tool, ended_run = old[1] or '', tonumber(old[3]) end
-  redis.call('HSET', key, 't', ARGV[1], 'k', ARGV[2], 'n', 1)
-end
-local waiting = ''
-if old[4] then waiting = old[4]; redis.call('HDEL', key, 'p') end
-redis.call('PEXPIRE', key, ARGV[3])
-return {run, ended_tool, ended_run, waiting}
-"""
-"""The exact-repeat chain, atomically: compare the call with the run's last (:func:`~otel_repeat_guard.core.rules.same_call`,
-which tests/distributed/test_rules.py holds the function here to), increment or restart, take the
-repeat reminders that waited for this call. Returns (run length, ended tool, ended run length, waiting)."""
-
-_REMINDED = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], (redis.call('HGET', KEYS[1], ARGV[1]) or '') .. ARGV[2])
-if ARGV[1] == 'w' then redis.call('HINCRBY', KEYS[1], 'v', 1) end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1
-"""
-"""A reminder fired: it waits for the run's next call (field ``p`` for repeats, ``w`` for the detectors')."""
-
-_FORGET = """
-local old = redis.call('HMGET', KEYS[1], 't', 'n', 'p', 'w')
-redis.call('DEL', KEYS[1])
-return {old[1] or '', tonumber(old[2] or '0'), old[3] or '', old[4] or ''}
-"""
-
-_COMPARE_AND_SET = """
-local version = redis.call('HGET', KEYS[1], 'v') or ''
-if version ~= ARGV[1] then return 0 end
-for i = 3, #ARGV, 2 do
-  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[1], ARGV[i]) else redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-end
-redis.call('HINCRBY', KEYS[1], 'v', 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
-"""
-"""The detectors' state: written only if no other process wrote it since it was read (version ``v``)."""
-
-
-def _waiting(raw: Any) -> list[tuple[str, str, int]]:
-    """The reminders in a waiting list: (kind, tier, period) entries."""
-    found = []
-    for entry in text_of(raw).split(_ENTRY):
-        parts = entry.split(_FIELD)
-        if len(parts) == 3 and parts[2].isdigit():
-            found.append((parts[0], parts[1], int(parts[2])))
-    return found
-
-
-# -- the opt-in detectors' state, serialized --------------------------------------------------
-
-
-def dump_state(detectors: Sequence[Detector] = (), parallel: Stateful | None = None) -> bytes:
-    """The detectors' state (``[kind, *state()]`` each) and the parallel-duplicate window as msgpack: digests
-    only, no argument payload."""
-    states = [[detector.kind, *detector.state()] for detector in detectors]
-    return msgspec.msgpack.encode([states, None if parallel is None else parallel.state()])
-
-
-def load_state(blob: bytes | None, detectors: Sequence[Detector] = (), parallel: Stateful | None = None) -> None:
-    """Restore what :func:`dump_state` wrote into fresh detectors; a state that does not fit (another version,
-    another configuration) is left out, and that detector starts afresh."""
-    if not blob:
-        return
-    try:
-        states, recent = msgspec.msgpack.decode(blob)
-    except Exception:
-        logger.debug("repeat guard: unreadable detector state in the chain store; starting afresh", exc_info=True)
-        return
-    restores = [
-        (detector.restore, state[1:])
-        for detector, state in zip(detectors, states, strict=False)
-        if state and state[0] == detector.kind
-    ]
-    if parallel is not None and recent:
-        restores.append((parallel.restore, recent))
-    for restore, state in restores:
-        try:
-            restore(state)
-        except Exception:
-            logger.debug("repeat guard: a detector state that does not fit; that detector starts afresh", exc_info=True)
-
-
 # -- the chain store -----------------------------------------------------------------------------
 
 
@@ -200,10 +112,10 @@ class RedisChainStore(ChainStore):
 
     def _scripts(self) -> None:
         """The scripts, on the client."""
-        self._observe = self._client.register_script(_OBSERVE)
-        self._reminded = self._client.register_script(_REMINDED)
-        self._forget_script = self._client.register_script(_FORGET)
-        self._cas = self._client.register_script(_COMPARE_AND_SET)
+        self._observe = self._client.register_script(OBSERVE)
+        self._reminded = self._client.register_script(REMINDED)
+        self._forget_script = self._client.register_script(FORGET)
+        self._cas = self._client.register_script(COMPARE_AND_SET)
 
     def after_fork(self) -> None:
         """In a forked child: a client of its own (:func:`~otel_repeat_guard.state.connection.reconnect`), and no
@@ -276,7 +188,9 @@ class RedisChainStore(ChainStore):
         if int(ended_run) > 1 and self._on_run_ended is not None:
             self._on_run_ended(text_of(ended_tool), int(ended_run))
         if waiting and self._on_reminder_outcome is not None:
-            for kind, tier, _ in _waiting(waiting):  # a repeat reminder was ignored if this call went on with it
+            for kind, tier, _ in waiting_reminders(
+                waiting
+            ):  # a repeat reminder was ignored if this call went on with it
                 self._on_reminder_outcome("ignored" if run > 1 else "broken", kind, tier)
         return run
 
@@ -308,7 +222,7 @@ class RedisChainStore(ChainStore):
     # -- reminders -------------------------------------------------------------------------------
 
     def reminded(self, agent_id: str, kind: str, tier: str, period: int = 1) -> None:
-        entry = f"{kind}{_FIELD}{tier}{_FIELD}{period}{_ENTRY}"
+        entry = waiting_entry(kind, tier, period)
         if self._health.usable("reminded"):
             try:
                 stored = self._call(self._reminded, agent_id, "p" if kind == "repeat" else "w", entry, self._expiry_ms)
@@ -332,7 +246,7 @@ class RedisChainStore(ChainStore):
             detectors = make()
             load_state(state, detectors)
             outcomes = []
-            for kind, tier, period in _waiting(waiting or b""):
+            for kind, tier, period in waiting_reminders(waiting or b""):
                 ignored = any(d.kind == kind and d.continues(call, period) for d in detectors)
                 outcomes.append(("ignored" if ignored else "broken", kind, tier))
             found[:] = [seen for detector in detectors if (seen := detector.observe(call)) is not None]
@@ -425,7 +339,7 @@ class RedisChainStore(ChainStore):
                 if int(run) > 1 and self._on_run_ended is not None:
                     self._on_run_ended(text_of(tool), int(run))
                 if self._on_reminder_outcome is not None:
-                    for kind, tier, _ in _waiting(waiting) + _waiting(waiting_detectors):
+                    for kind, tier, _ in waiting_reminders(waiting) + waiting_reminders(waiting_detectors):
                         self._on_reminder_outcome("ended", kind, tier)
         self._raw_keys.pop(agent_id, None)
         self._local.forget(agent_id)

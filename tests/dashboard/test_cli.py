@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_repeat_guard.cli.main import dashboard_command, main
+from otel_repeat_guard.cli.main import main
+from otel_repeat_guard.cli.serve import dashboard_command
 from otel_repeat_guard.store import (
     SCHEMA_VERSION,
     SQLiteSpanExporter,

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from otel_repeat_guard.core.detectors import Call, CycleDetector, Detection, NoProgressDetector, ParallelCollapse
-from otel_repeat_guard.state.redis import dump_state, load_state
+from otel_repeat_guard.state.scripts import dump_state, load_state
 from tests.distributed.servers import RedisServer
 
 

@@ -163,7 +163,7 @@ def test_every_variable_the_project_names_is_one_the_package_knows() -> None:
     import re
     from pathlib import Path
 
-    from otel_repeat_guard.core.config import KNOWN_VARIABLES
+    from otel_repeat_guard.core.sources import KNOWN_VARIABLES
 
     root = Path(__file__).resolve().parents[2]
     files = [
@@ -181,7 +181,7 @@ def test_every_variable_the_project_names_is_one_the_package_knows() -> None:
 def test_a_misspelled_variable_is_warned_of_once_with_the_name_it_is_closest_to(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from otel_repeat_guard.core.config import warn_unknown_variables
+    from otel_repeat_guard.core.sources import warn_unknown_variables
 
     misspelled = "OTEL_REPEAT_GUARD_" + "THRESHOLD"  # built, so the test above skips it
     env = {misspelled: "2", "OTEL_REPEAT_GUARD_EXCLUDE": "-"}

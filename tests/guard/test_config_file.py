@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from otel_repeat_guard import GuardConfig
-from otel_repeat_guard.core.config import CONFIG_FILE_ENV, MAX_CONFIG_FILE_BYTES, read_boolean
+from otel_repeat_guard.core.sources import CONFIG_FILE_ENV, MAX_CONFIG_FILE_BYTES, read_boolean
 
 TOML = """\
 thresholds = [2, 4]

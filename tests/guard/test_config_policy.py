@@ -138,7 +138,7 @@ def test_the_environment_names_its_variable(environ: dict[str, str], message: st
 
 
 def test_the_new_variables_are_known() -> None:
-    from otel_repeat_guard.core.config import KNOWN_VARIABLES
+    from otel_repeat_guard.core.sources import KNOWN_VARIABLES
 
     assert {"OTEL_REPEAT_GUARD_PROGRESS", "OTEL_REPEAT_GUARD_TOOLS"} <= KNOWN_VARIABLES
 
