@@ -166,6 +166,24 @@ def test_only_spans_to_export_a_shared_store_or_opt_in_detectors_take_the_span_p
     assert _claude_rows.needs_spans(claude_code_hook.hook_config({"OTEL_REPEAT_GUARD_COLLAPSE_PARALLEL": "true"}), {})
 
 
+def test_a_policy_per_tool_progress_or_another_wording_takes_the_span_path_where_the_guard_decides_them() -> None:
+    for name, value in (
+        ("TOOLS", '{"Bash": {"thresholds": [2]}}'),
+        ("PROGRESS", "results"),
+        ("REMINDER_STYLE", "redirect"),
+        ("REMINDER_VARIANTS", "seed,redirect"),
+    ):
+        assert _claude_rows.needs_spans(claude_code_hook.hook_config({f"OTEL_REPEAT_GUARD_{name}": value}), {}), name
+
+
+def test_the_hook_reminds_at_a_tools_own_threshold(tmp_path: Path) -> None:
+    tools = {"OTEL_REPEAT_GUARD_TOOLS": '{"Bash": {"thresholds": [2, 4]}}'}
+    answers = run_events([post(f"a{i}") for i in range(4)], tmp_path, tools, spans=False)
+    assert [bool(answer) for answer in answers] == [False, True, False, True]
+    answers = run_events([post(f"b{i}", tool="Read") for i in range(3)], tmp_path, tools, spans=False)
+    assert [bool(answer) for answer in answers] == [False, False, True]  # the other tools: the global 3, 5, 8
+
+
 def imported_modules(event: Mapping[str, Any], folder: Path, **env: str) -> list[str]:
     """The modules one hook call of the console script's entry imports (``python -X importtime``)."""
     code = "import otel_repeat_guard_entry, sys; sys.exit(otel_repeat_guard_entry.claude_code_hook([]))"
