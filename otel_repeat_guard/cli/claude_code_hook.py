@@ -59,7 +59,7 @@ from otel_repeat_guard.integrations._claude_rows import OTLP_VARIABLES, RowDecid
 from otel_repeat_guard.store.rows import ToolCallRow
 
 if TYPE_CHECKING:
-    from otel_repeat_guard.integrations._claude_state import Deciders
+    from otel_repeat_guard.integrations._claude_deciders import Deciders
 
 PROGRAM = "otel-repeat-guard claude-code-hook"
 __all__ = ["OTLP_VARIABLES", "handle", "main"]
@@ -102,14 +102,15 @@ def deciders(config: GuardConfig, environ: Mapping[str, str]) -> Deciders:
     if problem is not None:
         raise ValueError(problem)
     whole_package()
-    from otel_repeat_guard.integrations._claude_state import SpanDecider
+    from otel_repeat_guard.integrations._claude_deciders import SpanDecider
 
     return SpanDecider
 
 
 def handle(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """The hook's answer to one event (``{}`` for none)."""
-    from otel_repeat_guard.integrations._claude_state import Counted, chain_state, wait_for_refusals
+    from otel_repeat_guard.integrations._claude_deciders import Counted
+    from otel_repeat_guard.integrations._claude_state import chain_state, wait_for_refusals
 
     event = str(hook_input.get("hook_event_name") or "")
     if not event:

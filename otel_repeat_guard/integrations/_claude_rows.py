@@ -34,7 +34,7 @@ from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.policy import NONE
 from otel_repeat_guard.core.reminders import SEED, Reminder, arguments_preview, repeat_text, shown_preview, tiers_of
 from otel_repeat_guard.integrations._claude import call_times, failure_of, tool_attributes
-from otel_repeat_guard.integrations._claude_state import Counted
+from otel_repeat_guard.integrations._claude_deciders import Counted
 from otel_repeat_guard.store.rows import REPEAT, UNKNOWN_SERVICE, DetectionRow, ToolCallRow, storable
 
 ARGUMENTS = "gen_ai.tool.call.arguments"
