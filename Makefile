@@ -49,7 +49,7 @@ INTEGRATION_TESTS_clients := tests/integrations/test_client_adapters.py tests/in
 # The Claude Code CLI that claude-agent-sdk's wheel bundles, offline against tests/integrations/fake_anthropic.py.
 INTEGRATION_TESTS_claude := tests/integrations/test_claude_agent_sdk.py tests/integrations/test_claude_code_hook.py tests/integrations/test_examples.py
 
-.PHONY: redis check test test-all lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration \
+.PHONY: redis check test test-all lint typecheck unit unit-compiled sdk-oldest backends prometheus chromium integration integration-claude-compiled \
 	$(addprefix integration-,$(INTEGRATION_GROUPS)) demo dashboard screenshot benchmark bench clean
 
 $(BIN)/.installed: pyproject.toml
@@ -187,13 +187,25 @@ $(foreach group,$(INTEGRATION_GROUPS),$(eval $(call integration_rule,$(group))))
 
 integration: $(addprefix integration-,$(INTEGRATION_GROUPS))
 
+# The Claude Code hook under faults (issue 41) on the compiled build too: the claude group's requirements beside
+# the compiled wheel, which is imported rather than the checkout (as unit-compiled does).
+$(VENV_INT)-claude-compiled/.installed: $(CBIN)/.installed tests/integrations/requirements-claude.txt
+	$(PYTHON) -m venv $(VENV_INT)-claude-compiled
+	$(VENV_INT)-claude-compiled/bin/pip install --quiet --upgrade pip
+	$(VENV_INT)-claude-compiled/bin/pip install --quiet "$$(ls $(VENV_COMPILED)/dist/*.whl)[dev]" -r tests/integrations/requirements-claude.txt
+	touch $@
+
+integration-claude-compiled: $(VENV_INT)-claude-compiled/.installed
+	OTEL_REPEAT_GUARD_REQUIRE_FRAMEWORKS=1 OTEL_REPEAT_GUARD_INTEGRATION_GROUP=claude PYTHONSAFEPATH=1 \
+	  $(VENV_INT)-claude-compiled/bin/python -m pytest -q -p no:cacheprovider --import-mode=append tests/integrations/test_claude_code_hook.py
+
 # `make test` is what CI runs (.ci/run): two jobs at a time on this 2-core machine, each job's output
 # kept together. TEST_JOBS=1 runs it serially.
 TEST_JOBS ?= 2
 test:
 	$(MAKE) -j$(TEST_JOBS) --output-sync=target test-all
 
-test-all: lint typecheck unit unit-compiled sdk-oldest integration
+test-all: lint typecheck unit unit-compiled sdk-oldest integration integration-claude-compiled
 
 # Refreshes docs/screenshots/ (each dashboard page at 1440 px on the demo store) from the browser test.
 screenshot: $(BIN)/.installed chromium
@@ -211,4 +223,4 @@ bench: $(CBIN)/.installed
 	$(CBIN)/python -m benchmarks.side_by_side $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) $(VENV_COMPILED) $(VENV_DEMO) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS)) .coverage .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_COMPILED) $(VENV_DEMO) $(VENV_OLDEST) $(VENV_PHOENIX) $(addprefix $(VENV_INT)-,$(INTEGRATION_GROUPS) claude-compiled) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -256,3 +258,21 @@ class Unanswered:
         for call_id in found.refused:
             put_bounded(self._settled, call_id, None, self._limit)
         return found.counted
+
+
+def service_name(environ: Mapping[str, str]) -> str:
+    """The hook's ``service.name``, on both paths (the span path's resource says it, whatever the SDK's default):
+    ``OTEL_SERVICE_NAME``, else ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``, else
+    ``unknown_service:<the interpreter's file name>``, as the SDK's default resource has it (recent versions)."""
+    from urllib.parse import unquote
+
+    named = environ.get("OTEL_SERVICE_NAME")
+    if named:
+        return named
+    for item in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip() == "service.name" and unquote(value.strip()):
+            named = unquote(value.strip())  # the last one counts, as the SDK's dict keeps it
+    if named:
+        return named
+    return f"{'unknown_service'}:{os.path.basename(sys.executable)}" if sys.executable else "unknown_service"

@@ -5,13 +5,14 @@ or the fast path's :class:`~otel_repeat_guard.integrations._claude_rows.RowDecid
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import Reminder
-from otel_repeat_guard.integrations._claude import record_call
+from otel_repeat_guard.integrations._claude import record_call, service_name
 
 
 class Counted(NamedTuple):
@@ -43,6 +44,7 @@ class SpanDecider:
     """The span path: a guard in this process decides on each call's ``execute_tool`` span, which is exported."""
 
     def __init__(self, config: GuardConfig, session_id: str) -> None:
+        from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -52,7 +54,8 @@ class SpanDecider:
 
         self._inbox = ReminderInbox()
         self.guard = RepeatGuardSpanProcessor(config, self._inbox.put, record_facts=True)
-        provider = TracerProvider(id_generator=session_trace_ids(session_id))
+        resource = Resource.create({"service.name": service_name(os.environ)})  # the fast path's, on any SDK
+        provider = TracerProvider(id_generator=session_trace_ids(session_id), resource=resource)
         provider.add_span_processor(self.guard)
         self._spans = InMemorySpanExporter()
         provider.add_span_processor(SimpleSpanProcessor(self._spans))

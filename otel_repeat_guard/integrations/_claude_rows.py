@@ -21,7 +21,6 @@ the two paths equal, row for row and answer for answer.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -33,9 +32,9 @@ from otel_repeat_guard.core.detectors import Call
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.policy import NONE
 from otel_repeat_guard.core.reminders import SEED, Reminder, arguments_preview, repeat_text, shown_preview, tiers_of
-from otel_repeat_guard.integrations._claude import call_times, failure_of, tool_attributes
+from otel_repeat_guard.integrations._claude import call_times, failure_of, service_name, tool_attributes
 from otel_repeat_guard.integrations._claude_deciders import Counted
-from otel_repeat_guard.store.rows import REPEAT, UNKNOWN_SERVICE, DetectionRow, ToolCallRow, storable
+from otel_repeat_guard.store.rows import REPEAT, DetectionRow, ToolCallRow, storable
 
 ARGUMENTS = "gen_ai.tool.call.arguments"
 NO_ARGUMENTS = "no_arguments"
@@ -57,23 +56,6 @@ def needs_spans(config: GuardConfig, environ: Mapping[str, str]) -> bool:
     worded = config.reminder_style != SEED or config.reminder_variants  # the recorder words and draws variants
     opt_in = bool(detectors or config.tools or config.progress != NONE or worded)
     return to_collector(environ) or config.shared_store or opt_in
-
-
-def service_name(environ: Mapping[str, str]) -> str:
-    """The ``service.name`` the SDK's default resource gives the span path's spans: ``OTEL_SERVICE_NAME``, else
-    ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``, else ``unknown_service:<the interpreter's file name>``."""
-    from urllib.parse import unquote
-
-    named = environ.get("OTEL_SERVICE_NAME")
-    if named:
-        return named
-    for item in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
-        key, sep, value = item.partition("=")
-        if sep and key.strip() == "service.name" and unquote(value.strip()):
-            named = unquote(value.strip())  # the last one counts, as the SDK's dict keeps it
-    if named:
-        return named
-    return f"{UNKNOWN_SERVICE}:{os.path.basename(sys.executable)}" if sys.executable else UNKNOWN_SERVICE
 
 
 class RowDecider:
