@@ -179,10 +179,15 @@ def test_a_failure_in_the_adapter_leaves_the_request_unchanged(
     assert len(requests) == 4
     assert_nothing_delivered(requests)
     assert requests[3][:-2] == requests[2], "the 4th request is the 3rd plus the call and its result, nothing else"
-    assert [r.message for r in caplog.records if r.name == "otel_repeat_guard"] == [
+    said, undelivered = [r.message for r in caplog.records if r.name == "otel_repeat_guard"]
+    assert said == (
         "repeat guard could not add reminders; the model request goes out unchanged, and its reminder waits for the "
         "run's next one"
-    ]
+    )
+    # the 4th request was the run's last: the reminder never reached the model, and the guard says so (not_added)
+    assert undelivered.startswith(
+        "repeat guard: a gentle reminder for tool 'lookup' did not reach the model: an adapter of the run asked"
+    )
     (reminder,) = g.reminders
     assert g.inbox.drain(reminder.agent_id) == [reminder], "given back for the run's next request"
 
