@@ -47,6 +47,8 @@ FIELDS = (
     "reminder_style",
     "reminder_variants",
 )
+"""The settings :class:`~otel_repeat_guard.core.config.GuardConfig` takes (its fields, in order): each read from a
+mapping or file key and from an ``OTEL_REPEAT_GUARD_<FIELD>`` variable."""
 MAPPING_KEYS = {
     **{field: field for field in FIELDS},
     **{"".join(w.title() if i else w for i, w in enumerate(field.split("_"))): field for field in FIELDS},

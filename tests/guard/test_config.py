@@ -236,3 +236,11 @@ def test_a_url_is_quoted_without_user_password_or_secret_parameter_however_malfo
 
     assert safe_url(url) == shown
     assert "SECRET" not in safe_url(url) and "CRETpw" not in safe_url(url)
+
+
+def test_every_setting_is_read_from_a_mapping_a_file_and_the_environment() -> None:
+    import dataclasses
+
+    from otel_repeat_guard.core.sources import FIELDS
+
+    assert FIELDS == tuple(field.name for field in dataclasses.fields(GuardConfig))
