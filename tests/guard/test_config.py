@@ -243,4 +243,4 @@ def test_every_setting_is_read_from_a_mapping_a_file_and_the_environment() -> No
 
     from otel_repeat_guard.core.sources import FIELDS
 
-    assert FIELDS == tuple(field.name for field in dataclasses.fields(GuardConfig))
+    assert tuple(field.name for field in dataclasses.fields(GuardConfig)) == FIELDS
