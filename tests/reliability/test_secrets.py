@@ -27,6 +27,7 @@ from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
 from otel_repeat_guard.cli import main as cli
+from otel_repeat_guard.cli import serve
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_reading, queries
 from otel_repeat_guard.store.queries import Filters
 
@@ -144,7 +145,7 @@ def test_dashboard_binds_to_localhost_unless_told_otherwise(
         def wait(self) -> int:
             return 0
 
-    monkeypatch.setattr(cli.subprocess, "Popen", Server)
+    monkeypatch.setattr(serve.subprocess, "Popen", Server)
     assert cli.main(["dashboard", "--db", str(db)]) == 0
     assert cli.main(["dashboard", "--db", str(db), "--host", "0.0.0.0", "--port", "9000"]) == 0
     bound = [(c[c.index("--server.address") + 1], c[c.index("--server.port") + 1]) for c in commands]

@@ -28,6 +28,7 @@ from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.cli import main as cli
+from otel_repeat_guard.cli import serve
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_writing
 from otel_repeat_guard.store.schema import SCHEMA_VERSION
 from tests.ingest.otlp import otlp_json_line, record_workload, write_lines
@@ -240,7 +241,7 @@ def no_streamlit(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the dashboard started on an unusable store")
 
-    monkeypatch.setattr(cli.subprocess, "Popen", refuse)
+    monkeypatch.setattr(serve.subprocess, "Popen", refuse)
 
 
 @pytest.mark.usefixtures("no_streamlit")
@@ -297,8 +298,8 @@ def test_dashboard_shows_a_message_for_a_damaged_store(
 AS_READ_ONLY = """
 import json, os, sys
 from streamlit.testing.v1 import AppTest
-from otel_repeat_guard.cli import main as cli
-cli.subprocess.Popen = None  # the dashboard command must not get as far as starting a server
+from otel_repeat_guard.cli import main as cli, serve
+serve.subprocess.Popen = None  # the dashboard command must not get as far as starting a server
 codes = {command: cli.main(argv) for command, argv in json.loads(sys.argv[2]).items()}
 os.environ["OTEL_REPEAT_GUARD_DB"] = sys.argv[3]
 app = AppTest.from_file(sys.argv[1], default_timeout=60).run()
