@@ -61,11 +61,10 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
     for reason, calls in by_reason.items():
         code = str(reason)
         title = REASON_TITLES.get(code, code.replace("_", " ").capitalize())
-        st.markdown(f"**{_plain(title)}** · {plural(int(calls), 'call')}: {_plain(explain(code))}.")
-        st.markdown(f"**Fix:** {_plain(fix_for(code, None))}.")
-        tools = unguarded.loc[unguarded["reason"] == reason, ["tool", "calls"]]
+        heading = f"{plural(int(calls), 'call')}: {_plain(explain(code))}"
+        _reason(title, heading, fix_for(code, None))
         st.dataframe(
-            tools,
+            unguarded.loc[unguarded["reason"] == reason, ["tool", "calls"]],
             hide_index=True,
             width="content",
             key=f"unguarded_calls:{code}",
@@ -74,6 +73,12 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
                 "calls": st.column_config.NumberColumn("Calls", format="localized"),
             },
         )
+
+
+def _reason(title: str, heading: str, fix: str) -> None:
+    """One reason's words, before its table: its title, how many and what happened, then what fixes it."""
+    st.markdown(f"**{_plain(title)}** · {heading}.")
+    st.markdown(f"**Fix:** {_plain(fix)}.")
 
 
 UNDELIVERED_TITLES = {
@@ -100,8 +105,8 @@ def draw_undelivered(undelivered: pd.DataFrame) -> None:
     for reason, reminders in by_reason.items():
         code = str(reason)
         title = UNDELIVERED_TITLES.get(code, code.replace("_", " ").capitalize())
-        st.markdown(f"**{_plain(title)}** · {plural(int(reminders), 'reminder')}: {_plain(delivery.explain(code))}.")
-        st.markdown(f"**Fix:** {_plain(delivery.fix_for(code, ''))}.")
+        heading = f"{plural(int(reminders), 'reminder')}: {_plain(delivery.explain(code))}"
+        _reason(title, heading, delivery.fix_for(code, ""))
         rows = undelivered.loc[undelivered["reason"] == reason, ["tool", "tier", "reminders"]]
         st.dataframe(
             rows,
