@@ -42,7 +42,11 @@ def running(tmp_path: Path) -> Iterator[tuple[Popen[bytes], Path, Path]]:
         DASHBOARD_PORT=str(port),
     )
     log = tmp_path / "entrypoint.log"
-    with server_process([str(ROOT / "deploy/dashboard-entrypoint.sh")], log, variables) as process:
+    # SIGINT at its default, as a container's PID 1 gets it, whatever this test run inherited: `make test &` or
+    # nohup in a script starts it with SIGINT ignored, every child inherits that, and bash cannot trap a signal
+    # ignored when it started. (GNU env; a preexec_fn is unsafe in a process with threads.)
+    command = ["env", "--default-signal=INT", str(ROOT / "deploy/dashboard-entrypoint.sh")]
+    with server_process(command, log, variables) as process:
         poll(
             lambda: get_ok(f"http://127.0.0.1:{port}/_stcore/health"),
             timeout=60,
