@@ -14,6 +14,8 @@ TRACE_URL="${OTEL_REPEAT_GUARD_TRACE_URL:-http://localhost:16686/trace/{trace_id
 # exits the kernel kills whatever is left at once, mid-write. They get TERM, which each takes as
 # Ctrl+C; SIGINT would not do, since commands started with & here ignore it. So INT and TERM
 # (docker stop, `docker compose kill -s INT`, Ctrl+C on `docker run -it`) end the script the same way.
+# A SIGINT ignored when the script starts (`nohup`, `script &` from another script) stays ignored, as
+# bash must (that caller asked for it; a container's PID 1 starts with it at its default): TERM still stops it.
 ingest=
 dashboard=
 stop_both() {
