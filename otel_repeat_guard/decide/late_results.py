@@ -52,7 +52,7 @@ class LateResults:
 
     def __init__(self, results: Results, router: SpanRouter, chains: ChainStore, blind: BlindSpots, limit: int) -> None:
         self.results, self._router, self._chains, self._blind, self._limit = results, router, chains, blind, limit
-        self._last: dict[str, bytes] = {}  # run key -> the digest of the last result seen in the run
+        self._last: dict[str, bytes] = {}  # run key -> its last result's digest (runs whose calls awaited one)
         self._waiting: dict[str, list[Awaiting]] = {}  # run key -> its calls awaiting their results, in order
 
     def result_of(
@@ -68,19 +68,24 @@ class LateResults:
         digest = self.results.digest(call)
         if digest is not None:
             self._blind.compared(call.span or "", tool, source, run.how)
-            put_bounded(self._last, run.key, digest, self._limit)
+            if self._last and run.key in self._last:  # kept only for runs whose calls awaited their results
+                self._last[run.key] = digest
             return digest, None
         if not reads_requests:
             return None, self._blind.unguarded(NO_RESULT, tool, call.span, source, run.how)
-        assumed = self._last.get(run.key, b"")
+        assumed = self._last.get(run.key)
+        if assumed is None:  # the run's first call to await its result: no result known yet
+            assumed = b""
+            put_bounded(self._last, run.key, assumed, self._limit)
         waiting = self._waiting.get(run.key)
         if waiting is None:
             waiting = []
             evicted = put_bounded(self._waiting, run.key, waiting, self._limit)
-            if evicted is not None:
-                self._unanswered(evicted[1], evicted[0])
+            if evicted is not None:  # the least recent run's: let go
+                self._last.pop(evicted[0], None)
+                self._unanswered(evicted[1])
         elif len(waiting) >= MAX_AWAITING:
-            self._unanswered([waiting.pop(0)], run.key)
+            self._unanswered([waiting.pop(0)])
         waiting.append(Awaiting(call, call_id, assumed, source))
         return assumed, None
 
@@ -132,13 +137,12 @@ class LateResults:
         self._last.pop(run_key, None)
         waiting = self._waiting.pop(run_key, None)
         if waiting:
-            self._unanswered(waiting, run_key)
+            self._unanswered(waiting)
 
-    def _unanswered(self, waiting: list[Awaiting], run_key: str) -> None:
+    def _unanswered(self, waiting: list[Awaiting]) -> None:
         for awaiting in waiting:
             call = awaiting.call
             self._blind.unguarded(NO_RESULT, call.tool, call.span, awaiting.source, call.run.how)
-        self._last.pop(run_key, None)
 
     def after_fork(self) -> None:
         self._last.clear()

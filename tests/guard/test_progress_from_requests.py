@@ -231,3 +231,38 @@ def test_a_rekey_that_changes_nothing_or_comes_too_late_is_a_no_op() -> None:
     chains.observe("one", "poll", b"a")
     chains.rekey("one", "poll", b"a", b"b")  # a run of one: rekeyed, nothing ended
     assert (chains.run_length("one"), chains.observe("one", "poll", b"b"), ended) == (1, 2, [])
+
+
+def test_past_max_agents_the_least_recent_run_s_awaiting_calls_are_let_go_as_no_result() -> None:
+    reader = InMemoryMetricReader()
+    h = make_harness(PROGRESS, meter_provider=MeterProvider(metric_readers=[reader]), max_agents=1)
+    with h.agent_run("outer"):
+        chat(h, [], ("c0", "poll_job"))
+        with h.tracer.start_as_current_span("execute_tool poll_job") as span:
+            span.set_attributes(
+                {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "poll_job", "gen_ai.tool.call.id": "c0"}
+                | {"gen_ai.tool.call.arguments": json.dumps(POLL)}
+            )
+        loop(h, ["done"])  # an inner agent run of its own: its awaiting call takes the only place
+        assert unguarded(reader) == {(NO_RESULT, "poll_job"): 1}  # the outer run's call, let go
+
+
+def test_a_run_whose_spans_sometimes_record_the_result_compares_both_alike() -> None:
+    """Calls 1 and 3 take their result from the next request, call 2 records it on its span: all say "done"."""
+    h, reader = measured(PROGRESS)
+    with h.agent_run("poller"):
+        sent: list[tuple[str, str]] = []
+        for n in range(3):
+            chat(h, sent, (f"c{n}", "poll_job"))
+            with h.tracer.start_as_current_span("execute_tool poll_job") as span:
+                span.set_attributes(
+                    {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "poll_job"}
+                    | {"gen_ai.tool.call.arguments": json.dumps(POLL), "gen_ai.tool.call.id": f"c{n}"}
+                )
+                if n == 1:
+                    span.set_attribute("gen_ai.tool.call.result", "done")
+            sent.append((f"c{n}", "done"))
+        chat(h, sent, None)
+    assert reminded(h) == TODAY[:1]
+    assert h.run_lengths() == [1, 2, 3]
+    assert unguarded(reader) == {}
