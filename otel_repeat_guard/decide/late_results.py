@@ -17,6 +17,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from opentelemetry.sdk.trace import ReadableSpan
+
 from otel_repeat_guard.conventions import MISSING, EventLike, SpanRouter
 from otel_repeat_guard.conventions.outcomes import outcome_digest, unwrap_envelope
 from otel_repeat_guard.core.chains import ChainStore
@@ -26,8 +28,9 @@ from otel_repeat_guard.decide.blind_spots import NO_RESULT
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.reporting import BlindSpots
+from otel_repeat_guard.spans import span_events as times
 from otel_repeat_guard.spans.runs import Run
-from otel_repeat_guard.spans.span_events import EventSpec
+from otel_repeat_guard.spans.span_events import EventSpec, scope_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -39,10 +42,11 @@ class Awaiting:
     """A counted call whose result comes with the run's next request: the call (its ``key`` set once counted),
     the id its tool message answers, the result digest it was counted with, and how its arguments were seen."""
 
-    __slots__ = ("assumed", "call", "call_id", "source")
+    __slots__ = ("assumed", "call", "call_id", "ended", "source")
 
     def __init__(self, call: CountedCall, call_id: str | None, assumed: bytes, source: str) -> None:
         self.call, self.call_id, self.assumed, self.source = call, call_id, assumed, source
+        self.ended = 0 if call.span is None else times.end_ns(call.span)  # its tool span's end
 
 
 class LateResults:
@@ -103,13 +107,19 @@ class LateResults:
         name: str,
         attributes: Mapping[str, Any],
         events: Sequence[EventLike],
-        scope: str,
+        span: ReadableSpan,
     ) -> Decision:
-        """The run's model call ``name`` ended: the results its request carries back for the calls awaiting them. The
-        run restarts at its last call if that call's result is not the one it was counted with; a call the request
-        does not answer is a ``no_result`` blind spot (its event for this span)."""
+        """The run's model call ``name`` (its ``span``) ended: the results its request carries back for the calls
+        awaiting them whose tool spans ended before it started (a model call open while its tools ran answers
+        none of them). The run restarts at its last call if that call's result is not the one it was counted
+        with; a call the request does not answer is a ``no_result`` blind spot (its event for this span)."""
         decision = Decision([], [])
+        started, scope = times.start_ns(span), scope_of(span)
         waiting = self._waiting.pop(run.key, None)
+        if waiting and any(awaiting.ended > started for awaiting in waiting):  # ran while it was open: they wait on
+            later = [awaiting for awaiting in waiting if awaiting.ended > started]
+            put_bounded(self._waiting, run.key, later, self._limit)
+            waiting = [awaiting for awaiting in waiting if awaiting.ended <= started]
         if not waiting:
             return decision
         try:

@@ -161,7 +161,7 @@ class ModelCalls:
         if self._awaited.awaits(run.key):
             decision.merge(self._awaited.answered(run, mask, name, attributes, events, context))
         if results is not None and results.awaits(run.key):  # progress: results from the tool messages it carries
-            decision.merge(results.answered(run, mask, name, attributes, events, scope_of(span)))
+            decision.merge(results.answered(run, mask, name, attributes, events, span))
         if read is not None:
             step = Step(read, name, attributes, events, context, scope_of(span), times.end_ns(span))
             step.wasted = opened is not None and opened.wasted  # charged while it was open

@@ -266,3 +266,27 @@ def test_a_run_whose_spans_sometimes_record_the_result_compares_both_alike() -> 
     assert reminded(h) == TODAY[:1]
     assert h.run_lengths() == [1, 2, 3]
     assert unguarded(reader) == {}
+
+
+def test_a_model_call_open_while_the_tool_ran_does_not_answer_it() -> None:
+    """The Vercel AI SDK's streamed step runs its tools while it is open: the step that asked for the call ends after
+    the call, yet its request cannot carry the call's result; the run's next step is the one to look in."""
+    h, reader = measured(PROGRESS)
+    tracer = h.tracer
+    asked = json.dumps([{"toolCallId": "c0", "toolName": "poll_job", "input": json.dumps(POLL)}])
+    with tracer.start_as_current_span("ai.streamText"):
+        step = {"ai.operationId": "ai.streamText.doStream", "ai.model.id": "gpt-4o"}
+        first = tracer.start_span("ai.streamText.doStream", attributes=step)
+        tool = {"ai.toolCall.name": "poll_job", "ai.toolCall.args": json.dumps(POLL), "ai.toolCall.id": "c0"}
+        tracer.start_span("ai.toolCall", attributes=tool).end()  # recordOutputs: false, so no result
+        first.set_attribute("ai.response.toolCalls", asked)
+        first.end()
+        assert unguarded(reader) == {}  # still awaited
+        # the run's next step: no tool messages are read from this shape, so none came back
+        tracer.start_span("ai.streamText.doStream", attributes=step).end()
+    steps = [s for s in h.exporter.get_finished_spans() if s.name == "ai.streamText.doStream"]
+    said = [
+        [e.attributes["repeat_tool_guard.reason"] for e in s.events if e.name.endswith(".unguarded")] for s in steps
+    ]  # type: ignore[index]
+    assert said == [[], [NO_RESULT]]
+    assert unguarded(reader) == {(NO_RESULT, "poll_job"): 1}
