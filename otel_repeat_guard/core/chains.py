@@ -49,6 +49,12 @@ class ChainStore(ABC):
         """Record one tracked call and return the length of the run it belongs to."""
 
     @abstractmethod
+    def rekey(self, agent_id: str, tool: str, key: bytes, result_key: bytes) -> None:
+        """Under ``progress: results``: the run's last call, counted as ``key`` before its result was seen,
+        turned out to be ``result_key`` (its arguments with its result's digest). If it is still the run's
+        last call and the two differ, the run restarts at it (length 1): the poll moved."""
+
+    @abstractmethod
     def key_if_same_raw(self, agent_id: str, raw: bytes) -> bytes | None:
         """The arguments key of the run's last call, if that call's raw key was ``raw``."""
 
@@ -176,6 +182,17 @@ class ChainTracker(ChainStore):
         elif self._on_run_ended is not None:
             self._on_run_ended(ended_tool, ended_run)
         return 1
+
+    def rekey(self, agent_id: str, tool: str, key: bytes, result_key: bytes) -> None:
+        """See :meth:`ChainStore.rekey`; the run that ends there (two calls or more) is recorded as ended."""
+        with self._lock:
+            chain = self._chains.get(agent_id)
+            if chain is None or key == result_key or not same_call(tool, key, chain.tool, chain.key):
+                return
+            ended_run = chain.run
+            chain.key, chain.run, chain.keyed_raw = result_key, 1, None
+        if ended_run > 1 and self._on_run_ended is not None:
+            self._on_run_ended(tool, ended_run)
 
     def _add(self, agent_id: str, chain: RepeatDetector) -> tuple[RepeatDetector, _More | None] | None:
         """A new run's chain (under the lock); past ``max_agents``, the evicted run's state."""

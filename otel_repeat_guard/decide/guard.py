@@ -34,9 +34,10 @@ from otel_repeat_guard.core.facts import ISSUER, UNGUARDED
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.policy import with_result
 from otel_repeat_guard.decide.awaited import AwaitedOutcomes
-from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_RESULT, CallAudit, WarnOnce
+from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, CallAudit, WarnOnce
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.delivery import Deliveries
+from otel_repeat_guard.decide.late_results import LateResults
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
@@ -51,7 +52,7 @@ from otel_repeat_guard.spans.agents import AgentChains
 from otel_repeat_guard.spans.nesting import nested_facts
 from otel_repeat_guard.spans.requested import PendingSteps, Step
 from otel_repeat_guard.spans.runs import Run, RunResolver
-from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, EventSpec, marks_of, rest_of, timing_of
+from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, marks_of, rest_of, timing_of
 from otel_repeat_guard.state.stores import chain_store
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -109,7 +110,8 @@ class Guard:
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
-        self._results = Results.of(config)  # None unless some tool's calls compare results (progress: results)
+        self._results = results = Results.of(config)  # None unless some tool's calls compare results (progress)
+        self._late = None if results is None else LateResults(results, router, self.chains, self.blind, max_agents)
         self.deliveries = Deliveries(meter_provider, logger, max_agents)  # reminders no adapter took
         parts = Parts(
             router,
@@ -121,6 +123,7 @@ class Guard:
             self.tracked,
             self.facts,
             self._results,
+            self._late,
         )
         self.models = ModelCalls(parts, self._count, self.deliveries)
         self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
@@ -266,9 +269,11 @@ class Guard:
             call_id = call_id or requested.call_id
         quote = MISSING if step is None or source != "tool_span" else quoted(step, tool, call_id, arguments, facts)
         compared = CountedCall(run, tool, arguments, span, attributes, events, error=error, facts=facts, quote=quote)
-        result, blind = (None, None) if self._results is None else self._result_of(compared, source)
-        if blind is None:
+        if self._late is None:
+            result, blind = None, None
             self.blind.compared(span, tool, source, run.how)
+        else:  # progress: results: its result, or the run's last one until the next request brings its own
+            result, blind = self._late.result_of(compared, source, call_id, step is not None)
         counted = self._count(compared, awaits=call_id, result=result)
         if counted is not None and step is not None:
             self.models.charge(step, tool, counted, facts)
@@ -276,17 +281,6 @@ class Guard:
             counted = counted or Decision([], [], facts)
             counted.events.append(blind)
         return self._quiet(facts) if counted is None else counted
-
-    def _result_of(self, call: CountedCall, source: str) -> tuple[bytes | None, EventSpec | None]:
-        """Under ``progress: results``: the digest of the call's result, if its tool compares results; with none
-        recorded, the call is a ``no_result`` blind spot (counted, warned of once per scope): its event."""
-        results = self._results
-        if results is None or not results.compares(call.tool):
-            return None, None
-        result = results.digest(call)
-        if result is not None:
-            return result, None
-        return None, self.blind.unguarded(NO_RESULT, call.tool, call.span, source, call.run.how)
 
     def _nothing_pending(self, run: Run) -> bool:
         """Whether a call of ``run`` may take the plain case: no model step to answer, no call counted from a
@@ -298,19 +292,19 @@ class Guard:
         run = call.run
         self.steps.tool_ended(run, ended or 0)
         call.key, raw = self._key_of(run, call.arguments)
-        if self._results is not None:
-            return self._count_plain_results(call, raw)
+        if self._late is not None:
+            return self._count_plain_results(self._late, call, raw)
         length = self.chains.observe(run.key, call.tool, call.key, raw)
         call.facts = run.facts if self.facts else None
         if length < 2:
             return self._quiet(call.facts)
         return self.repeated(call, length)
 
-    def _count_plain_results(self, call: CountedCall, raw: bytes | None) -> Decision | None:
+    def _count_plain_results(self, late: LateResults, call: CountedCall, raw: bytes | None) -> Decision | None:
         """:meth:`_count_plain` under ``progress: results``: the chain key takes the result's digest, and a call
         whose result is not recorded is a ``no_result`` blind spot, as in the general body."""
         run = call.run
-        result, blind = self._result_of(call, "tool_span")
+        result, blind = late.result_of(call, "tool_span", None, False)
         chained = call.key
         if result is not None and chained is not None:
             chained, raw = with_result(chained, result), None
@@ -421,3 +415,5 @@ class Guard:
         self.shown.settling(None)
         self.steps.forget(key)
         self._awaited.forget(key)
+        if self._late is not None:
+            self._late.forget(key)

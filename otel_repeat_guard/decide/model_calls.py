@@ -20,6 +20,7 @@ from otel_repeat_guard.decide.awaited import AwaitedOutcomes
 from otel_repeat_guard.decide.blind_spots import NO_ARGUMENTS, NO_RESULT
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.delivery import Deliveries
+from otel_repeat_guard.decide.late_results import LateResults
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.recorder import PARALLEL_DUPLICATE_EVENT, call_event
@@ -47,6 +48,8 @@ class Parts(NamedTuple):
     facts: bool
     results: Results | None = None
     """Under ``progress: results``: the tools whose calls compare results (a call from a request shows none)."""
+    late: LateResults | None = None
+    """Under ``progress: results``: the calls whose results come with their run's next request."""
 
 
 class ModelCalls:
@@ -60,6 +63,7 @@ class ModelCalls:
         "_deliveries",
         "_facts",
         "_issues_while_open",
+        "_late",
         "_metrics",
         "_open",
         "_results",
@@ -75,7 +79,7 @@ class ModelCalls:
         self._router, self._runs, self._steps, self._awaited = parts.router, parts.runs, parts.steps, parts.awaited
         self._blind, self._metrics, self._tracked, self._facts = parts.blind, parts.metrics, parts.tracked, parts.facts
         self._count = count
-        self._results = parts.results
+        self._results, self._late = parts.results, parts.late
         self._deliveries = deliveries  # the reminders handed on, until taken (decide/delivery.py)
         self._issues_while_open = parts.router.issues_while_open  # model calls whose tool spans may end in them
         self._open: dict[int, Run] = {}  # open model-call span id -> its run
@@ -83,6 +87,8 @@ class ModelCalls:
     def after_fork(self) -> None:
         """In a forked child: no model call open (they were the parent's)."""
         self._open.clear()
+        if self._late is not None:
+            self._late.after_fork()
 
     def started(self, span: Span, name: str, attributes: Attributes) -> Decision | None:
         """A model call started: it marks its run, and counts what the run's last step requested without tool
@@ -132,7 +138,9 @@ class ModelCalls:
             self._runs.mark_model_call(parent)
         keep = may_request(attributes, events)
         # a text answer, nothing pending
+        results = self._late
         idle = not keep and not (due and self._steps.any_step()) and not self._awaited.any_run()
+        idle = idle and (results is None or not results.any_run())
         deliveries = self._deliveries
         watched = deliveries is not None and bool(deliveries.runs)  # reminders handed on, not known taken
         if idle and not self._facts and not watched:
@@ -152,6 +160,8 @@ class ModelCalls:
             decision.merge(self.count_unanswered(run))
         if self._awaited.awaits(run.key):
             decision.merge(self._awaited.answered(run, mask, name, attributes, events, context))
+        if results is not None and results.awaits(run.key):  # progress: results from the tool messages it carries
+            decision.merge(results.answered(run, mask, name, attributes, events, span))
         if read is not None:
             step = Step(read, name, attributes, events, context, scope_of(span), times.end_ns(span))
             step.wasted = opened is not None and opened.wasted  # charged while it was open

@@ -44,6 +44,7 @@ from otel_repeat_guard.state.scripts import (
     COMPARE_AND_SET,
     FORGET,
     OBSERVE,
+    REKEY,
     REMINDED,
     dump_state,
     load_state,
@@ -76,6 +77,7 @@ class RedisChainStore(ChainStore):
         "_on_reminder_outcome",
         "_on_run_ended",
         "_raw_keys",
+        "_rekey",
         "_reminded",
         "_seconds",
         "_timeout_ms",
@@ -114,6 +116,7 @@ class RedisChainStore(ChainStore):
         """The scripts, on the client."""
         self._observe = self._client.register_script(OBSERVE)
         self._reminded = self._client.register_script(REMINDED)
+        self._rekey = self._client.register_script(REKEY)
         self._forget_script = self._client.register_script(FORGET)
         self._cas = self._client.register_script(COMPARE_AND_SET)
 
@@ -193,6 +196,21 @@ class RedisChainStore(ChainStore):
             ):  # a repeat reminder was ignored if this call went on with it
                 self._on_reminder_outcome("ignored" if run > 1 else "broken", kind, tier)
         return run
+
+    def rekey(self, agent_id: str, tool: str, key: bytes, result_key: bytes) -> None:
+        health = self._health
+        if not health.usable("rekey"):
+            self._local.rekey(agent_id, tool, key, result_key)
+            return
+        try:
+            ended = int(self._call(self._rekey, agent_id, wire(tool), key, result_key, self._expiry_ms))
+        except Exception as error:
+            health.failed("rekey", error)
+            self._local.rekey(agent_id, tool, key, result_key)
+            return
+        health.succeeded()
+        if ended > 1 and self._on_run_ended is not None:
+            self._on_run_ended(tool, ended)
 
     def _remember_raw(self, agent_id: str, keyed_raw: bytes) -> None:
         put_bounded(self._raw_keys, agent_id, keyed_raw, self._max_raw)

@@ -41,6 +41,16 @@ return {run, ended_tool, ended_run, waiting}
 which tests/distributed/test_rules.py holds the function here to), increment or restart, take the
 repeat reminders that waited for this call. Returns (run length, ended tool, ended run length, waiting)."""
 
+REKEY = """
+local old = redis.call('HMGET', KEYS[1], 't', 'k', 'n')
+if not (ARGV[2] ~= '' and ARGV[2] == old[2] and ARGV[1] == old[1]) or ARGV[2] == ARGV[3] then return 0 end
+redis.call('HSET', KEYS[1], 'k', ARGV[3], 'n', 1)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return tonumber(old[3] or '0')
+"""
+"""Under ``progress: results``: the run's last call, counted before its result was seen, rekeyed with it; a run it
+extended restarts at it (same_call as in OBSERVE). Returns the length of the run that ended there (0: nothing)."""
+
 REMINDED = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], (redis.call('HGET', KEYS[1], ARGV[1]) or '') .. ARGV[2])

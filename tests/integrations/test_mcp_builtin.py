@@ -29,10 +29,11 @@ behind a switchboard.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
@@ -41,6 +42,8 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+
+from otel_repeat_guard import GuardConfig
 
 from .fake_openai import FakeOpenAI
 from .mcp_cases import (
@@ -292,3 +295,72 @@ def test_over_stdio_no_progress_takes_each_outcome_from_the_next_model_request(
     ]
     assert len(responses) == len(NO_PROGRESS_SCRIPT) and "broken_lookup" in str(responses[0]["response"])
     assert_no_progress_from_the_model_requests(g, [[text for _, text in seen(body)] for body in fake.requests])
+
+
+# -- progress: results from the next model request (issue 39, item 1) -----------------------------------------
+# The server's span records no result, but the loop sends each result back as a ``tool`` message, which
+# openai-v2 records on the next chat span (a ``tool_call_response`` part): the result the poll's calls compare.
+
+POLL_REMINDERS = [("job_status", 3, "gentle"), ("job_status", 5, "detailed"), ("job_status", 8, "detailed")]
+MOVING = "running, {}% done"
+
+
+def job_server(states: Callable[[int], str]) -> Any:
+    """A server whose one tool, ``job_status``, answers ``states(n)`` to its n-th call."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("jobs")
+    calls = itertools.count()
+
+    @server.tool()
+    def job_status(job: str) -> str:
+        """The state of a job."""
+        return f"job {job}: {states(next(calls))}"
+
+    return server
+
+
+@asynccontextmanager
+async def _jobs(states: Callable[[int], str]) -> AsyncIterator[Any]:
+    async with Client(job_server(states)) as client:
+        yield client
+
+
+def poll_jobs(
+    provider: TracerProvider, config: GuardConfig, states: Callable[[int], str], calls: int
+) -> tuple[Guarded, list[dict[str, Any]]]:
+    """``calls`` calls of ``job_status`` (the model asks for the same job each time), then the final answer."""
+    script = (("job_status", {"job": "42"}),) * calls
+    with instrumented(make_guarded(config=config), provider) as g, FakeOpenAI(script) as fake:
+        asyncio.run(run_prompts(partial(_jobs, states), fake, g))
+    assert len(fake.requests) == calls + 1
+    return g, fake.requests
+
+
+def reminded(g: Guarded) -> list[tuple[str, int, str]]:
+    return [(r.tool_name, r.run_length, r.tier) for r in g.reminders]
+
+
+@pytest.mark.parametrize(("progress", "expected"), [("results", []), ("none", POLL_REMINDERS)])
+def test_a_poll_whose_result_moves_in_each_next_request_reminds_only_without_progress_results(
+    provider: TracerProvider, monkeypatch: pytest.MonkeyPatch, progress: str, expected: list[Any]
+) -> None:
+    monkeypatch.setenv(CAPTURE, "span_only")
+    g, _ = poll_jobs(provider, GuardConfig(progress=progress), lambda n: MOVING.format(n * 10), 10)
+    assert tool_span_names(g) == ["tools/call job_status"] * 10
+    assert all("gen_ai.tool.call.result" not in (s.attributes or {}) for s in g.exporter.get_finished_spans())
+    assert reminded(g) == expected
+    assert g.unguarded() == {}  # every call's result came with the next request: no no_result blind spot
+
+
+def test_once_the_tool_message_stops_moving_the_poll_reminds_at_3_5_and_8(
+    provider: TracerProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CAPTURE, "span_only")
+    states = lambda n: MOVING.format(n * 30) if n < 3 else "done"  # noqa: E731
+    g, requests = poll_jobs(provider, GuardConfig(progress="results"), states, 11)
+    assert reminded(g) == POLL_REMINDERS
+    assert g.unguarded() == {}
+    texts = [" ".join(text for _, text in seen(body)) for body in requests]
+    first = next(i for i, text in enumerate(texts) if "identical arguments 3 times" in text)
+    assert first == 6  # the request after the third "done" (calls 4 to 6): the reminder reached the model
