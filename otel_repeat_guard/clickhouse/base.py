@@ -14,7 +14,7 @@ from otel_repeat_guard.clickhouse.calls import (
     tracked_condition,
 )
 from otel_repeat_guard.clickhouse.client import Client, Value, connect
-from otel_repeat_guard.clickhouse.guard_logs import LogsTable, find_logs
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, known_logs
 from otel_repeat_guard.clickhouse.rollup import (
     FRESH,
     ROLLED_TO,
@@ -100,9 +100,9 @@ class TableReader:
 
     def logs(self) -> LogsTable | None:
         """The logs table beside the table, where the guard's events of spans that carry none are read
-        (``guard_logs``); None for none. Looked up once per reader."""
+        (``guard_logs``); None for none. Looked up once per reader, and at most once a minute per process."""
         if self._logs is None:
-            self._logs = (find_logs(self.client, self.target),)
+            self._logs = (known_logs(self.client, self.target),)
         return self._logs[0]
 
     def _fragments(self) -> Fragments:

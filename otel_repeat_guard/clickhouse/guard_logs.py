@@ -16,6 +16,7 @@ extra: the dashboard and ``doctor`` read a table without them.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Final
 
@@ -100,6 +101,23 @@ def find_logs(client: Client, target: Target) -> LogsTable | None:
         return None
     event_name = "EventName" if "EventName" in types else f"LogAttributes['{EVENT_NAME_ATTRIBUTE}']"
     return LogsTable(name, event_name)
+
+
+LOOK_AGAIN_S: Final = 60.0
+"""How long a process trusts what it found of a logs table (the dashboard makes a reader per question)."""
+_FOUND: dict[tuple[str, str, str], tuple[float, LogsTable | None]] = {}
+
+
+def known_logs(client: Client, target: Target) -> LogsTable | None:
+    """:func:`find_logs`, asked at most once per :data:`LOOK_AGAIN_S` per table in a process: a reader's
+    questions cost no more than before where no logs table is, and one made later is found within a minute."""
+    key = (target.describe(), target.database, target.table)
+    now = time.monotonic()
+    found = _FOUND.get(key)
+    if found is None or now - found[0] > LOOK_AGAIN_S:
+        found = (now, find_logs(client, target))
+        _FOUND[key] = found
+    return found[1]
 
 
 _MERGED: Final = """WITH arrayExists(n -> startsWith(n, {log_prefix:String}), Events.Name) AS guard_own,

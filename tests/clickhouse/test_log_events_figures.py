@@ -226,3 +226,20 @@ def test_an_undelivered_reminder_kept_as_a_log_record_counts_once(
     assert reader.undelivered_reminders(Filters()).to_dict("records") == [
         {"reason": "no_adapter", "tier": "gentle", "tool": "grep", "reminders": 2}
     ]
+
+
+def test_a_logs_table_is_looked_for_once_a_minute_per_process(
+    demo_filled: tuple[list[ReadableSpan], Path, Target], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dashboard makes a reader per question: what was found of the logs table is kept a minute."""
+    from otel_repeat_guard.clickhouse import guard_logs
+
+    directory = demo_filled[2].path
+    assert directory is not None
+    target = fill(directory, [], database="logs_later")
+    assert ClickHouseReader(target).logs() is None
+    ChdbClient(target).execute(LOGS_DDL.format(database=target.database, table="otel_logs"))
+    assert ClickHouseReader(target).logs() is None  # as found a moment ago
+    monkeypatch.setattr(guard_logs, "LOOK_AGAIN_S", 0.0)
+    logs = ClickHouseReader(target).logs()
+    assert logs is not None and logs.name == "otel_logs" and logs.event_name == "EventName"
