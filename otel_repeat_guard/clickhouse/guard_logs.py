@@ -9,7 +9,7 @@ the span's own events when it carries any of the guard's, else from its log even
 ``SpanId``): an event kept both ways counts once. With no logs table the fragments stay exactly as they are.
 
 A record whose name a Collector dropped (older than OTLP 1.5) is known, in the guard's scope, by the attributes
-only its event has (:data:`MARKS`, as ``ingest/log_records.py`` reads them). Every value is a parameter
+only its event has (``decide/log_names.py``, as ``ingest/log_records.py`` reads them). Every value is a parameter
 (:meth:`LogsTable.params`); the table is only read. This module imports neither the SDK's logs nor the ingest
 extra: the dashboard and ``doctor`` read a table without them.
 """
@@ -23,22 +23,9 @@ from typing import Final
 from otel_repeat_guard.clickhouse.calls import REQUESTED_CALLS, TABLE, TOOL_CALLS, TOOL_SPANS
 from otel_repeat_guard.clickhouse.client import Client, Value
 from otel_repeat_guard.clickhouse.target import Target
+from otel_repeat_guard.decide.log_names import EVENT_NAME_ATTRIBUTE, GUARD_PREFIX, GUARD_SCOPE, MARKS
 
 DEFAULT_LOGS_TABLE: Final = "otel_logs"
-GUARD_PREFIX: Final = "repeat_tool_guard."
-GUARD_SCOPE: Final = "otel_repeat_guard"
-"""The instrumentation scope of the guard's log events (``decide/log_events.py``)."""
-EVENT_NAME_ATTRIBUTE: Final = "event.name"
-"""Where a log event's name was before the ``EventName`` field (older SDKs and Collectors)."""
-MARKS: Final = (  # (an attribute only that event has, the event): for a record whose name a Collector dropped
-    ("repeat_tool_guard.reminder_text", "repeat_tool_guard.reminder"),
-    ("repeat_tool_guard.cycle_tools", "repeat_tool_guard.cycle"),
-    ("repeat_tool_guard.outcome_digest", "repeat_tool_guard.no_progress"),
-    ("repeat_tool_guard.reason", "repeat_tool_guard.unguarded"),
-    ("repeat_tool_guard.run", "repeat_tool_guard.call"),
-    ("repeat_tool_guard.agent_id", "repeat_tool_guard.repeat"),
-    ("repeat_tool_guard.arguments_digest", "repeat_tool_guard.parallel_duplicate"),
-)
 _NEEDED: Final = ("Timestamp", "TraceId", "SpanId", "ScopeName", "LogAttributes")
 _COLUMNS: Final = "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {logs:String}"
 

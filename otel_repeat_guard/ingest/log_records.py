@@ -26,7 +26,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
-from otel_repeat_guard.clickhouse.guard_logs import EVENT_NAME_ATTRIBUTE, GUARD_PREFIX, GUARD_SCOPE, MARKS
+from otel_repeat_guard.decide.log_names import EVENT_NAME_ATTRIBUTE, GUARD_PREFIX, GUARD_SCOPE, MARKS
 from otel_repeat_guard.ingest.otlp_json import MalformedRecord, attributes
 from otel_repeat_guard.spans.span_events import replace_events
 
