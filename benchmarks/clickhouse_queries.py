@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from otel_repeat_guard.clickhouse.client import ChdbClient
+from otel_repeat_guard.clickhouse.logs import LOGS_DDL
 from otel_repeat_guard.clickhouse.reader import ClickHouseReader
 from otel_repeat_guard.clickhouse.rolling import RollPlan, roll_up
 from otel_repeat_guard.clickhouse.table import TRACES_DDL
@@ -88,20 +89,47 @@ FROM (SELECT {_COMMON} FROM numbers({{start:UInt64}}, {{count:UInt64}}))
 """
 
 
-def add_calls(client: ChdbClient, start: int, count: int) -> None:
-    """Tool calls ``start`` to ``start + count`` (and their model calls) into the table."""
-    for sql in (TOOLS_SQL, MODELS_SQL):
-        client.execute(sql.replace("{table}", "otel.otel_traces"), {"base": BASE_S, "start": start, "count": count})
+_EVENTS_SQL = f"""
+INSERT INTO {{logs}} (Timestamp, TraceId, SpanId, ServiceName, ScopeName, EventName, LogAttributes, Body)
+SELECT fromUnixTimestamp64Nano(at_ns + ev.1), trace_id, tool_span, service, ev.2, ev.3, ev.4, ev.5
+FROM (SELECT {_COMMON} FROM numbers({{start:UInt64}}, {{count:UInt64}}))
+ARRAY JOIN arrayConcat(
+    [(500000000, 'app', '', map('level', 'info'), 'tool called')],
+    arrayResize([(700000000, 'otel_repeat_guard', 'repeat_tool_guard.repeat',
+                  map('repeat_tool_guard.run_length', toString(run_length), 'repeat_tool_guard.agent_id', run_key,
+                      'gen_ai.tool.name', tool), ''),
+                 (700000000, 'otel_repeat_guard', 'repeat_tool_guard.reminder',
+                  map('repeat_tool_guard.kind', 'repeat', 'repeat_tool_guard.tier',
+                      if(run_length = 3, 'gentle', 'detailed'), 'repeat_tool_guard.run_length', toString(run_length)),
+                  '')],
+        (run_length >= 2) + (run_length IN (3, 5)))) AS ev
+"""
+"""Each tool call's log records: an application's, and the guard's events as log events (``--events logs|both``)."""
+_EVENT_COUNT = "(run_length >= 2) + (run_length IN (3, 5))"
+EVENTS = ("spans", "logs", "both")
 
 
-def fill(directory: Path, calls: int) -> Target:
+def add_calls(client: ChdbClient, start: int, count: int, events: str = "spans") -> None:
+    """Tool calls ``start`` to ``start + count`` (and their model calls) into the table; their guard events on
+    the spans, in ``otel_logs``, or both (``events``)."""
+    tools = TOOLS_SQL if events != "logs" else TOOLS_SQL.replace(_EVENT_COUNT, f"0 * ({_EVENT_COUNT})")
+    params = {"base": BASE_S, "start": start, "count": count}
+    for sql in (tools, MODELS_SQL):
+        client.execute(sql.replace("{table}", "otel.otel_traces"), params)
+    if events != "spans":
+        client.execute(_EVENTS_SQL.replace("{logs}", "otel.otel_logs"), params)
+
+
+def fill(directory: Path, calls: int, events: str = "spans") -> Target:
     target = Target(path=directory)
     client = ChdbClient(target)
     client.execute("CREATE DATABASE IF NOT EXISTS otel")
     client.execute(TRACES_DDL.format(database="otel", table="otel_traces"))
+    if events != "spans":
+        client.execute(LOGS_DDL.format(database="otel", table="otel_logs"))
     for start in range(0, calls, CHUNK):
         count = min(CHUNK, calls - start)
-        add_calls(client, start, count)
+        add_calls(client, start, count, events)
         print(f"  filled {start + count:,} tool spans", flush=True)
     client.execute("OPTIMIZE TABLE otel.otel_traces FINAL")
     return target
@@ -159,6 +187,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=None, help="reuse (or keep) this chdb directory")
     parser.add_argument("--rollup-only", action="store_true", help="time the questions through the rollup only")
+    parser.add_argument("--events", choices=EVENTS, default="spans", help="where the guard's events are kept")
     args = parser.parse_args()
     directory = args.dir or Path(tempfile.mkdtemp(prefix="bench-chdb-"))
     results: dict[str, float] = {}
@@ -166,7 +195,7 @@ def main() -> None:
     if not (directory / "data" / "otel").exists() and not any(directory.glob("**/otel_traces*")):
         print(f"filling {args.calls:,} tool spans (and as many model spans) into chdb://{directory}", flush=True)
         began = time.perf_counter()
-        target = fill(directory, args.calls)
+        target = fill(directory, args.calls, args.events)
         results["fill"] = round(time.perf_counter() - began, 1)
     reader = ClickHouseReader(target)
     last = int(reader.time_bounds().iloc[0]["last_ns"])
@@ -186,7 +215,7 @@ def main() -> None:
         print(f"  {name:<28} {report.seconds:7.3f} s ({report.windows:,} windows, {report.spans:,} spans)", flush=True)
     for label in ("rollup", "rollup + live hour"):
         if label != "rollup":
-            add_calls(client, args.calls, LIVE)  # after the watermark: read from the table
+            add_calls(client, args.calls, LIVE, args.events)  # after the watermark: read from the table
         print(f"questions through the {label} (each asked cold, once):", flush=True)
         rolled_reader = ClickHouseReader(rolled)
         found = rolled_reader.time_bounds().iloc[0]

@@ -14,14 +14,14 @@ from otel_repeat_guard.clickhouse.calls import (
     tracked_condition,
 )
 from otel_repeat_guard.clickhouse.client import Client, Value, connect
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, known_logs
 from otel_repeat_guard.clickhouse.rollup import (
     FRESH,
-    ROLLED,
     ROLLED_TO,
     ROLLUP_SERVICE_CONDITION,
-    TABLE_FRAGMENTS,
     Fragments,
     Rollup,
+    fragments,
 )
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.core.config import GuardConfig
@@ -52,6 +52,7 @@ class TableReader:
             None if target.rollup is None else Rollup(target.rollup, target.table, f"{target.database}.{target.table}")
         )
         self._looked: tuple[float, int, bool] | None = None  # when, the watermark, rows after it
+        self._logs: tuple[LogsTable | None] | None = None  # looked up once: the logs table beside the table
 
     def close(self) -> None:
         self.client.close()
@@ -77,6 +78,9 @@ class TableReader:
             params["services"] = [*services, ""] if "unknown_service" in services else services
         if filters is not None:
             params["agents"], params["tools"] = list(filters.agents), list(filters.tools)
+        logs = self.logs()
+        if logs is not None:
+            params.update(logs.params())
         if self.rollup is not None:
             params.update(self.rollup.params())
             params["rolled_to"] = self._watermark()[1]
@@ -94,8 +98,18 @@ class TableReader:
             self._looked = (now, rolled_to, fresh)
         return self._looked
 
+    def logs(self) -> LogsTable | None:
+        """The logs table beside the table, where the guard's events of spans that carry none are read
+        (``guard_logs``); None for none. Looked up once per reader, and at most once a minute per process."""
+        if self._logs is None:
+            self._logs = (known_logs(self.client, self.target),)
+        return self._logs[0]
+
     def _fragments(self) -> Fragments:
-        return TABLE_FRAGMENTS if self.rollup is None else ROLLED[self._watermark()[2]]
+        logs = self.logs()
+        if self.rollup is None:
+            return fragments(rolled=False, fresh=False, logs=logs)
+        return fragments(rolled=True, fresh=self._watermark()[2], logs=logs)
 
     def rolled_to(self) -> int:
         """The rollup's watermark (epoch ns of ``Timestamp``): the rows before it are read from the rollup."""

@@ -23,6 +23,16 @@ _FAR = 2**62
 _OUTCOME_COLUMNS = ["tier", "tool", "agent", "model", "outcome", "reminders"]
 
 
+def outcome_sql(no_next: str) -> str:
+    """A reminder's outcome (``store.queries.reminders.outcome``, the one rule) from its reminded call ``x`` and
+    the run's next tracked call ``n`` (``next_end``, ``next_run``, ``next_tool``, ``next_arguments``); ``no_next``
+    (fixed SQL text) when the run has no next call."""
+    return f"""multiIf(n.next_end IS NULL, {no_next},
+                           n.next_run = x.run_length + 1, 'ignored',
+                           n.next_run = 1 AND n.next_tool = x.tool AND n.next_arguments = x.arguments, 'ended',
+                           'broken')"""
+
+
 def _later(reader: TableReader, filters: Filters | None, **extra: object) -> dict[str, object]:
     """The filters' parameters, scanning on past the range's end (for what comes after a call)."""
     params: dict[str, object] = dict(reader.params(filters, **extra))  # type: ignore[arg-type]
@@ -48,10 +58,7 @@ def reminder_outcomes(reader: TableReader, filters: Filters, window: int) -> pd.
         later AS (SELECT agent_key, start_ns, model FROM model WHERE agent_key IN (SELECT agent_key FROM reminded)),
         decided AS (
             SELECT x.tier AS tier, x.tool AS tool, x.agent AS agent, x.agent_key AS agent_key, x.end_ns AS end_ns,
-                   multiIf(n.next_end IS NULL, if(x.agent_key IN (SELECT agent_key FROM runs), 'ended', 'open'),
-                           n.next_run = x.run_length + 1, 'ignored',
-                           n.next_run = 1 AND n.next_tool = x.tool AND n.next_arguments = x.arguments, 'ended',
-                           'broken') AS outcome
+                   {outcome_sql("if(x.agent_key IN (SELECT agent_key FROM runs), 'ended', 'open')")} AS outcome
             FROM reminded AS x ASOF LEFT JOIN following AS n ON n.agent_key = x.agent_key AND n.next_end > x.end_ns
         ),
         after AS (

@@ -4,7 +4,7 @@ A backend fed by the Collector may keep the guard's events as log records (``ote
 ``clickhouseexporter``'s ``internal/sqltemplates/logs_table.sql``) while its spans have none (a pipeline that
 drops span events). :class:`TableLogEvents` reads, for the traces ``ingest --from`` releases, the log records
 named ``repeat_tool_guard.*`` (by ``EventName``; a table made before that column, by
-``LogAttributes['event.name']``) and puts them on their spans (:func:`~otel_repeat_guard.ingest.log_records.with_log_events`),
+``LogAttributes['event.name']``; read with the dashboard's SQL, ``guard_logs``) and puts them on their spans (:func:`~otel_repeat_guard.ingest.log_records.with_log_events`),
 so the store, ``doctor`` and the dashboard over it see the loops. Every value is a bound parameter; the table
 is only read. No logs table: the spans go on as they are.
 """
@@ -19,11 +19,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import format_span_id, format_trace_id
 
 from otel_repeat_guard.clickhouse.client import Client, Value
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, find_logs, logs_table
 from otel_repeat_guard.clickhouse.table import attributes_map
 from otel_repeat_guard.clickhouse.values import typed_attributes
-from otel_repeat_guard.ingest.log_records import GUARD_PREFIX, GUARD_SCOPE, LogEvent, inferred_name, with_log_events
+from otel_repeat_guard.ingest.log_records import LogEvent, with_log_events
 
-DEFAULT_LOGS_TABLE = "otel_logs"
 TRACES_PER_QUERY = 1_000
 
 LOGS_DDL = """
@@ -56,20 +56,13 @@ SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1
 """
 """The exporter's logs DDL with its defaults; ``{database}`` and ``{table}`` are identifiers the caller has checked."""
 
-_COLUMNS = "SELECT name FROM system.columns WHERE database = {db:String} AND table = {logs:String}"
 _EVENTS = """
-SELECT TraceId AS trace_id, SpanId AS span_id, toUnixTimestamp64Nano(Timestamp) AS time_ns,
-    toValidUTF8({name}) AS event_name, mapApply((k, v) -> (toValidUTF8(k), toValidUTF8(v)), LogAttributes) AS attributes
-FROM {{db:Identifier}}.{{logs:Identifier}}
-WHERE Timestamp >= fromUnixTimestamp64Nano({{lo:Int64}}) AND TraceId IN {{traces:Array(String)}}
-  AND (startsWith({name}, {{prefix:String}}) OR ({name} = '' AND ScopeName = {{scope:String}}))
-ORDER BY Timestamp
+SELECT log_trace_id AS trace_id, log_span_id AS span_id, toUnixTimestamp64Nano(log_time) AS time_ns,
+    toValidUTF8(log_name) AS event_name, mapApply((k, v) -> (toValidUTF8(k), toValidUTF8(v)), log_attributes) AS attributes
+FROM ({rows})
+ORDER BY log_time
 """
-
-
-def logs_table(traces_table: str) -> str:
-    """The logs table beside a traces table: ``otel_traces`` → ``otel_logs``, ``x_traces`` → ``x_logs``."""
-    return traces_table.removesuffix("traces") + "logs" if traces_table.endswith("_traces") else DEFAULT_LOGS_TABLE
+_CONDITION = "Timestamp >= fromUnixTimestamp64Nano({lo:Int64}) AND TraceId IN {traces:Array(String)}"
 
 
 class TableLogEvents:
@@ -79,28 +72,23 @@ class TableLogEvents:
         self.client = client
         self.start_ns = start_ns
         self.table = logs_table(client.target.table)
-        self._sql: str | None = None  # made on first use: None until then, "" with no logs table
+        self._logs: tuple[LogsTable | None] | None = None  # looked up on first use
         self.joined = 0
 
-    def _query(self) -> str:
-        if self._sql is None:
-            params: dict[str, Value] = {"db": self.client.target.database, "logs": self.table}
-            columns = set(self.client.frame(_COLUMNS, params)["name"])
-            if "TraceId" not in columns:
-                self._sql = ""
-            else:
-                name = "EventName" if "EventName" in columns else "LogAttributes['event.name']"
-                self._sql = _EVENTS.format(name=name)
-        return self._sql
+    def _found(self) -> LogsTable | None:
+        if self._logs is None:
+            self._logs = (find_logs(self.client, self.client.target),)
+        return self._logs[0]
 
     def joined_to(self, spans: list[ReadableSpan]) -> list[ReadableSpan]:
         """``spans`` with the guard's log events of their traces put back on them."""
-        if not spans or not self._query():
+        logs = self._found() if spans else None
+        if logs is None:
             return spans
         traces = list(dict.fromkeys(format_trace_id(s.context.trace_id) for s in spans if s.context is not None))
         found: dict[tuple[int, int], list[LogEvent]] = {}
         for start in range(0, len(traces), TRACES_PER_QUERY):
-            for event in self._events(traces[start : start + TRACES_PER_QUERY]):
+            for event in self._events(logs, traces[start : start + TRACES_PER_QUERY]):
                 found.setdefault((event.trace_id, event.span_id), []).append(event)
         if not found:
             return spans
@@ -113,26 +101,18 @@ class TableLogEvents:
             out.append(joined)
         return out
 
-    def _events(self, traces: list[str]) -> Iterable[LogEvent]:
-        params: dict[str, Value] = {
-            "db": self.client.target.database,
-            "logs": self.table,
-            "lo": self.start_ns,
-            "traces": traces,
-            "prefix": GUARD_PREFIX,
-            "scope": GUARD_SCOPE,
-        }
-        rows: list[dict[str, Any]] = self.client.frame(self._query(), params).to_dict("records")  # type: ignore[assignment]
+    def _events(self, logs: LogsTable, traces: list[str]) -> Iterable[LogEvent]:
+        params: dict[str, Value] = {"db": self.client.target.database, "lo": self.start_ns, "traces": traces}
+        params.update(logs.params())
+        sql = _EVENTS.format(rows=logs.rows(_CONDITION))
+        rows: list[dict[str, Any]] = self.client.frame(sql, params).to_dict("records")  # type: ignore[assignment]
         for row in rows:
             try:
                 trace_id, span_id = int(str(row["trace_id"]), 16), int(str(row["span_id"]), 16)
             except ValueError:
                 continue  # a record that names no span
-            attributes = typed_attributes(_map(row["attributes"]))
-            attributes.pop("event.name", None)
-            name = str(row["event_name"]) or inferred_name(attributes)  # a Collector that dropped the name
-            if name:
-                yield LogEvent(trace_id, span_id, name, dict(attributes), int(row["time_ns"]))
+            attributes = typed_attributes(_map(row["attributes"]))  # the name told as SQL reads it (guard_logs)
+            yield LogEvent(trace_id, span_id, str(row["event_name"]), dict(attributes), int(row["time_ns"]))
 
 
 def _map(value: Any) -> Mapping[str, str]:

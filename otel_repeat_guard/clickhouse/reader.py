@@ -183,7 +183,7 @@ class ClickHouseReader(TableReader):
 
     def undelivered_reminders(self, filters: Filters) -> pd.DataFrame:
         """As the store's: the reminders that did not reach the model, by reason, tier and tool."""
-        sql = f"""WITH undelivered AS ({undelivered_sql(bool(filters.services))})
+        sql = f"""WITH undelivered AS ({undelivered_sql(bool(filters.services), self.logs())})
             SELECT reason, tier, tool_name AS tool, count() AS reminders FROM undelivered
             {self.where(filters)} GROUP BY reason, tier, tool ORDER BY reminders DESC, reason, tier, tool"""
         return self.frame(sql, self.params(filters))

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Value, WritingClient
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, find_logs
 from otel_repeat_guard.clickhouse.rollup import DDL, FILLS, ROLLED_TO, Rollup, fill_sql
 from otel_repeat_guard.clickhouse.target import Target
 
@@ -142,7 +143,9 @@ def batches(found: list[Window], batch_spans: int) -> list[list[Window]]:
     return runs
 
 
-def _roll_batch(client: WritingClient, target: Target, rollup: Rollup, plan: RollPlan, batch: list[Window]) -> None:
+def _roll_batch(
+    client: WritingClient, target: Target, rollup: Rollup, plan: RollPlan, batch: list[Window], logs: LogsTable | None
+) -> None:
     lo, hi = batch[0].lo_ns, batch[-1].lo_ns + plan.window_ns
     names = rollup.params()
     bounds: dict[str, Value] = {**names, "lo": lo, "hi": hi}
@@ -155,10 +158,11 @@ def _roll_batch(client: WritingClient, target: Target, rollup: Rollup, plan: Rol
         "tbl": target.table,
         "scan_lo": lo,
         "scan_hi": hi - 1,
+        **(logs.params() if logs is not None else {}),
     }
     if any(window.spans for window in batch):
         for table in FILLS:
-            client.execute(fill_sql(table), fill)
+            client.execute(fill_sql(table, logs), fill)
     record: dict[str, Value] = {
         **names,
         "window": plan.window_ns,
@@ -177,8 +181,9 @@ def roll_up(client: WritingClient, target: Target, plan: RollPlan) -> RollReport
     ensure_tables(client, rollup)
     found = windows(client, target, rollup, plan)
     todo = batches(found, plan.batch_spans)
+    logs = find_logs(client, target) if todo else None  # the guard's events of spans that carry none
     for batch in todo:
-        _roll_batch(client, target, rollup, plan, batch)
+        _roll_batch(client, target, rollup, plan, batch, logs)
     rolled = client.frame(ROLLED_TO, rollup.params())
     return RollReport(
         source=rollup.source,

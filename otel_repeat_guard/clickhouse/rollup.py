@@ -22,9 +22,11 @@ from the stored ones on every read (``calls.CONFIGURED``), as the table's reader
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from otel_repeat_guard.clickhouse.calls import AGENT_RUNS, ALL_TRACKED, CONFIGURED, MODEL_CALLS, TOOL_CALLS
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, tool_calls
 
 _SCAN_LO = "fromUnixTimestamp64Nano({scan_lo:Int64})"
 
@@ -179,11 +181,12 @@ class Fragments:
     runs: str
 
 
-def rolled_fragments(*, fresh: bool) -> Fragments:
+def rolled_fragments(*, fresh: bool, logs: LogsTable | None = None) -> Fragments:
     """``calls.TOOL_CALLS``, ``MODEL_CALLS`` and ``AGENT_RUNS`` read through the rollup (the calls' configured
-    columns computed on top); with the table's rows after the watermark if ``fresh``. Without them the plan is
-    smaller (a table with nothing new: a query then answers as of the moment the reader looked)."""
-    calls = _rolled(CALL_COLUMNS, "rcalls", TOOL_CALLS, fresh=fresh)
+    columns computed on top); with the table's rows after the watermark if ``fresh`` (their guard events from
+    ``logs`` too, if given: ``guard_logs``). Without them the plan is smaller (a table with nothing new: a query
+    then answers as of the moment the reader looked)."""
+    calls = _rolled(CALL_COLUMNS, "rcalls", tool_calls(logs), fresh=fresh)
     return Fragments(
         calls=f"\n    SELECT *,{CONFIGURED}\n    FROM ({calls})\n",
         models=_rolled(MODEL_COLUMNS, "rmodels", MODEL_CALLS, fresh=fresh),
@@ -194,6 +197,18 @@ def rolled_fragments(*, fresh: bool) -> Fragments:
 TABLE_FRAGMENTS = Fragments(TOOL_CALLS, MODEL_CALLS, AGENT_RUNS)
 """The row sets read from the table itself (no rollup)."""
 ROLLED = {fresh: rolled_fragments(fresh=fresh) for fresh in (False, True)}
+
+
+@functools.cache
+def fragments(*, rolled: bool, fresh: bool, logs: LogsTable | None) -> Fragments:
+    """The row sets for a reader: of the table (``rolled`` False) or through the rollup, the guard's events read
+    from ``logs`` too when the table has a logs table beside it (made once per shape)."""
+    if logs is None:
+        return ROLLED[fresh] if rolled else TABLE_FRAGMENTS
+    if rolled:
+        return rolled_fragments(fresh=fresh, logs=logs)
+    return Fragments(tool_calls(logs), MODEL_CALLS, AGENT_RUNS)
+
 
 FRESH = """
 SELECT count() AS fresh FROM (SELECT 1 FROM {db:Identifier}.{tbl:Identifier}
@@ -211,9 +226,12 @@ FILLS = {
 """Each rollup table's columns and the fragment of the table its rows come from."""
 
 
-def fill_sql(table: str) -> str:
-    """The ``INSERT … SELECT`` that rolls the table's rows with a ``Timestamp`` in ``[scan_lo, scan_hi]`` up."""
+def fill_sql(table: str, logs: LogsTable | None = None) -> str:
+    """The ``INSERT … SELECT`` that rolls the table's rows with a ``Timestamp`` in ``[scan_lo, scan_hi]`` up (the
+    guard's events read from ``logs`` too, if given)."""
     columns, fragment = FILLS[table]
+    if table == "rcalls":
+        fragment = tool_calls(logs)
     names = ", ".join(columns)
     source = fragment.replace("{services}", "").replace("{tracked}", ALL_TRACKED)  # not stored: any will do
     return f"INSERT INTO {{rdb:Identifier}}.{{{table}:Identifier}} ({names}) SELECT {names} FROM ({source})"

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from otel_repeat_guard.clickhouse.calls import SERVICE_CONDITION, TABLE
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, joined
 from otel_repeat_guard.core.facts import RUN, RUN_NAME
 from otel_repeat_guard.decide.delivery import UNDELIVERED_EVENT
 
@@ -24,6 +25,7 @@ UNDELIVERED = f"""
 """One row per undelivered reminder: the model call's times, service and run, the reminder's reason, tier and tool."""
 
 
-def undelivered_sql(services: bool) -> str:
-    """The rows' SQL, with the services condition when the filters choose services."""
-    return UNDELIVERED.replace("{services}", SERVICE_CONDITION if services else "")
+def undelivered_sql(services: bool, logs: LogsTable | None = None) -> str:
+    """The rows' SQL, with the services condition when the filters choose services; reading the events from the
+    logs table too when there is one (``guard_logs``)."""
+    return joined(UNDELIVERED, logs).replace("{services}", SERVICE_CONDITION if services else "")

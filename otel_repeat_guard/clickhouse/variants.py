@@ -2,7 +2,9 @@
 :func:`otel_repeat_guard.store.queries.variants.reminder_variants`, the same figures.
 
 A call's order in its run is its end (then its span id), as everywhere in the ClickHouse reader; a loop is numbered
-by how many of its run's calls with a run length of 1 came up to it, as the store numbers it by id.
+by how many of its run's calls with a run length of 1 came up to it, as the store numbers it by id. A reminder's
+outcome is the drill-down's rule (``drill.outcome_sql``); with no next call it is ``open`` whether the run ended or
+not, as in the store's table (only ``broken`` and ``ignored`` are counted: no scan of the ended runs is needed).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from otel_repeat_guard.clickhouse.base import TableReader
+from otel_repeat_guard.clickhouse.drill import outcome_sql
 from otel_repeat_guard.store.queries.filters import Filters, tiers_shown
 from otel_repeat_guard.store.queries.variants import VARIANT_COLUMNS
 
@@ -44,9 +47,7 @@ def reminder_variants(reader: TableReader, filters: Filters, window: int) -> pd.
         decided AS (
             SELECT x.variant AS variant, x.agent_key AS agent_key, x.end_ns AS end_ns, x.span_id AS span_id,
                    x.run_length AS run_length,
-                   multiIf(n.next_end IS NULL, 'open', n.next_run = x.run_length + 1, 'ignored',
-                           n.next_run = 1 AND n.next_tool = x.tool AND n.next_arguments = x.arguments, 'ended',
-                           'broken') AS outcome
+                   {outcome_sql("'open'")} AS outcome
             FROM reminded AS x ASOF LEFT JOIN following AS n ON n.agent_key = x.agent_key AND n.next_end > x.end_ns
         ),
         after AS (

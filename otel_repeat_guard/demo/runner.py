@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opentelemetry import trace
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
@@ -264,6 +265,7 @@ def run_scenario(  # noqa: PLR0913 - keyword options
     store_arguments: bool = True,
     extra_exporters: Callable[[], Sequence[SpanExporter]] | None = None,
     meter_provider: MeterProvider | None = None,
+    logger_provider: LoggerProvider | None = None,
 ) -> Counts:
     """Run every script to completion and flush the store; returns the final counts.
 
@@ -271,7 +273,8 @@ def run_scenario(  # noqa: PLR0913 - keyword options
     longest agent finishes within about that many seconds (0 runs flat out).
     ``extra_exporters`` makes further exporters for each agent service's provider (the
     compose stack's demo agent adds OTLP to the Collector this way); ``meter_provider`` receives
-    the guard's metrics (default: the global one). One guard serves every service's provider: its
+    the guard's metrics (default: the global one), ``logger_provider`` its log events (default: the global
+    one). One guard serves every service's provider: its
     instruments are registered once, so its metrics count every agent.
 
     Each agent run keeps a simulated clock: a call starts where the one before it ended, so the
@@ -284,7 +287,9 @@ def run_scenario(  # noqa: PLR0913 - keyword options
     scale = 0.0 if seconds <= 0 or critical == 0 else min(1.0, seconds * 1000 / critical * 0.9)
     providers: list[TracerProvider] = []
     tracers: dict[str, trace.Tracer] = {}
-    guard = RepeatGuardSpanProcessor(config, on_reminder, meter_provider=meter_provider, record_facts=True)
+    guard = RepeatGuardSpanProcessor(
+        config, on_reminder, meter_provider=meter_provider, record_facts=True, logger_provider=logger_provider
+    )
     guards: dict[str, RepeatGuardSpanProcessor] = {}
     for service in dict.fromkeys(script.service for script in scripts):
         provider = TracerProvider(resource=Resource.create({"service.name": service}))

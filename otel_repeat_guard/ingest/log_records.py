@@ -26,23 +26,10 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
+from otel_repeat_guard.decide.log_names import EVENT_NAME_ATTRIBUTE, GUARD_PREFIX, GUARD_SCOPE, MARKS
 from otel_repeat_guard.ingest.otlp_json import MalformedRecord, attributes
 from otel_repeat_guard.spans.span_events import replace_events
 
-GUARD_PREFIX = "repeat_tool_guard."
-GUARD_SCOPE = "otel_repeat_guard"
-"""The instrumentation scope of the guard's log events (``decide/log_events.py``)."""
-_MARKS = (  # (an attribute only that event has, the event): for a record whose name a Collector dropped
-    ("repeat_tool_guard.reminder_text", "repeat_tool_guard.reminder"),
-    ("repeat_tool_guard.cycle_tools", "repeat_tool_guard.cycle"),
-    ("repeat_tool_guard.outcome_digest", "repeat_tool_guard.no_progress"),
-    ("repeat_tool_guard.reason", "repeat_tool_guard.unguarded"),
-    ("repeat_tool_guard.run", "repeat_tool_guard.call"),
-    ("repeat_tool_guard.agent_id", "repeat_tool_guard.repeat"),
-    ("repeat_tool_guard.arguments_digest", "repeat_tool_guard.parallel_duplicate"),
-)
-EVENT_NAME_ATTRIBUTE = "event.name"
-"""Where a log event's name was before the ``EventName`` field (older SDKs and Collectors): read as well."""
 MAX_HELD = 50_000
 """The most spans, and the most spans' log events, held while waiting for the other half."""
 FOLLOW_HOLD_S = 10.0
@@ -107,7 +94,7 @@ def decode_logs_record(data: bytes | str) -> list[LogEvent]:
 def inferred_name(values: Mapping[str, Any]) -> str:
     """The guard event a record of the guard's scope is, by the attributes only it has: a Collector older than
     the ``EventName`` field (OTLP 1.5) drops the name. "" for none of them (an evaluation)."""
-    return next((name for key, name in _MARKS if key in values), "")
+    return next((name for key, name in MARKS if key in values), "")
 
 
 def _event(record: Any, scope: str) -> LogEvent | None:

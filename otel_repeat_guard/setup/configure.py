@@ -342,7 +342,10 @@ def _build(options: _Options) -> GuardTelemetry:
         exporters = [(exporter, type(exporter).__name__) for exporter in span_exporters]
     if store is not False:
         exporters.append((_store_exporter(store, config, store_arguments), "the store"))
-    logs = logger_provider(config, resource, environ, default="otlp" if span_exporters is None else "none")
+    log_tallies: list[Tally] = []  # each log exporter's records, for the "did not send" line
+    logs = logger_provider(
+        config, resource, environ, default="otlp" if span_exporters is None else "none", tallies=log_tallies
+    )
     # last: a periodic reader starts its thread when made, and one left behind by a later ValueError
     # would warn "Cannot call collect" every interval for the rest of the process
     tallies: list[Tally] = []
@@ -360,7 +363,7 @@ def _build(options: _Options) -> GuardTelemetry:
     processors = [CountedBatchSpanProcessor(CountedSpanExporter(e, Tally("span", to))) for e, to in exporters]
     for processor in processors:
         tracer_provider.add_span_processor(processor)
-    ending = Ending(timeout_s, processors, tallies, logger_provider=logs)
+    ending = Ending(timeout_s, processors, [*tallies, *log_tallies], logger_provider=logs)
     telemetry = GuardTelemetry(tracer_provider, meter_provider, guard, inbox, ending, logger_provider=logs)
     atexit.register(telemetry.shutdown)
     return telemetry

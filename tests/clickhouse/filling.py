@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from opentelemetry._logs import LoggerProvider
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -15,15 +16,16 @@ from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import scenario
 
 
-def demo_spans(db: Path, agents: int = 8) -> list[ReadableSpan]:
-    """The demo scenario through the guard into the store at ``db``; the same spans, as the Collector gets them."""
+def demo_spans(db: Path, agents: int = 8, logger_provider: LoggerProvider | None = None) -> list[ReadableSpan]:
+    """The demo scenario through the guard into the store at ``db``; the same spans, as the Collector gets them
+    (the guard's log events to ``logger_provider``, if given)."""
     memories: list[InMemorySpanExporter] = []
 
     def exporters() -> list[InMemorySpanExporter]:  # one per service's provider: each shuts its own down
         memories.append(InMemorySpanExporter())
         return memories[-1:]
 
-    run_scenario(scenario(agents), db, extra_exporters=exporters)
+    run_scenario(scenario(agents), db, extra_exporters=exporters, logger_provider=logger_provider)
     return [span for memory in memories for span in memory.get_finished_spans()]
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -25,11 +26,11 @@ from tests.clickhouse.test_figures import QUESTIONS, _same, same_drill_down
 SCRIPT = [{"q": "a"}] * 4 + [{"q": "b"}, {"q": "b"}, {"q": "b"}]
 
 
-def _requested_run(store: Path) -> list[ReadableSpan]:
+def _requested_run(store: Path, logger_provider: LoggerProvider | None = None) -> list[ReadableSpan]:
     """One agent run whose model asks for each call of SCRIPT in turn; no tool span ever ends."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "crew"}))
-    provider.add_span_processor(RepeatGuardSpanProcessor(record_facts=True))
+    provider.add_span_processor(RepeatGuardSpanProcessor(record_facts=True, logger_provider=logger_provider))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     provider.add_span_processor(SimpleSpanProcessor(SQLiteSpanExporter(store)))
     tracer = provider.get_tracer("tests.clickhouse")

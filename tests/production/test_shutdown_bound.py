@@ -106,6 +106,26 @@ def test_shutdown_against_a_closed_port_ends_at_its_bound_and_counts_what_it_dro
     assert _timed_shutdown(telemetry) < 0.5 and len(_said(caplog)) == 1  # a second call does nothing
 
 
+def test_shutdown_counts_the_guards_log_records_it_could_not_send(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The guard's log events go to the OTLP log exporter beside the spans and metrics: those it could not send
+    are in the same one line, after the spans and the metric points."""
+    port = _closed_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    telemetry = configure(set_global=False, shutdown_timeout_s=1.5)
+    looping_agent(telemetry.tracer_provider, calls=5)  # four repeats of read_file: events, two reminders
+    with caplog.at_level(logging.WARNING, logger="otel_repeat_guard"):
+        took = _timed_shutdown(telemetry)
+    assert took < 1.5 + MARGIN_S, took
+    [line] = _said(caplog)
+    found = re.search(
+        rf"metric points? to [^ ]+/v1/metrics and (\d+) of \1 log records to http://127\.0\.0\.1:{port}/v1/logs", line
+    )
+    assert found is not None, line
+    assert int(found.group(1)) >= 8, line  # a repeat event and its evaluation for each of the four repeats at least
+
+
 def test_shutdown_against_a_server_that_never_answers_ends_at_its_bound(caplog: pytest.LogCaptureFixture) -> None:
     with _silent_server() as port, pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
