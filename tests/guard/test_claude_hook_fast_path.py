@@ -215,6 +215,7 @@ def test_a_hook_call_on_the_fast_path_leaves_out_the_libraries_only_rare_branche
     for event in (post("a0"), post("a1"), post("a2"), turn("Stop")):
         modules = imported_modules(event, tmp_path)
         assert [m for m in modules if m.partition(".")[0] in LEFT_OUT] == []
+        assert "otel_repeat_guard.store.model_rows" not in modules  # the model calls' rows: never a hook's
     assert table(tmp_path / "store.db", "SELECT run_length FROM tool_calls") == [(1,), (2,), (3,)]
 
 
