@@ -6,8 +6,9 @@ Times, wall clock, ``--calls`` PostToolUse events of one session (identical call
 and 8) piped one by one into each entry point, with the chain in SQLite and the call written to the store (no
 span: the fast path), as Claude Code starts them; beside a bare ``python -c pass`` of the same interpreter in
 the same run, the floor any Python hook pays. Prints the load average, the median [min-max] per call of each,
-wall clock and CPU time, against the goal (:data:`GOAL_MS`, median wall clock at load about 1); then what the
-hook imports of OpenTelemetry (``python -X importtime``), which the goal leaves no room for.
+wall clock and CPU time, against the goal (:data:`GOAL_MS`, median wall clock at load about 1); then where a call's
+imports go (``python -X importtime``: the modules, the package's own share, the largest) and what it imports of
+OpenTelemetry, which the goal leaves no room for.
 """
 
 from __future__ import annotations
@@ -63,18 +64,33 @@ def _summary(seconds: list[float]) -> str:
     return f"{statistics.median(ms):.0f} ms [{min(ms):.0f}-{max(ms):.0f}]"
 
 
-def otel_imports(folder: Path) -> tuple[int, float]:
-    """How many OpenTelemetry modules one hook call imports, and their own import time in ms (``-X importtime``)."""
+def import_times(folder: Path) -> dict[str, float]:
+    """Each module one hook call imports, with its own import time in ms (``python -X importtime``, which inflates
+    them: compare them with each other, not with the wall clock)."""
     env = {**os.environ, "OTEL_REPEAT_GUARD_DB": str(folder / "store.db")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     code = "import sys, otel_repeat_guard_entry; sys.exit(otel_repeat_guard_entry.claude_code_hook())"
     command = [sys.executable, "-X", "importtime", "-c", code]  # as the console script starts it
+    subprocess.run(command, input=_event(9_998), env=env, capture_output=True, check=True)  # byte code cached
     done = subprocess.run(command, input=_event(9_999), env=env, capture_output=True, check=True)
-    own_us = [
-        int(line.split("|")[0].split(":")[1])
-        for line in done.stderr.decode().splitlines()
-        if line.startswith("import time:") and line.split("|")[-1].strip().startswith("opentelemetry")
+    own_ms = {}
+    for line in done.stderr.decode().splitlines():
+        if line.startswith("import time:") and not line.endswith("package"):
+            own_us, _, name = line.removeprefix("import time:").split("|")
+            own_ms[name.strip()] = int(own_us) / 1000
+    return own_ms
+
+
+def _import_lines(own_ms: dict[str, float], shown: int = 8) -> list[str]:
+    package = sum(ms for name, ms in own_ms.items() if name.startswith("otel_repeat_guard"))
+    otel = [ms for name, ms in own_ms.items() if name.startswith("opentelemetry")]
+    largest = sorted(own_ms.items(), key=lambda item: -item[1])[:shown]
+    return [
+        f"imports of one hook call (python -X importtime, own times): {len(own_ms)} modules, "
+        f"{sum(own_ms.values()):.0f} ms in all, otel_repeat_guard's {package:.0f} ms",
+        "  the largest: " + ", ".join(f"{name} {ms:.1f}" for name, ms in largest),
+        f"OpenTelemetry on the hook's path: {len(otel)} modules, {sum(otel):.0f} ms of their own",
     ]
-    return len(own_us), sum(own_us) / 1000
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             wall, cpu = time_calls(command, args.calls, Path(folder))
             print(f"  {name}: wall {_summary(wall)}, CPU {_summary(cpu)}")
     with tempfile.TemporaryDirectory() as folder:
-        count, ms = otel_imports(Path(folder))
-    print(f"OpenTelemetry on the hook's path (python -X importtime): {count} modules, {ms:.0f} ms of their own")
+        own_ms = import_times(Path(folder))
+    print("\n".join(_import_lines(own_ms)))
     return 0
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import json.scanner
-import logging
 import os
 import sys
 import threading
@@ -59,6 +58,8 @@ from otel_repeat_guard.integrations._claude_rows import OTLP_VARIABLES, RowDecid
 from otel_repeat_guard.store.rows import ToolCallRow
 
 if TYPE_CHECKING:
+    import logging
+
     from otel_repeat_guard.integrations._claude_deciders import Deciders
 
 PROGRAM = "otel-repeat-guard claude-code-hook"
@@ -169,11 +170,11 @@ class Export:
     """The collector's exporters, made before the bounded wait (:func:`collector_exporters`); None: the store's."""
 
 
-class _ExportWords(logging.Filter):
-    """Keeps the records of the export thread from stderr: the hook says what became of the spans in one line."""
+class _ExportWords:
+    """Keeps the records of the export thread from stderr: the hook says what became of the spans in one line.
+    (A filter of :mod:`logging`'s handlers, which take any object with this ``filter`` method.)"""
 
     def __init__(self, export: Export) -> None:
-        super().__init__()
         self._export = export
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -190,7 +191,7 @@ def export_within(seconds: float, work: Export) -> str | None:
     """Export ``work``'s spans (:func:`export`) in a daemon thread, waiting at most ``seconds``; what went wrong
     (to say after "the call is counted, but"), or None. A thread still waiting is left behind: the process ends
     with the call, and the spans are dropped."""
-    words, stderr = _ExportWords(work), logging.lastResort  # where records go in a hook process: no handler is set
+    words, stderr = _ExportWords(work), _last_resort(work)
     if stderr is not None:
         stderr.addFilter(words)
     thread = threading.Thread(target=_export_in_thread, args=(work,), name=EXPORT_THREAD, daemon=True)
@@ -212,6 +213,21 @@ def export_within(seconds: float, work: Export) -> str | None:
     return None
 
 
+def _last_resort(work: Export) -> logging.Handler | None:
+    """Where a record goes in a hook process (no handler is set): :data:`logging.lastResort`. Not imported for the
+    fast path's rows (nothing on their way to the store logs) unless a part of this call has imported it already."""
+    if "logging" not in sys.modules and _rows(work):
+        return None
+    import logging
+
+    return logging.lastResort
+
+
+def _rows(work: Export) -> bool:
+    """Whether ``work`` is the fast path's store rows, not spans."""
+    return bool(work.spans) and isinstance(work.spans[0], ToolCallRow)
+
+
 def _export_in_thread(work: Export) -> None:
     try:
         export(work)
@@ -222,7 +238,7 @@ def _export_in_thread(work: Export) -> None:
 def export(work: Export) -> None:
     """Send the call's span over OTLP when the environment configures it, else into the embedded store; a failed
     export is in ``work.failed`` or the exporters' logged words."""
-    if work.spans and isinstance(work.spans[0], ToolCallRow):  # the fast path's store rows: no spans
+    if _rows(work):  # the fast path's store rows: no spans
         write_rows(store_path(work.hook_input, work.environ), work.spans)
         return
     if work.exporters is not None:

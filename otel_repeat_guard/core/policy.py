@@ -8,7 +8,6 @@ its run only when its result is the run's last call's too (:func:`with_result`).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -100,6 +99,8 @@ def _entry(
     for key, setting in given.items():
         field = _ENTRY_KEYS.get(key) if isinstance(key, str) else None
         if field is None:
+            import difflib  # noqa: PLC0415 - here: a Claude Code hook process reads its configuration per call
+
             close = difflib.get_close_matches(key, _ENTRY_KEYS, n=1) if isinstance(key, str) else []
             hint = f"did you mean {close[0]!r}?" if close else "known keys: thresholds, stop_at, progress"
             raise ValueError(f"{where} has an unknown key {key!r} ({hint})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -257,7 +256,10 @@ def checked_variants(value: object) -> tuple[str, ...]:
 
 def variant_for(run_key: str, variants: tuple[str, ...]) -> str:
     """The variant of the run keyed ``run_key``: from a stable hash of the key (BLAKE2b, never Python's
-    ``hash()``, which changes per process), so every reminder of a run, in any process or replay, has the same."""
+    ``hash()``, which changes per process), so every reminder of a run, in any process or replay, has the same.
+    :mod:`hashlib` is imported here: a Claude Code hook process, which never draws a variant, is spared it."""
+    import hashlib  # noqa: PLC0415 - see above
+
     digest = hashlib.blake2b(run_key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return variants[int.from_bytes(digest, "big") % len(variants)]
 

@@ -8,19 +8,18 @@ digits. Every error is a ``ValueError`` naming the variable, the key or the file
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import json
-import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from otel_repeat_guard.core.urls import safe_url
 
-logger = logging.getLogger("otel_repeat_guard")
+if TYPE_CHECKING:
+    import logging
 
 ENV_PREFIX = "OTEL_REPEAT_GUARD_"
 EMPTY_LIST = "-"
@@ -112,10 +111,25 @@ def warn_unknown_variables(environ: Mapping[str, str] | None = None) -> list[str
     fresh = [name for name in unknown if name not in _warned_variables]
     for name in fresh:
         _warned_variables.add(name)
-        close = difflib.get_close_matches(name, KNOWN_VARIABLES, n=1)
+        close = _close_matches(name, KNOWN_VARIABLES)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        logger.warning("repeat guard: %s is not a variable it reads, so it is ignored%s", name, hint)
+        _logger().warning("repeat guard: %s is not a variable it reads, so it is ignored%s", name, hint)
     return fresh
+
+
+def _close_matches(word: str, known: Iterable[str]) -> list[str]:
+    """The known word closest to ``word``, if one is close (:func:`difflib.get_close_matches`, imported here: a
+    Claude Code hook process reads the environment on every call, and seldom needs a "did you mean")."""
+    import difflib  # noqa: PLC0415 - see above
+
+    return difflib.get_close_matches(word, known, n=1)
+
+
+def _logger() -> logging.Logger:
+    """The ``otel_repeat_guard`` logger (:mod:`logging` imported when a warning is said, as for difflib)."""
+    import logging  # noqa: PLC0415 - see above
+
+    return logging.getLogger("otel_repeat_guard")
 
 
 def is_int(value: object) -> bool:
@@ -144,7 +158,7 @@ def mapping_fields(mapping: object) -> dict[str, Any]:
     for key, value in mapping.items():
         field = MAPPING_KEYS.get(key) if isinstance(key, str) else None
         if field is None:
-            close = difflib.get_close_matches(key, MAPPING_KEYS, n=1) if isinstance(key, str) else []
+            close = _close_matches(key, MAPPING_KEYS) if isinstance(key, str) else []
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(MAPPING_KEYS)}"
             raise ValueError(f"unknown config key {key!r} ({hint})")
         if field in kwargs:

@@ -33,7 +33,6 @@ results reach Claude only when the running call is done.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import time
@@ -44,7 +43,15 @@ from typing import Any, NamedTuple
 
 import orjson
 
-logger = logging.getLogger("otel_repeat_guard")
+
+def warn(message: str, *args: object) -> None:
+    """A warning of the ``otel_repeat_guard`` logger: :mod:`logging` is imported only when one is said, as the
+    command hook's calls seldom say any (its import cost them a twentieth of a call)."""
+    import logging
+
+    logging.getLogger("otel_repeat_guard").warning(message, *args, stacklevel=2)
+
+
 DENIED = "denied: no PostToolUse followed its PreToolUse (a permission rule, or the user, refused it)"
 TAIL_BYTES = 2 << 20
 """How much of the transcript's end is read: the latest message's calls and results, large results among them."""
@@ -121,7 +128,7 @@ def transcript_of(hook_input: Mapping[str, Any]) -> Path | None:
 def _not_regular(path: Path) -> None:
     if str(path) not in _SAID:
         _SAID.add(str(path))
-        logger.warning("repeat guard: the transcript %s is not a regular file; it is not read", path)
+        warn("repeat guard: the transcript %s is not a regular file; it is not read", path)
 
 
 def read_transcript(path: Path | None, ids: Sequence[str]) -> Transcript:

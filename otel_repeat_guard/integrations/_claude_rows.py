@@ -7,7 +7,8 @@ call is decided by the pieces the guard itself decides with, in the order the gu
 would make (:func:`~otel_repeat_guard.integrations._claude.tool_attributes`):
 
 - the same tool filter (:class:`~otel_repeat_guard.core.patterns.ToolFilter` of the configuration);
-- the arguments' key (:func:`~otel_repeat_guard.core.canonical.arguments_key` of the span's arguments text);
+- the arguments' key (:func:`~otel_repeat_guard.core.canonical.arguments_key` of the span's arguments text, the
+  same bytes read without msgspec: :mod:`~otel_repeat_guard.integrations._claude_keys`);
 - the chain (:class:`~otel_repeat_guard.core.chains.ChainTracker`: the reminders waiting for this call settled,
   the call observed, a reminder that fires remembered);
 - the reminder's tier and text (:mod:`otel_repeat_guard.core.reminders`, as the recorder words them).
@@ -25,7 +26,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from otel_repeat_guard.core.canonical import arguments_digest, arguments_key, canonical_arguments, canonical_or_none
 from otel_repeat_guard.core.chains import ChainTracker
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.detectors import Call
@@ -34,6 +34,12 @@ from otel_repeat_guard.core.policy import NONE
 from otel_repeat_guard.core.reminders import SEED, Reminder, arguments_preview, repeat_text, shown_preview, tiers_of
 from otel_repeat_guard.integrations._claude import call_times, failure_of, service_name, tool_attributes
 from otel_repeat_guard.integrations._claude_deciders import Counted
+from otel_repeat_guard.integrations._claude_keys import (
+    arguments_digest,
+    arguments_key,
+    canonical_arguments,
+    canonical_or_none,
+)
 from otel_repeat_guard.store.rows import REPEAT, DetectionRow, ToolCallRow, storable
 
 ARGUMENTS = "gen_ai.tool.call.arguments"

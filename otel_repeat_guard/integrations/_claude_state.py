@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,11 +32,11 @@ from otel_repeat_guard.integrations._claude_calls import (
     OpenCall,
     due,
     wait_for_results,
+    warn,
 )
 from otel_repeat_guard.integrations._claude_deciders import Counted, Deciders, SpanDecider
 from otel_repeat_guard.store.schema import check_creatable, store_error
 
-logger = logging.getLogger("otel_repeat_guard")
 BUSY_TIMEOUT_S = 0.3
 """How long a hook process waits for another's transaction (each holds it for a few milliseconds): past it, the
 call is counted in this process's memory, from the chain as stored, and its write is lost (said in one line)."""
@@ -131,7 +130,7 @@ class SQLiteChains:
             try:
                 calls.append(OpenCall(call_id, _loads(opened), _loads(answer) if answer else None, answered_ns))
             except ValueError:  # one odd row costs its call, never the chain
-                logger.warning("repeat guard: the stored call %r is unreadable; it is not counted", call_id)
+                warn("repeat guard: the stored call %r is unreadable; it is not counted", call_id)
                 self._conn.execute(f"DELETE FROM {OPEN} WHERE call_id = ?", (call_id,))
         found = due(calls, turn_over)
         self._conn.executemany(f"DELETE FROM {OPEN} WHERE call_id = ?", [(call_id,) for call_id in found.closed])
@@ -156,7 +155,7 @@ class SQLiteChains:
             try:
                 one.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
             except (TypeError, ValueError):  # one odd row costs its chain, never the call
-                logger.warning("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
+                warn("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
         for call, end in calls:
             one.count(call, key, end=end)
         state = one.chain_state(key)
@@ -279,7 +278,7 @@ def chain_state(
         if problem is None:
             yield RedisChains(config)
             return
-        logger.warning(
+        warn(
             "repeat guard: the chain store %s does not answer (%s); this call is counted in %s",
             safe_url(config.chain_store),
             problem,
@@ -339,7 +338,7 @@ def _in_memory(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connect
         yield copy
     finally:
         copy.close()
-    logger.warning(
+    warn(
         "repeat guard: %s is busy (another process has held its write lock for over %.1f s): this call was "
         "counted in memory %s, and is not written there",
         path,

@@ -7,10 +7,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from otel_repeat_guard.store import missing_facts
 from otel_repeat_guard.store.rollup import CallRollup, ModelFigures, ModelRollup, RolledCall, agent_label, rolled_up
-from otel_repeat_guard.store.rows import AgentRunRow, ModelCallRow, ToolCallRow
+from otel_repeat_guard.store.rows import ToolCallRow
 from otel_repeat_guard.store.sql import (
     DROP_UNUSED_AGENT,
     INSERT_DIMENSION,
@@ -20,6 +21,9 @@ from otel_repeat_guard.store.sql import (
     RESOLVE_PENDING_MODELS,
 )
 from otel_repeat_guard.store.writes import insert_call, insert_model, link_issuer, relabelled
+
+if TYPE_CHECKING:  # a Claude Code hook's write has tool calls only: the model rows are not defined there
+    from otel_repeat_guard.store.model_rows import AgentRunRow, ModelCallRow
 
 
 @dataclass

@@ -55,6 +55,7 @@ from otel_repeat_guard.decide.recorder import (
 )
 from otel_repeat_guard.spans.span_events import contents_of, end_ns, start_ns
 from otel_repeat_guard.store.model_calls import read_model_call
+from otel_repeat_guard.store.model_rows import AgentRunRow, ModelCallRow, UndeliveredRow
 from otel_repeat_guard.store.rows import (
     CYCLE,
     LOOP_KINDS,
@@ -62,17 +63,14 @@ from otel_repeat_guard.store.rows import (
     PARALLEL_DUPLICATE,
     REPEAT,
     UNKNOWN_SERVICE,
-    AgentRunRow,
     CallRow,
     DetectionRow,
-    ModelCallRow,
     ToolCallRow,
-    UndeliveredRow,
     storable,
 )
 from otel_repeat_guard.store.storable import int_or_none, storable_int, storable_or_none, storable_text
 
-__all__ = [  # the rows live in store.rows (no OpenTelemetry import); their names stay importable from here
+__all__ = [  # the rows live in store.rows and store.model_rows (no OpenTelemetry import); their names stay importable from here
     "CYCLE",
     "LOOP_KINDS",
     "NO_PROGRESS",

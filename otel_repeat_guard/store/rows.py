@@ -1,6 +1,8 @@
 """The store's rows, as :mod:`otel_repeat_guard.store.records` reads them from spans and
 :mod:`otel_repeat_guard.store.writes` writes them: plain values, no OpenTelemetry import, so a writer that has no
-spans (the Claude Code command hook, :mod:`otel_repeat_guard.integrations._claude_rows`) builds the same rows."""
+spans (the Claude Code command hook, :mod:`otel_repeat_guard.integrations._claude_rows`) builds the same rows.
+Here the tool calls' rows; the model calls' and agent runs' in :mod:`otel_repeat_guard.store.model_rows`, which
+that hook never makes (each frozen dataclass costs its process about half a millisecond to define)."""
 
 from __future__ import annotations
 
@@ -93,44 +95,6 @@ class ToolCallRow(CallRow):
         return repeated or any(d.kind in (CYCLE, NO_PROGRESS) for d in self.detections)
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRunRow:
-    """An agent-run span: the key the guard gives the tool calls made directly under it."""
-
-    trace_id: str
-    span_id: str
-    agent_key: str
-    agent_name: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class UndeliveredRow:
-    """A reminder that did not reach the model call it is on (the guard's ``repeat_tool_guard.undelivered`` event)."""
-
-    reminder_span_id: str
-    tool_name: str
-    tier: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ModelCallRow(CallRow):
-    """One model call as the store keeps it (see :mod:`otel_repeat_guard.store.model_calls`)."""
-
-    model: str | None
-    provider: str | None
-    input_tokens: int | None
-    output_tokens: int | None
-    total_tokens: int | None
-    conversation_id: str | None
-    error: bool
-    output_preview: str | None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    undelivered: tuple[UndeliveredRow, ...] = ()
-
-
 _TEXT_FIELDS = (
     "service_name",
     "agent_key",
@@ -162,7 +126,8 @@ _MODEL_INT_FIELDS = (
 )
 
 
-Row = TypeVar("Row", "ToolCallRow", "ModelCallRow")
+Row = TypeVar("Row", bound=CallRow)
+"""A :class:`ToolCallRow` or a :class:`~otel_repeat_guard.store.model_rows.ModelCallRow`."""
 
 
 def storable(row: Row) -> Row:

@@ -10,7 +10,6 @@ their indexes and roll-ups, the version history and the upgrades from each older
 from __future__ import annotations
 
 import os
-import shlex
 import sqlite3
 import time
 from pathlib import Path
@@ -121,6 +120,14 @@ def store_error(path: Path | str, exc: sqlite3.Error, *, writing: bool = False) 
     return StoreError(f"cannot use the store {path} ({text})")
 
 
+def _quoted(text: str) -> str:
+    """``text`` quoted for a shell command in a message (:func:`shlex.quote`; imported here, where a message is
+    written: a Claude Code hook process opens the store on every call, and seldom says one)."""
+    import shlex  # noqa: PLC0415 - see above
+
+    return shlex.quote(text)
+
+
 def default_db_path() -> Path:
     """``$OTEL_REPEAT_GUARD_DB`` if set, else ``./repeat-guard.db``."""
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
@@ -162,7 +169,7 @@ def check_schema(conn: sqlite3.Connection, path: Path | str, *, upgradable: bool
         )
     if version < SCHEMA_VERSION and not (upgradable and version in UPGRADES):
         hint = (
-            f"it is upgraded in place the next time a writer opens it: `otel-repeat-guard dashboard --db {shlex.quote(str(path))}`, "
+            f"it is upgraded in place the next time a writer opens it: `otel-repeat-guard dashboard --db {_quoted(str(path))}`, "
             f"an `otel-repeat-guard ingest` or a SQLiteSpanExporter"
             if version in UPGRADES
             else "it was not written by a released otel-repeat-guard"
@@ -273,7 +280,7 @@ def open_for_reading(path: Path | str, *, upgradable: bool = False) -> tuple[sql
     _refuse_other_than_a_file(path)
     if not path.is_file():
         raise MissingDatabaseError(
-            f"no store at {path}: run `otel-repeat-guard demo --db {shlex.quote(str(path))}` to create one, or point "
+            f"no store at {path}: run `otel-repeat-guard demo --db {_quoted(str(path))}` to create one, or point "
             f"--db / ${DB_ENV} at the file your SQLiteSpanExporter writes"
         )
     try:

@@ -4,9 +4,10 @@ waited for it, the roll-ups they add to, and which model call issued a call."""
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
 
 from otel_repeat_guard.store.rollup import CallRollup, ModelFigures, ModelRollup, RolledCall, agent_label, rolled_up
-from otel_repeat_guard.store.rows import AgentRunRow, CallRow, ModelCallRow, ToolCallRow
+from otel_repeat_guard.store.rows import CallRow, ToolCallRow
 from otel_repeat_guard.store.sql import (
     INSERT_ARGUMENTS,
     INSERT_CALL,
@@ -19,6 +20,9 @@ from otel_repeat_guard.store.sql import (
     ISSUER_BY_PARENT,
     PENDING_UNDER,
 )
+
+if TYPE_CHECKING:  # as in store.batch
+    from otel_repeat_guard.store.model_rows import AgentRunRow, ModelCallRow
 
 
 def call_columns(row: CallRow, key: str, name: str | None, known: bool, pending: bool) -> tuple[object, ...]:

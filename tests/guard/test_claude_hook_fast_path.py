@@ -60,6 +60,8 @@ EVENTS: list[dict[str, Any]] = [
     post("e0", "TodoWrite", {"todos": []}),  # excluded by default: never counted
     *(post(f"f{i}", "Grep", LONG) for i in range(3)),  # a long preview, cut; a character past the BMP
     post("g0", "Grep", {"pattern": "\ud83d"}),  # a lone surrogate, as Node writes output cut inside a character
+    *(post(f"i{i}", "Read", {"offset": 2**70, "limit": 1e19, "x": -0.0}) for i in range(2)),  # numbers past 64 bits
+    *(post(f"j{i}", "Read", {"offset": 1.5e300}, tool_response="\ud83d") for i in range(2)),  # read by the stdlib
     *(post(f"s{i}", "Bash", agent_id="ab12", agent_type="Explore") for i in range(3)),  # a subagent's own chain
     turn("SubagentStop", agent_id="ab12"),
     pre("p0"),
@@ -207,6 +209,20 @@ def test_a_hook_call_on_the_fast_path_imports_no_opentelemetry_and_runs_no_packa
         assert [m for m in modules if m.startswith("opentelemetry")] == []
         assert "otel_repeat_guard.processor" not in modules
     assert table(tmp_path / "store.db", "SELECT run_length FROM tool_calls") == [(1,), (2,), (3,)]  # p0, at Stop
+
+
+def test_a_hook_call_on_the_fast_path_leaves_out_the_libraries_only_rare_branches_need(tmp_path: Path) -> None:
+    for event in (post("a0"), post("a1"), post("a2"), turn("Stop")):
+        modules = imported_modules(event, tmp_path)
+        assert [m for m in modules if m.partition(".")[0] in LEFT_OUT] == []
+        assert "otel_repeat_guard.store.model_rows" not in modules  # the model calls' rows: never a hook's
+    assert table(tmp_path / "store.db", "SELECT run_length FROM tool_calls") == [(1,), (2,), (3,)]
+
+
+LEFT_OUT = ("msgspec", "typing_extensions", "logging", "hashlib", "_hashlib", "difflib", "shlex", "decimal")
+"""What a fast-path call does without (issue 40, item 5: a call at most 50 ms): msgspec (the hook's keys are read by
+orjson), logging (imported when a warning is said), hashlib (a reminder variant's draw), difflib (a "did you mean"),
+shlex (a store's message)."""
 
 
 def test_with_a_collector_the_hook_imports_the_sdk_and_the_whole_package(tmp_path: Path) -> None:
