@@ -73,7 +73,7 @@ def dashboard_command(db: Path | None, host: str, port: int, trace_url: str | No
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "otel_repeat_guard.dashboard.launch",  # Streamlit's own command line, the page's imports done first
         "run",
         str(app_path()),
         "--server.address",

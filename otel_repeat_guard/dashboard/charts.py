@@ -40,7 +40,8 @@ def hotspot_bars(frame: pd.DataFrame, category: str, title: str, measure: str = 
 SERIES = ["repeated calls", "gentle reminders", "detailed reminders"]
 
 
-def _bucket_text(bucket_s: float) -> str:
+def bucket_text(bucket_s: float) -> str:
+    """A bucket width in words: "0.5 s", "5 min", "1 h", "7 days"."""
     if bucket_s < 60:
         return f"{bucket_s:g} s"
     if bucket_s < 3600:
@@ -104,7 +105,7 @@ def over_time(bucket_s: float, measure: str = "repeated calls") -> dict[str, Any
             "size": by_series([40, 90, 140], None),
         },
     }
-    return {"height": 260, "title": f"Repeats and reminders per {_bucket_text(bucket_s)}", "layer": [lines, points]}
+    return {"height": 260, "title": f"Repeats and reminders per {bucket_text(bucket_s)}", "layer": [lines, points]}
 
 
 def efficacy_bars(frame: pd.DataFrame, by: str) -> alt.LayerChart:

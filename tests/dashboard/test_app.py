@@ -18,6 +18,7 @@ from replay import Turn, replay
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.dashboard import VIEWS
+from otel_repeat_guard.dashboard.sections.overview import OVER_TIME_KEY
 from otel_repeat_guard.dashboard.sections.timeline import COLUMNS, TABLE_CLASS
 from otel_repeat_guard.decide.blind_spots import explain, fix_for
 from otel_repeat_guard.demo.scenario import AgentScript
@@ -316,6 +317,8 @@ def test_over_time_draws_thirty_to_sixty_points_and_integer_counts(
 ) -> None:
     """Regression: "Last 24 hours" over a seconds-long demo drew 1,800 s buckets, one dot per series."""
     app = run_app(monkeypatch, seeded_db)
+    app.session_state[OVER_TIME_KEY] = True  # the chart is folded until opened
+    app.run()
     specs = chart_specs(app)
     title = next(t for t in specs if t.startswith("Repeats and reminders per "))
     assert title.endswith(" s")  # sub-minute buckets over a seconds-long demo

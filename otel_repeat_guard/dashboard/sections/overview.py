@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from otel_repeat_guard.dashboard import charts, figures
 from otel_repeat_guard.dashboard.sections.wording import WORDING, Wording, plural
@@ -90,14 +94,35 @@ def draw_headline(
     st.caption(" ".join(notes))
 
 
-def draw_over_time(over_time: pd.DataFrame, bucket_s: float, words: Wording) -> None:
+OVER_TIME_KEY = "over_time_open"
+"""The session's key of the Overview's fold "Over time": whether its chart is open."""
+
+
+def _fold(label: str, key: str) -> tuple[DeltaGenerator, bool]:
+    """A folded section whose content is drawn only once opened (Streamlit's lazy expander), and whether it is
+    open. On a Streamlit without it the content is drawn at once, open."""
+    if "on_change" not in inspect.signature(st.expander).parameters:  # pragma: no cover - older Streamlit
+        return st.expander(label, expanded=True), True
+    fold = st.expander(label, key=key, on_change="rerun")
+    return fold, bool(fold.open)
+
+
+def draw_over_time(read: Callable[[], pd.DataFrame], bucket_s: float, words: Wording) -> None:
+    """The loops over time per ``bucket_s``, folded: below the fold of a fresh page, the chart is read (``read``
+    gives its frame) and drawn once opened. A chart costs the browser a megabyte of Vega, the largest part of
+    a fresh Overview's load."""
     st.subheader("Over time")
-    if over_time.empty:
-        st.caption(f"No {words.calls.lower()} in this selection.")
-    else:
-        measure = words.calls.lower()
-        frame = over_time.replace({"series": {charts.SERIES[0]: measure}})
-        st.vega_lite_chart(frame, charts.over_time(bucket_s, measure), width="stretch")
+    measure = words.calls.lower()
+    fold, is_open = _fold(f"{words.calls} and reminders per {charts.bucket_text(bucket_s)}", OVER_TIME_KEY)
+    if not is_open:
+        return
+    over_time = read()
+    with fold:
+        if over_time.empty:
+            st.caption(f"No {measure} in this selection.")
+        else:
+            frame = over_time.replace({"series": {charts.SERIES[0]: measure}})
+            st.vega_lite_chart(frame, charts.over_time(bucket_s, measure), width="stretch")
 
 
 def draw_run_lengths(lengths: pd.DataFrame, words: Wording) -> None:

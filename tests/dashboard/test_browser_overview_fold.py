@@ -1,0 +1,29 @@
+"""The Overview's folded chart in Debian's chromium: a fresh page loads no chart library, and opening the fold
+draws the chart over time (its three series in the legend) at 1280 px."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from browser import chromium, serving
+from playwright.sync_api import expect, sync_playwright
+
+
+def test_a_fresh_overview_loads_no_chart_library_and_draws_the_chart_once_opened(seeded_db: Path) -> None:
+    with serving(seeded_db) as url, sync_playwright() as playwright:
+        browser = chromium(playwright)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        loaded: list[str] = []
+        page.on("requestfinished", lambda request: loaded.append(request.url.rsplit("/", 1)[-1]))
+        page.goto(url)
+        expect(page.get_by_test_id("stMetric")).to_have_count(12, timeout=60_000)
+        page.wait_for_load_state("networkidle")
+        assert page.get_by_test_id("stVegaLiteChart").count() == 0
+        assert not [name for name in loaded if name.startswith(("embed.", "ArrowVegaLiteChart."))], loaded
+
+        page.get_by_text("Repeated calls and reminders per", exact=False).click()
+        chart = page.get_by_test_id("stVegaLiteChart")
+        expect(chart.locator("svg g.role-legend-label text").first).to_be_attached(timeout=60_000)
+        legend = chart.locator("svg g.role-legend-label text").all_text_contents()
+        assert set(legend) == {"repeated calls", "gentle reminders", "detailed reminders"}, legend
+        browser.close()
