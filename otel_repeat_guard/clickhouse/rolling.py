@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from otel_repeat_guard.clickhouse.client import ClickHouseStoreError, Value, WritingClient
-from otel_repeat_guard.clickhouse.guard_logs import LogsTable, find_logs
+from otel_repeat_guard.clickhouse.guard_logs import LogsTable, needed_logs
 from otel_repeat_guard.clickhouse.rollup import DDL, FILLS, ROLLED_TO, Rollup, fill_sql
 from otel_repeat_guard.clickhouse.target import Target
 
@@ -181,7 +181,7 @@ def roll_up(client: WritingClient, target: Target, plan: RollPlan) -> RollReport
     ensure_tables(client, rollup)
     found = windows(client, target, rollup, plan)
     todo = batches(found, plan.batch_spans)
-    logs = find_logs(client, target) if todo else None  # the guard's events of spans that carry none
+    logs = needed_logs(client, target) if todo else None  # the guard's events of spans that carry none
     for batch in todo:
         _roll_batch(client, target, rollup, plan, batch, logs)
     rolled = client.frame(ROLLED_TO, rollup.params())

@@ -209,22 +209,50 @@ _LOG_ROWS = """INSERT INTO {db:Identifier}.otel_logs (Timestamp, TraceId, SpanId
     FROM (SELECT arrayJoin(['aaaaaaaaaaaaaaa1', 'aaaaaaaaaaaaaaa2']) AS span)"""
 
 
-def test_an_undelivered_reminder_kept_as_a_log_record_counts_once(
-    demo_filled: tuple[list[ReadableSpan], Path, Target],
-) -> None:
-    """One model span whose undelivered reminder is a log record only, one that kept it both ways: two, not three."""
-    directory = demo_filled[2].path
-    assert directory is not None
-    target = fill(directory, [], database="undelivered_logged")
+_BARE_SPANS = _SPANS[: _SPANS.index("1000,\n     [fromUnix")] + "1000, [], [], [])"
+
+
+def _undelivered(directory: Path, database: str, spans_sql: str) -> ClickHouseReader:
+    """Two model spans of one run (``spans_sql``) and each one's undelivered reminder as a log record."""
+    target = fill(directory, [], database=database)
     client = ChdbClient(target)
     client.execute(LOGS_DDL.format(database=target.database, table="otel_logs"))
-    reader = ClickHouseReader(target)
-    assert reader.undelivered_reminders(Filters()).empty
-    client.execute(_SPANS, {"db": target.database})
+    assert ClickHouseReader(target).undelivered_reminders(Filters()).empty
+    client.execute(spans_sql, {"db": target.database})
     client.execute(_LOG_ROWS, {"db": target.database})
-    reader = ClickHouseReader(target)
+    return ClickHouseReader(target)
+
+
+def test_undelivered_reminders_kept_as_log_records_only_are_counted(
+    demo_filled: tuple[list[ReadableSpan], Path, Target], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No span carries the guard's events (a pipeline that drops them): both reminders come from the logs."""
+    from otel_repeat_guard.clickhouse import guard_logs
+
+    monkeypatch.setattr(guard_logs, "LOOK_AGAIN_S", 0.0)  # each reader looks afresh
+    assert demo_filled[2].path is not None
+    reader = _undelivered(demo_filled[2].path, "undelivered_logged", _BARE_SPANS)
+    assert reader.logs() is not None
     assert reader.undelivered_reminders(Filters()).to_dict("records") == [
         {"reason": "no_adapter", "tier": "gentle", "tool": "grep", "reminders": 2}
+    ]
+
+
+def test_a_table_whose_spans_carry_the_guards_events_is_read_without_the_logs(
+    demo_filled: tuple[list[ReadableSpan], Path, Target], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard records each event both ways: a table whose spans keep them has them all, and the join, which
+    costs two to five times a question's time, is left out (a pipeline dropping span events for some services
+    only is the documented exception: one reminder here, not two)."""
+    from otel_repeat_guard.clickhouse import guard_logs
+
+    monkeypatch.setattr(guard_logs, "LOOK_AGAIN_S", 0.0)
+    assert demo_filled[2].path is not None
+    reader = _undelivered(demo_filled[2].path, "undelivered_both", _SPANS)
+    assert reader.logs() is None
+    assert "otel_logs" not in reader.tools(None)
+    assert reader.undelivered_reminders(Filters()).to_dict("records") == [
+        {"reason": "no_adapter", "tier": "gentle", "tool": "grep", "reminders": 1}
     ]
 
 
