@@ -126,6 +126,13 @@ class Run:
         """What every span of the run carries (:func:`otel_repeat_guard.core.facts.run_facts`): a new dict."""
         return run_facts(self.key, self.name)
 
+    def named_by(self, agent_id: str) -> Run:
+        """This run as the run of a call that names its agent's id (``how`` ``agent_id_run``): the same key and
+        name, so the same facts, kept once for both."""
+        run = Run(self.key, self.name, self.span_id, agent_id, AGENT_ID_RUN)
+        run._kept_facts = self.kept_facts
+        return run
+
     @property
     def kept_facts(self) -> dict[str, Any]:
         """:attr:`facts` made once and shared by the run's calls: for a decision that adds nothing to them, so
