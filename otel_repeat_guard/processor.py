@@ -26,9 +26,7 @@ from otel_repeat_guard.inputs import checked_processor_options, context_or_none,
 from otel_repeat_guard.spans.baggage import run_in
 from otel_repeat_guard.spans.span_events import (
     EventSpec,
-    context_of,
     copy_with_events,
-    end_ns,
     ended_id,
     record_on_ending_span,
     start_of,
@@ -117,7 +115,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
             if decision is not None:
                 record_on_ending_span(span, decision.events, decision.facts)
                 if self._logs is not None and decision.events:
-                    self._logs.emit(context_of(span), decision.events, end_ns(span))
+                    self._logs.emit_ended(span, decision.events)
                 self._deliver(decision.reminders)
         except Exception:
             logger.exception("repeat guard failed at the end of span %r; the span is unaffected", shown_name(span))
@@ -134,7 +132,7 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                     events = (earlier or []) + decision.events
                     forwarded = copy_with_events(span, events, self._limits, decision.facts)
                     if self._logs is not None and decision.events:
-                        self._logs.emit(context_of(span), decision.events, end_ns(span))
+                        self._logs.emit_ended(span, decision.events)
                     self._deliver(decision.reminders)
                 elif earlier:
                     forwarded = copy_with_events(span, earlier, self._limits, None)

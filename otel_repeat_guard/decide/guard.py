@@ -295,9 +295,9 @@ class Guard:
         if self._late is not None:
             return self._count_plain_results(self._late, call, raw)
         length = self.chains.observe(run.key, call.tool, call.key, raw)
-        call.facts = run.facts if self.facts else None
-        if length < 2:
-            return self._quiet(call.facts)
+        if length < 2:  # nearly every call: its run's facts alone, the run's shared dict
+            return Decision([], [], run.kept_facts) if self.facts else None
+        call.facts = run.facts if self.facts else None  # its own: a reminder's variant may join them
         return self.repeated(call, length)
 
     def _count_plain_results(self, late: LateResults, call: CountedCall, raw: bytes | None) -> Decision | None:

@@ -20,11 +20,12 @@ from typing import Final
 
 from opentelemetry import trace
 from opentelemetry._logs import Logger, LoggerProvider, NoOpLogger, NoOpLoggerProvider, get_logger_provider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.decide.evaluations import Evaluations
-from otel_repeat_guard.spans.span_events import EventSpec
+from otel_repeat_guard.spans.span_events import EventSpec, context_of, end_ns
 from otel_repeat_guard.version import __version__
 
 logger = logging.getLogger("otel_repeat_guard")
@@ -97,6 +98,12 @@ class LogEvents:
         elif context is None:
             return
         self._emitted(found, context, [*events, *self._evaluations.of(events)], timestamp or time.time_ns())
+
+    def emit_ended(self, span: ReadableSpan, events: Sequence[EventSpec]) -> None:
+        """:meth:`emit` for a span that ends, in its context at its end: read only when there is a logger to emit
+        with (most processes configure none)."""
+        if self._logger is not None or self._found() is not None:
+            self.emit(context_of(span), events, end_ns(span))
 
     @staticmethod
     def _emitted(found: Logger, context: SpanContext, events: Sequence[EventSpec], timestamp: int) -> None:

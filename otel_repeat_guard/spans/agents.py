@@ -29,7 +29,7 @@ def run_of_agent(enclosing: Run | None, agent_id: str, agent_name: str | None) -
     run of that agent that encloses it, so concurrent runs of one agent never share a chain; else, for a
     harness that tags bare spans with its agent's id, the id itself."""
     if enclosing is not None and enclosing.agent_id == agent_id:
-        return Run(enclosing.key, enclosing.name, enclosing.span_id, agent_id, AGENT_ID_RUN)
+        return enclosing.named_by(agent_id)
     return Run(agent_id, agent_name or agent_id, how="agent_id")
 
 

@@ -85,7 +85,7 @@ class Run:
       (named by the baggage of a remote parent).
     """
 
-    __slots__ = ("agent_id", "how", "key", "name", "span_id")
+    __slots__ = ("_kept_facts", "agent_id", "how", "key", "name", "span_id")
 
     def __init__(
         self,
@@ -100,6 +100,7 @@ class Run:
         self.span_id = span_id
         self.agent_id = agent_id
         self.how = how
+        self._kept_facts: dict[str, Any] | None = None
 
     def _fields(self) -> tuple[str, str | None, int | None, str | None, str]:
         return self.key, self.name, self.span_id, self.agent_id, self.how
@@ -124,6 +125,22 @@ class Run:
     def facts(self) -> dict[str, Any]:
         """What every span of the run carries (:func:`otel_repeat_guard.core.facts.run_facts`): a new dict."""
         return run_facts(self.key, self.name)
+
+    def named_by(self, agent_id: str) -> Run:
+        """This run as the run of a call that names its agent's id (``how`` ``agent_id_run``): the same key and
+        name, so the same facts, kept once for both."""
+        run = Run(self.key, self.name, self.span_id, agent_id, AGENT_ID_RUN)
+        run._kept_facts = self.kept_facts
+        return run
+
+    @property
+    def kept_facts(self) -> dict[str, Any]:
+        """:attr:`facts` made once and shared by the run's calls: for a decision that adds nothing to them, so
+        never to be written to (a span's attributes take a copy)."""
+        kept = self._kept_facts
+        if kept is None:
+            kept = self._kept_facts = run_facts(self.key, self.name)
+        return kept
 
 
 class RunResolver:

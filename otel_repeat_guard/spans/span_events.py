@@ -221,11 +221,14 @@ def record_on_ending_span(
         target = getattr(held, "_dict", None)
         if type(target) is dict:
             limit = held.maxlen  # type: ignore[union-attr]
-            for key, value in facts.items():
-                if limit is None or key in target or len(target) < limit:
-                    target[key] = value
-                else:
-                    held.dropped += 1  # type: ignore[union-attr]
+            if limit is None or len(target) + len(facts) <= limit:
+                target.update(facts)  # every fact fits: one write (what the loop below would write, in its order)
+            else:
+                for key, value in facts.items():
+                    if key in target or len(target) < limit:
+                        target[key] = value
+                    else:
+                        held.dropped += 1  # type: ignore[union-attr]
     if events:
         append_to_ending_span(span, events)
 

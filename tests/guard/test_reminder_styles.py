@@ -240,3 +240,20 @@ def test_every_reminder_of_a_run_has_its_runs_variant_on_the_reminder_event_fact
         by_variant[point.attributes[VARIANT]] += point.value
     assert sum(by_variant.values()) == 120
     assert by_variant["seed"] == 3 * sum(r[0].variant == "seed" for r in runs)
+
+
+def test_the_variant_stays_on_the_repeat_that_drew_it_and_not_on_the_runs_later_quiet_calls() -> None:
+    agent = Agent(GuardConfig(reminder_variants=("seed", "redirect")))
+    run = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}
+    with agent.tracer.start_as_current_span("invoke_agent coder", attributes=run):
+        for path in ("a", "a", "a", "b", "c", "d"):  # the third is reminded of; the rest repeat nothing
+            call = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file"}
+            with agent.tracer.start_as_current_span("execute_tool read_file", attributes=call) as span:
+                span.set_attribute("gen_ai.tool.call.arguments", f'{{"path": "{path}"}}')
+    tools = [s for s in agent.spans() if s.name == "execute_tool read_file"]
+    assert len(agent.reminders) == 1 and agent.reminders[0].variant in ("seed", "redirect")
+    assert [VARIANT in (s.attributes or {}) for s in tools] == [False, False, True, False, False, False]
+    assert all(
+        (s.attributes or {})["repeat_tool_guard.run"] == (tools[0].attributes or {})["repeat_tool_guard.run"]
+        for s in tools
+    )
