@@ -24,7 +24,7 @@ from otel_repeat_guard.core.chains import ChainStore
 from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.recorder import Recorder
-from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.run import Run
 
 logger = logging.getLogger("otel_repeat_guard")
 

@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanContext
 
 from otel_repeat_guard.conventions.base import MISSING, EventLike
 from otel_repeat_guard.core.reminders import Reminder
-from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.run import Run
 from otel_repeat_guard.spans.span_events import EventSpec
 
 

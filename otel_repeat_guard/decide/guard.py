@@ -51,7 +51,8 @@ from otel_repeat_guard.spans import span_events as times  # the span's times, wh
 from otel_repeat_guard.spans.agents import AgentChains
 from otel_repeat_guard.spans.nesting import nested_facts
 from otel_repeat_guard.spans.requested import PendingSteps, Step
-from otel_repeat_guard.spans.runs import Run, RunResolver
+from otel_repeat_guard.spans.run import Run
+from otel_repeat_guard.spans.runs import RunResolver
 from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, marks_of, rest_of, timing_of
 from otel_repeat_guard.state.stores import chain_store
 

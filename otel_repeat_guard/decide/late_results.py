@@ -29,7 +29,7 @@ from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.progress import Results
 from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.spans import span_events as times
-from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.run import Run
 from otel_repeat_guard.spans.span_events import EventSpec, scope_of
 
 logger = logging.getLogger("otel_repeat_guard")

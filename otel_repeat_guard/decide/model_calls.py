@@ -28,7 +28,8 @@ from otel_repeat_guard.decide.reporting import BlindSpots
 from otel_repeat_guard.spans import span_events as times
 from otel_repeat_guard.spans.agents import model_facts
 from otel_repeat_guard.spans.requested import PendingSteps, Step, may_request
-from otel_repeat_guard.spans.runs import BAGGAGE, Run, RunResolver
+from otel_repeat_guard.spans.run import BAGGAGE, Run
+from otel_repeat_guard.spans.runs import RunResolver
 from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, context_of, scope_of
 
 UNKNOWN_TOOL = "(unknown)"

@@ -38,7 +38,7 @@ from otel_repeat_guard.core.reminders import (
 from otel_repeat_guard.decide.decision import CountedCall, Decision
 from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.progress import policy_table
-from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.run import Run
 from otel_repeat_guard.spans.span_events import EventSpec
 
 logger = logging.getLogger("otel_repeat_guard")

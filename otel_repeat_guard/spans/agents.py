@@ -20,7 +20,8 @@ from opentelemetry.trace import SpanContext
 from otel_repeat_guard.conventions.base import gen_ai_agent
 from otel_repeat_guard.core.facts import WRAPPER
 from otel_repeat_guard.core.rules import put_bounded
-from otel_repeat_guard.spans.runs import AGENT_ID_RUN, Run, RunResolver
+from otel_repeat_guard.spans.run import AGENT_ID_RUN, Run
+from otel_repeat_guard.spans.runs import RunResolver
 from otel_repeat_guard.spans.span_events import SPAN_ID
 
 

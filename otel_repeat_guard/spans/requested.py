@@ -28,7 +28,7 @@ from typing import Any, Final, NamedTuple
 from otel_repeat_guard.conventions.base import MISSING, EventLike, RequestedCall
 from otel_repeat_guard.core.facts import WASTED
 from otel_repeat_guard.core.rules import evict_oldest, put_bounded
-from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.run import Run
 
 logger = logging.getLogger("otel_repeat_guard")
 _FINISH_REASONS: Final = "gen_ai.response.finish_reasons"

@@ -7,7 +7,7 @@ from typing import Any
 
 from otel_repeat_guard.conventions.base import RequestedCall
 from otel_repeat_guard.spans.requested import PendingSteps, Step
-from otel_repeat_guard.spans.runs import Run
+from otel_repeat_guard.spans.run import Run
 
 
 def _nothing(name: str, attributes: Mapping[str, Any], events: Sequence[Any]) -> list[RequestedCall]:

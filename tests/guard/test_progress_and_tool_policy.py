@@ -221,7 +221,7 @@ def test_a_result_s_digest_is_the_no_progress_detector_s_whatever_its_text(resul
     from otel_repeat_guard.conventions.outcomes import outcome_digest, unwrap_envelope
     from otel_repeat_guard.decide.decision import CountedCall
     from otel_repeat_guard.decide.progress import Results
-    from otel_repeat_guard.spans.runs import Run
+    from otel_repeat_guard.spans.run import Run
 
     span = TracerProvider().get_tracer("t").start_span("execute_tool poll")
     span.end()

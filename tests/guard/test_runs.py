@@ -10,7 +10,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import SpanKind, set_span_in_context, use_span
 
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS
-from otel_repeat_guard.spans.runs import Run, RunResolver
+from otel_repeat_guard.spans.run import Run
+from otel_repeat_guard.spans.runs import RunResolver
 from otel_repeat_guard.spans.span_events import start_of
 
 
