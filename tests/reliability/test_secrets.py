@@ -28,6 +28,7 @@ from streamlit.testing.v1 import AppTest
 from otel_repeat_guard import GuardConfig, Reminder, RepeatGuardSpanProcessor
 from otel_repeat_guard.cli import main as cli
 from otel_repeat_guard.cli import serve
+from otel_repeat_guard.dashboard.sections.overview import OVER_TIME_KEY
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_reading, queries
 from otel_repeat_guard.store.queries import Filters
 
@@ -216,7 +217,9 @@ def fresh_cache() -> Iterator[None]:
 def test_injection_through_the_dashboard_filters(hostile_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = table_state(hostile_store)
     monkeypatch.setenv(DB_ENV, str(hostile_store))
-    app = AppTest.from_file(str(APP), default_timeout=60).run()
+    app = AppTest.from_file(str(APP), default_timeout=60)
+    app.session_state[OVER_TIME_KEY] = True  # the chart, folded until opened, reads the filters too
+    app.run()
     assert not app.exception
     assert {m.label: m.value for m in app.metric}["Repeated calls"] == str(CALLS - 1)
     for key in ("services", "agents", "tools"):
