@@ -111,7 +111,7 @@ class Guard:
         self._awaited = AwaitedOutcomes(router, self.chains, self._recorder, max_agents)
         self.agents = AgentChains(max_live_spans, self.runs)  # the runs an agent id's calls and questions reach
         self.blind = BlindSpots(self.metrics.unguarded, audit, WarnOnce(logger))
-        self._results = results = Results.of(config)  # None unless some tool's calls compare results (progress)
+        results = Results.of(config)  # None unless some tool's calls compare results (progress: results)
         self._late = None if results is None else LateResults(results, router, self.chains, self.blind, max_agents)
         self.deliveries = Deliveries(meter_provider, logger, max_agents)  # reminders no adapter took
         parts = Parts(
@@ -123,7 +123,7 @@ class Guard:
             self.metrics,
             self.tracked,
             self.facts,
-            self._results,
+            results,
             self._late,
         )
         self.models = ModelCalls(parts, self._count, self.deliveries)
@@ -297,7 +297,7 @@ class Guard:
             return self._count_plain_results(self._late, call, raw)
         length = self.chains.observe(run.key, call.tool, call.key, raw)
         if length < 2:  # nearly every call: its run's facts alone, the run's shared dict
-            return Decision([], [], run.kept_facts) if self.facts else None
+            return self._quiet(run.kept_facts)
         call.facts = run.facts if self.facts else None  # its own: a reminder's variant may join them
         return self.repeated(call, length)
 
