@@ -21,6 +21,7 @@ from otel_repeat_guard.conventions.base import (
     Mark,
     RawToolCall,
     RequestedCall,
+    SpanReader,
     ToolCall,
     agent_run_key,
     agent_run_label,
@@ -49,9 +50,6 @@ logger = logging.getLogger("otel_repeat_guard")
 _warned: set[int] = set()  # the user conventions that answered outside their contract, each said once
 
 ToolCallReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], RawToolCall | None]
-SpanReader = Callable[[str, dict[str, Any], Sequence[EventLike]], RawToolCall | None]
-"""A reader the router picked for a span shape: it takes the span's own ``dict`` (a built-in ``read``'s lookups then
-compile to the dict's own), as :mod:`otel_repeat_guard.spans.span_events` reads it."""
 RequestReader = Callable[[str, Mapping[str, Any], Sequence[EventLike]], list[RequestedCall]]
 
 
@@ -95,22 +93,23 @@ def sound_agent_run(convention: object, run: object) -> AgentRun | None:
     return run if isinstance(run, AgentRun) and run == sound else sound
 
 
-def sound_tool_calls(convention: object, read: Callable[..., Any]) -> ToolCallReader:
+class _SoundToolCalls(SpanReader):
     """A user convention's ``tool_call`` with its answer held to :class:`ToolCall`'s types, alike on both builds
     (compiled, a wrong type would raise ``TypeError`` where Python duck-types): a tool name that is not a
     non-empty string makes no call (warned once), an agent id, agent name or call id that is not one is unknown."""
 
-    def sound(name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        call = read(name, attributes, events)
+    def __init__(self, convention: object, read: Callable[..., Any]) -> None:
+        self._convention, self._read = convention, read
+
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+        call = self._read(name, attributes, events)
         if call is None:
             return None
         if not isinstance(call, tuple) or len(call) != 6 or not isinstance(call[0], str) or not call[0]:
-            _odd(convention, call, "a ToolCall with a tool name")
+            _odd(self._convention, call, "a ToolCall with a tool name")
             return None
         tool, arguments, agent_id, agent_name, error, call_id = call
         return tool, arguments, str_or_none(agent_id), str_or_none(agent_name), error is True, str_or_none(call_id)
-
-    return sound
 
 
 def _only_built_in(conventions: Sequence[Convention]) -> bool:
@@ -234,7 +233,7 @@ class SpanRouter:
 
         def read(name: str, attributes: dict[str, Any]) -> RawToolCall | None:
             reader = readers[route(name, attributes) & bits]
-            return None if reader is None else reader(name, attributes, ())
+            return None if reader is None else reader.read(name, attributes, ())
 
         return read
 
@@ -244,7 +243,7 @@ class SpanRouter:
         if mask in self._tools:
             return self._tools[mask]
         readers: tuple[SpanReader, ...] = tuple(
-            c.read if isinstance(c, BuiltInConvention) else sound_tool_calls(c, c.tool_call)
+            c if isinstance(c, BuiltInConvention) else _SoundToolCalls(c, c.tool_call)
             for k, c in enumerate(self.conventions)
             if mask >> k & 1
         )
@@ -302,7 +301,7 @@ def tool_call_reader(conventions: Sequence[Convention]) -> ToolCallReader:
         if not mask:
             return None
         reader = readers[mask] if readers else router.tool_reader(mask)
-        return None if reader is None else reader(name, held, events)
+        return None if reader is None else reader.read(name, held, events)
 
     return read
 
@@ -311,15 +310,21 @@ def _first_of(readers: tuple[SpanReader, ...]) -> SpanReader | None:
     """One reader asking ``readers`` in turn; None for none."""
     if len(readers) <= 1:
         return readers[0] if readers else None
+    return _FirstOf(readers)
 
-    def first(name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        for reader in readers:
-            call = reader(name, attributes, events)
+
+class _FirstOf(SpanReader):
+    """The first call any of ``readers`` reads, asked in their configured order."""
+
+    def __init__(self, readers: tuple[SpanReader, ...]) -> None:
+        self._readers = readers
+
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+        for reader in self._readers:
+            call = reader.read(name, attributes, events)
             if call is not None:
                 return call
         return None
-
-    return first
 
 
 __all__ = [

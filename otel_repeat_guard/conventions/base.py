@@ -164,7 +164,22 @@ The built-in conventions read spans into these on the hot path: building a named
 costs more than reading the span."""
 
 
-class BuiltInConvention:
+class SpanReader:
+    """What reads a tool span of one shape: one signature, implemented by each built-in vocabulary, by a user
+    convention's guard (its answers held to :class:`ToolCall`'s types) and by the reader that asks several in
+    turn. The router picks one per span shape, once (CPython's ``make_scanner``: implementations of one signature,
+    never "ask the other one"); compiled, its ``read`` is a native call."""
+
+    __slots__ = ()
+
+    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
+        """The span's tool call as a plain tuple, in :class:`ToolCall`'s order, if it is a tool span this reader
+        knows, else None. ``attributes`` is the span's own ``dict`` (:mod:`otel_repeat_guard.spans.span_events` reads
+        it): compiled, a reader's lookups are then the dict's own, not a generic ``Mapping`` method call each."""
+        raise NotImplementedError
+
+
+class BuiltInConvention(SpanReader):
     """A built-in vocabulary: ``read`` gives the hot path a plain tuple, ``tool_call`` the public
     :class:`ToolCall`.
 
@@ -198,12 +213,6 @@ class BuiltInConvention:
     """The attribute marks of the spans whose ``gen_ai.agent.id`` its ``agent_run`` reads as the run's agent id."""
     agent_id_name_starts: ClassVar[tuple[str, ...]] = ()
     """How the names of such spans start, for spans that carry their mark only at their end."""
-
-    def read(self, name: str, attributes: dict[str, Any], events: Sequence[EventLike]) -> RawToolCall | None:
-        """:meth:`tool_call`'s fields, if this span is a tool span in this convention, else None. ``attributes`` is
-        the span's own ``dict`` (:mod:`otel_repeat_guard.spans.span_events` reads it): compiled, a reader's lookups
-        are then the dict's own, not a generic ``Mapping`` method call each."""
-        raise NotImplementedError
 
     def tool_call(self, name: str, attributes: Mapping[str, Any], events: Sequence[EventLike]) -> ToolCall | None:
         raw = self.read(name, attributes if isinstance(attributes, dict) else dict(attributes), events)

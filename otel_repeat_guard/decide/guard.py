@@ -42,6 +42,7 @@ from otel_repeat_guard.decide.metrics import GuardMetrics
 from otel_repeat_guard.decide.model_calls import ModelCalls, Parts
 from otel_repeat_guard.decide.opt_in import opt_in
 from otel_repeat_guard.decide.progress import Results
+from otel_repeat_guard.decide.questions import RunQuestions
 from otel_repeat_guard.decide.quoting import quoted
 from otel_repeat_guard.decide.recorder import Recorder
 from otel_repeat_guard.decide.reporting import BlindSpots
@@ -127,6 +128,7 @@ class Guard:
             self._late,
         )
         self.models = ModelCalls(parts, self._count, self.deliveries)
+        self.questions = RunQuestions(self.chains, self.shown, self.steps, self.agents, self.runs, self.models)
         self._plain = fast_path and not (self._detecting or self._collapse_parallel or audit is not None)
         """Whether a call may take the plain case of :meth:`tool_call`: nothing opt-in asks more of it."""
 
@@ -146,46 +148,6 @@ class Guard:
         )
         for part in parts:
             part.after_fork()
-
-    # -- the harness's questions ---------------------------------------------------------
-
-    def harness(self, what: str, agent_id: str) -> None:
-        """``reset`` or ``forget`` a chain key, or a ``gen_ai.agent.id`` with the keys of its runs. Never raises."""
-        try:
-            for key in self._keys_of(agent_id):
-                self.shown.settling(key)
-                if what == "reset":
-                    self.chains.reset(key)
-                else:
-                    self.chains.forget(key)
-                    self.steps.forget(key)
-        except Exception:
-            logger.exception("repeat guard failed in %s(%r)", what, agent_id)
-        self.shown.settling(None)
-
-    def run_length(self, agent_id: str) -> int:
-        """The consecutive count of a chain key, or the longest of a ``gen_ai.agent.id``'s runs (see agents.py)."""
-        return max(self.chains.run_length(key) for key in self._keys_of(agent_id))
-
-    def _keys_of(self, agent_id: str) -> tuple[str, ...]:
-        return (*self.agents.keys(agent_id), *self.runs.runs_of_agent(agent_id))
-
-    def current_run(self, current: Any) -> str | None:
-        """The chain key of the run of the open span ``current``, as for a tool span started under it. Never raises."""
-        try:
-            run = self.runs.resolve(current.get_span_context())
-        except Exception:
-            logger.exception("repeat guard failed to resolve the current agent run")
-            return None
-        return None if run is None else run.key
-
-    def model_call_due(self, current: Any) -> tuple[str | None, Decision | None]:
-        """A model request is about to go out from the open span ``current``: its run's key, and the calls
-        its last step requested that no tool span answered, counted now (see the processor's method)."""
-        run = self.runs.resolve(current.get_span_context())  # as for a tool span started here
-        if run is None:
-            return None, None
-        return run.key, (self.models.count_unanswered(run) if self.steps.any_step() else None)
 
     # -- a span starts -------------------------------------------------------------------
 
@@ -213,7 +175,7 @@ class Guard:
             return self.models.run_ended(span) if self.steps.any_step() else None
         events, parent, ended = rest_of(span)
         reader = self._tool_readers[mask & self._tool_bits]
-        call = None if reader is None else reader(name, attributes, events)
+        call = None if reader is None else reader.read(name, attributes, events)
         if call is not None:
             return self.tool_call(span, call, attributes, events, parent, ended)
         if mask & self.model_bits:
@@ -246,7 +208,7 @@ class Guard:
             # the enclosing tool span of the same call counts it, or it was counted from its request already
             return self._quiet(run.facts if outer is None else nested_facts(run.facts, outer))
         if tracked and self._plain and arguments is not MISSING and self._nothing_pending(run):
-            return self._count_plain(CountedCall(run, tool, arguments, span, attributes, events, error=error), ended)
+            return self._count_plain(run, call, span, attributes, events, ended)
         steps = self.steps  # this run's tools have spans: a model span that ends later is answered already
         steps.tool_ended(run, ended or 0)
         step = self._answered_step(span, run, call_id) if steps.any_step() or steps.any_open() else None
@@ -288,18 +250,30 @@ class Guard:
         request, no step open, and no reminder of the run waiting for this call's outcome."""
         return self.steps.idle() and not (self.chains.pending and self.chains.waiting(run.key))
 
-    def _count_plain(self, call: CountedCall, ended: int | None) -> Decision | None:
-        """Count a plain call in its run, as :meth:`_count` would with nothing opt-in and nothing pending."""
-        run = call.run
+    def _count_plain(
+        self,
+        run: Run,
+        call: RawToolCall,
+        span: ReadableSpan,
+        attributes: Mapping[str, Any],
+        events: Sequence[EventLike],
+        ended: int | None,
+    ) -> Decision | None:
+        """Count a plain call in its run, as :meth:`_count` would with nothing opt-in and nothing pending; its
+        :class:`CountedCall` is made only for a repeat (or under ``progress: results``), not for every call."""
         self.steps.tool_ended(run, ended or 0)
-        call.key, raw = self._key_of(run, call.arguments)
+        tool, arguments, error = call[0], call[1], call[4]
+        key, raw = self._key_of(run, arguments)
         if self._late is not None:
-            return self._count_plain_results(self._late, call, raw)
-        length = self.chains.observe(run.key, call.tool, call.key, raw)
+            counted = CountedCall(run, tool, arguments, span, attributes, events, key=key, error=error)
+            return self._count_plain_results(self._late, counted, raw)
+        length = self.chains.observe(run.key, tool, key, raw)
         if length < 2:  # nearly every call: its run's facts alone, the run's shared dict
             return self._quiet(run.kept_facts)
-        call.facts = run.facts if self.facts else None  # its own: a reminder's variant may join them
-        return self.repeated(call, length)
+        facts = run.facts if self.facts else None  # its own: a reminder's variant may join them
+        return self.repeated(
+            CountedCall(run, tool, arguments, span, attributes, events, key=key, error=error, facts=facts), length
+        )
 
     def _count_plain_results(self, late: LateResults, call: CountedCall, raw: bytes | None) -> Decision | None:
         """:meth:`_count_plain` under ``progress: results``: the chain key takes the result's digest, and a call

@@ -44,16 +44,16 @@ class HarnessQuestions(SpanProcessor):
         """A user prompt was submitted: start the agent's chain afresh. ``agent_id`` is a chain key (``Reminder.agent_id``)
         or a ``gen_ai.agent.id`` (each open run of it too); not a string (None: no span), it is ignored, as by all three."""
         if (key := chain_key(agent_id)) is not None:
-            self._guard.harness("reset", key)
+            self._guard.questions.harness("reset", key)
 
     def forget(self, agent_id: object) -> None:
         """The agent is disposed: drop its state (a chain key, or a ``gen_ai.agent.id`` and its open runs)."""
         if (key := chain_key(agent_id)) is not None:
-            self._guard.harness("forget", key)
+            self._guard.questions.harness("forget", key)
 
     def run_length(self, agent_id: object) -> int:
         """The agent's current consecutive count, 0 if none."""
-        return 0 if (key := chain_key(agent_id)) is None else self._guard.run_length(key)
+        return 0 if (key := chain_key(agent_id)) is None else self._guard.questions.run_length(key)
 
     def chain_state(self, agent_id: object) -> list[Any] | None:
         """The chain key's repeat chain as plain values, for a harness that keeps it between processes; None without
@@ -75,7 +75,7 @@ class HarnessQuestions(SpanProcessor):
     def current_agent_id(self, context: object = None) -> str | None:
         """The chain key of the current span's agent run (of ``context``), resolved as for a tool span started
         right here (``inbox.drain(guard.current_agent_id())``); None with no current span of this process."""
-        return self._guard.current_run(trace.get_current_span(context_or_none(context)))
+        return self._guard.questions.current_run(trace.get_current_span(context_or_none(context)))
 
     def model_call_due(self, context: object = None) -> str | None:
         """A model request is about to go out from the current span (of ``context``): count now what the run's last
@@ -83,7 +83,7 @@ class HarnessQuestions(SpanProcessor):
         (their events on the current span); returns the run's chain key."""
         try:
             current = trace.get_current_span(context_or_none(context))
-            key, decision = self._guard.model_call_due(current)
+            key, decision = self._guard.questions.model_call_due(current)
             self._guard.deliveries.asked(key)  # an adapter asks: for this run, or (None) for none it could find
             if decision is not None:
                 self._record_open(current, None, decision)

@@ -95,7 +95,10 @@ def model_facts(run: Run, attributes: dict[str, Any], wrapper: bool = False) -> 
     agent_id, name = gen_ai_agent(attributes)  # as a tool span's are read
     if agent_id is not None:
         run = run_of_agent(run, agent_id, name)
+    if not wrapper:
+        return (
+            run.kept_facts
+        )  # the run's shared dict: nothing adds to a model span's facts (a span's attributes copy it)
     facts = run.facts
-    if wrapper:
-        facts[WRAPPER] = True
+    facts[WRAPPER] = True
     return facts

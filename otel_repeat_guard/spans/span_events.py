@@ -67,14 +67,20 @@ def nanoseconds(value: object) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_UNSET: Final = object()
+
+
 def start_ns(span: ReadableSpan) -> int:
-    """The span's start (:func:`nanoseconds`), 0 when it has none."""
-    return nanoseconds(getattr(span, "start_time", None)) or 0  # getattr: as it is (see nanoseconds)
+    """The span's start (:func:`nanoseconds`), 0 when it has none. Read from the field behind the SDK's property
+    (the property is an interpreted call per read); an object that is no SDK span answers through the property."""
+    value = getattr(span, "_start_time", _UNSET)  # getattr: as it is (see nanoseconds)
+    return nanoseconds(getattr(span, "start_time", None) if value is _UNSET else value) or 0
 
 
 def end_ns(span: ReadableSpan) -> int:
-    """The span's end (:func:`nanoseconds`), 0 while it has none."""
-    return nanoseconds(getattr(span, "end_time", None)) or 0
+    """The span's end (:func:`nanoseconds`), 0 while it has none; read as :func:`start_ns` reads the start."""
+    value = getattr(span, "_end_time", _UNSET)
+    return nanoseconds(getattr(span, "end_time", None) if value is _UNSET else value) or 0
 
 
 def _attributes(held: object) -> Attributes:

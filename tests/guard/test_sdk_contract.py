@@ -18,9 +18,11 @@ from otel_repeat_guard.spans.span_events import (
     attributes_of,
     contents_of,
     context_of,
+    end_ns,
     ended_id,
     ending_of,
     record_on_ending_span,
+    start_ns,
     start_of,
     timing_of,
 )
@@ -145,6 +147,21 @@ def test_a_span_context_is_the_tuple_the_guard_indexes() -> None:
     assert context_of(span) == span.context
     assert timing_of(span) == (span.start_time, span.end_time, StatusCode.ERROR, span.context)
     assert ended_id(ReadableSpan(name="c")) is None
+
+
+def test_a_spans_times_are_read_from_the_fields_behind_the_public_properties() -> None:
+    """start_ns and end_ns read the fields behind ``start_time`` and ``end_time`` (a property call each is an
+    interpreted call per span): the same values, 0 while unset; an object that is no SDK span is read through
+    the public names."""
+    span = TracerProvider().get_tracer("t").start_span("s", start_time=1_000)
+    assert (start_ns(span), end_ns(span)) == (span.start_time, 0) == (1_000, 0)
+    span.end(end_time=2_500)
+    assert (start_ns(span), end_ns(span)) == (span.start_time, span.end_time) == (1_000, 2_500)
+
+    class _Duck:
+        start_time, end_time = 7, 9
+
+    assert (start_ns(_Duck()), end_ns(_Duck())) == (7, 9)  # type: ignore[arg-type]
 
 
 class _FactsAtEnding(SpanProcessor):
