@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
+from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
 from otel_repeat_guard.dashboard.source import SQLiteReader
 from otel_repeat_guard.store.queries import Filters
 from tests.dashboard.browser import chromium, cli, dashboard, environment
+from tests.dashboard.browser import headline as shown_headline
 
 TESTS_HOME = str(Path(__file__).resolve().parents[2])
 """Where ``tests`` is imported from: after the package's own home (the installed build's, under ``make test``)."""
@@ -64,16 +66,10 @@ def test_the_dashboard_on_a_chdb_directory_draws_the_overview_from_it(chdb_dir: 
             page = browser.new_page(viewport={"width": 2200, "height": 1200})
             page.set_default_timeout(60_000)  # the first run of the app imports pandas, altair and chdb
             page.goto(url)
-            page.locator("[data-testid=stMetric], [data-testid=stException], [data-testid=stAlert]").first.wait_for()
+            page.locator(f"{FIGURE_SELECTOR}, [data-testid=stException], [data-testid=stAlert]").first.wait_for()
             body = page.locator("body").inner_text()
             assert "Cannot read the store" not in body, body[:600]  # chdb's lock, held by the command itself
-            page.get_by_test_id("stMetric").first.wait_for()
-            metrics = {
-                (metric.get_by_test_id("stMetricLabel").text_content() or "").strip(): (
-                    metric.get_by_test_id("stMetricValue").text_content() or ""
-                ).strip()
-                for metric in page.get_by_test_id("stMetric").all()
-            }
+            metrics = shown_headline(page)
         finally:
             browser.close()
     assert int(headline["repeated_calls"]) > 0

@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Playwright
+from playwright.sync_api import Browser, Page, Playwright
 
 import otel_repeat_guard
+from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
 
 CHROMIUM = os.environ.get("REPEAT_GUARD_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -96,3 +97,14 @@ def chromium(playwright: Playwright) -> Browser:
     if not Path(CHROMIUM).is_file():
         pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)")
     return playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+
+
+def headline(page: Page) -> dict[str, str]:
+    """The Overview's headline figures as the browser shows them, label -> value, once they are drawn."""
+    page.locator(FIGURE_SELECTOR).first.wait_for(state="attached")
+    shown: dict[str, str] = page.evaluate(
+        """selector => Object.fromEntries([...document.querySelectorAll(selector)].map(
+               figure => [figure.previousElementSibling.textContent.trim(), figure.textContent.trim()]))""",
+        FIGURE_SELECTOR,
+    )
+    return shown

@@ -18,6 +18,7 @@ from replay import Turn, replay
 from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.dashboard import VIEWS
+from otel_repeat_guard.dashboard.sections.headline import Figure, read_headline
 from otel_repeat_guard.dashboard.sections.overview import OVER_TIME_KEY
 from otel_repeat_guard.dashboard.sections.timeline import COLUMNS, TABLE_CLASS
 from otel_repeat_guard.decide.blind_spots import explain, fix_for
@@ -87,8 +88,13 @@ def timeline(app: AppTest, nth: int = 0) -> pd.DataFrame:
     return found[nth].rename(columns={label: name for name, label in COLUMNS.items()})
 
 
+def figures(app: AppTest) -> list[Figure]:
+    """The Overview's headline figures (one HTML element), as the browser shows them."""
+    return [figure for element in app.get("html") for figure in read_headline(element.value)]
+
+
 def metrics(app: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in app.metric}
+    return {figure.label: figure.value for figure in figures(app)}
 
 
 def table(app: AppTest, first_column: str, nth: int = 0, having: str | None = None) -> pd.DataFrame:
@@ -308,7 +314,7 @@ def test_terminal_and_page_agree_on_the_excluded_calls(monkeypatch: pytest.Monke
     assert "61 tracked tool calls; 3 calls of excluded tools are stored but not counted." in captions
     assert "Time in repeated calls is summed over concurrent agents." in captions
     assert "can exceed the wall-clock time" in str(
-        next(m for m in app.metric if m.label == "Time in repeated calls").help
+        next(f for f in figures(app) if f.label == "Time in repeated calls").help
     )
 
 
@@ -370,7 +376,7 @@ def test_empty_store_explains_how_to_feed_it(monkeypatch: pytest.MonkeyPatch, tm
     db = tmp_path / "empty.db"
     open_for_writing(db).close()
     app = run_app(monkeypatch, db)
-    assert not app.metric
+    assert not metrics(app)
     assert "has no tool calls yet" in app.info[0].value
     assert "otel-repeat-guard demo" in app.info[0].value
     assert "otel-repeat-guard ingest" in app.info[0].value

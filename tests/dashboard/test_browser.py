@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import pytest
-from browser import chromium, serving
+from browser import chromium, headline, serving
 from playwright.sync_api import Page, expect, sync_playwright
 
+from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
 from otel_repeat_guard.demo.runner import run_scenario
 from otel_repeat_guard.demo.scenario import AgentScript, Call, Prompt, scenario
 
@@ -63,7 +64,7 @@ def page(dashboard_url: str) -> Iterator[Page]:
 def open_page(page: Page, url: str, address: str) -> None:
     """The dashboard's page at ``address`` (``""``: the overview), once its first table is drawn."""
     page.goto(f"{url}/{address}")
-    drawn = "[data-testid=stDataFrame] tbody tr[role=row], .repeat-guard-calls tbody tr, [data-testid=stMetric]"
+    drawn = f"[data-testid=stDataFrame] tbody tr[role=row], .repeat-guard-calls tbody tr, {FIGURE_SELECTOR}"
     page.locator(drawn).first.wait_for(state="attached")
 
 
@@ -128,13 +129,7 @@ def test_hotspot_table_shows_the_looping_tools_with_their_counts(page: Page, das
         "render_page": ["2", "1", "3"],
     }
     open_page(page, dashboard_url, "")
-    page.get_by_test_id("stMetric").first.wait_for()
-    metrics = {
-        (metric.get_by_test_id("stMetricLabel").text_content() or "").strip(): metric.get_by_test_id(
-            "stMetricValue"
-        ).text_content()
-        for metric in page.get_by_test_id("stMetric").all()
-    }
+    metrics = headline(page)
     assert metrics["Repeated calls"] == "73"
     assert metrics["Longest run"] == "12"
     assert metrics["Agents with loops"] == "13"

@@ -22,6 +22,8 @@ import pytest
 from browser import chromium, cli, environment, serving
 from playwright.sync_api import Page, expect, sync_playwright
 
+from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
+
 WIDTH, HEIGHT = 1440, 900  # the screenshots'
 WIDTHS = (1280, 1440)
 MAX_AUTO_WIDTH = 500  # the grid's widest column sized to its text (31.25rem)
@@ -95,7 +97,7 @@ def settle(page: Page) -> None:
     page.get_by_test_id("stMain").wait_for()
     page.wait_for_timeout(500)
     page.get_by_test_id("stStatusWidget").wait_for(state="detached")
-    drawn = "[data-testid=stDataFrame] tbody tr[role=row], .repeat-guard-calls tbody tr, [data-testid=stMetric]"
+    drawn = f"[data-testid=stDataFrame] tbody tr[role=row], .repeat-guard-calls tbody tr, {FIGURE_SELECTOR}"
     page.locator(drawn).first.wait_for(state="attached")
     page.wait_for_timeout(1000)
 
@@ -189,6 +191,7 @@ def test_the_reminders_by_model_and_the_custom_range_read_in_full(page: Page, de
         page.get_by_test_id("stHeading").all_text_contents(),
     )
     assert problems(found) == []
+    page.get_by_role("button", name="Filters").click()  # the sidebar's boxes are folded in a popover
     combo = page.get_by_role("combobox", name="Time range")
     combo.click()
     page.get_by_role("option", name="Custom range", exact=True).click()

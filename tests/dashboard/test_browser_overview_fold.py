@@ -8,6 +8,8 @@ from pathlib import Path
 from browser import chromium, serving
 from playwright.sync_api import expect, sync_playwright
 
+from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
+
 
 def test_a_fresh_overview_loads_no_chart_library_and_draws_the_chart_once_opened(seeded_db: Path) -> None:
     with serving(seeded_db) as url, sync_playwright() as playwright:
@@ -16,7 +18,7 @@ def test_a_fresh_overview_loads_no_chart_library_and_draws_the_chart_once_opened
         loaded: list[str] = []
         page.on("requestfinished", lambda request: loaded.append(request.url.rsplit("/", 1)[-1]))
         page.goto(url)
-        expect(page.get_by_test_id("stMetric")).to_have_count(12, timeout=60_000)
+        expect(page.locator(FIGURE_SELECTOR)).to_have_count(12, timeout=60_000)
         page.wait_for_load_state("networkidle")
         assert page.get_by_test_id("stVegaLiteChart").count() == 0
         assert not [name for name in loaded if name.startswith(("embed.", "ArrowVegaLiteChart."))], loaded

@@ -267,6 +267,23 @@ def test_the_dashboard_hides_the_deploy_button(tmp_path: Path) -> None:
     assert command[command.index("--client.toolbarMode") + 1] == "viewer"
 
 
+def test_the_dashboards_server_keeps_its_start_up_imports_out_of_the_collectors_way() -> None:
+    """Streamlit collects garbage after every run of a page: what the server imports before it answers (pandas,
+    pyarrow...) is frozen, so that collection no longer walks it for every visitor."""
+    script = (
+        "import gc, sys\n"
+        "from otel_repeat_guard.dashboard import launch\n"
+        "before = gc.get_freeze_count()\n"
+        "launch.warm()\n"
+        "print(before, gc.get_freeze_count(), 'pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    before, frozen, pandas = done.stdout.split()
+    assert (int(before), pandas) == (0, "True")
+    assert int(frozen) > 50_000  # pandas and pyarrow alone make more
+
+
 def test_ingest_replay_of_a_stored_file_says_nothing_changed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

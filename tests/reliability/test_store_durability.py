@@ -29,6 +29,7 @@ from streamlit.testing.v1 import AppTest
 from otel_repeat_guard import RepeatGuardSpanProcessor
 from otel_repeat_guard.cli import main as cli
 from otel_repeat_guard.cli import serve
+from otel_repeat_guard.dashboard.sections.headline import HEADLINE_CLASS
 from otel_repeat_guard.store import DB_ENV, SQLiteSpanExporter, open_for_writing
 from otel_repeat_guard.store.schema import SCHEMA_VERSION
 from tests.ingest.otlp import otlp_json_line, record_workload, write_lines
@@ -290,7 +291,7 @@ def test_dashboard_shows_a_message_for_a_damaged_store(
     assert [e.value for e in app.error] == [app.error[0].value]
     assert app.error[0].value.startswith(f"Cannot read the store: {db} ")
     assert message in app.error[0].value
-    assert not app.metric  # no half-drawn page
+    assert not [e for e in app.get("html") if HEADLINE_CLASS in e.value]  # no half-drawn page
 
 
 # -- a read-only directory, enforced by the kernel --------------------------------------------------------
@@ -299,6 +300,7 @@ AS_READ_ONLY = """
 import json, os, sys
 from streamlit.testing.v1 import AppTest
 from otel_repeat_guard.cli import main as cli, serve
+from otel_repeat_guard.dashboard.sections.headline import read_headline
 serve.subprocess.Popen = None  # the dashboard command must not get as far as starting a server
 codes = {command: cli.main(argv) for command, argv in json.loads(sys.argv[2]).items()}
 os.environ["OTEL_REPEAT_GUARD_DB"] = sys.argv[3]
@@ -307,7 +309,7 @@ print(json.dumps({
     "codes": codes,
     "errors": [e.value for e in app.error],
     "exceptions": [e.message for e in app.exception],
-    "metrics": {m.label: m.value for m in app.metric},
+    "metrics": {f.label: f.value for e in app.get("html") for f in read_headline(e.value)},
 }))
 """
 # As root, permissions do not stop writes: the directory is bind-mounted read-only in a private mount namespace.

@@ -3,12 +3,10 @@ that never reached the model."""
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 import streamlit as st
 
-from otel_repeat_guard.dashboard.sections.wording import plural
+from otel_repeat_guard.dashboard.sections.wording import plain, plural
 from otel_repeat_guard.decide import delivery
 from otel_repeat_guard.decide.blind_spots import NO_AGENT, NO_ARGUMENTS, NO_GUARD, NO_RESULT, explain, fix_for
 
@@ -32,12 +30,6 @@ REASON_TITLES = {
     NO_RESULT: "No result recorded",
 }
 """Each reason the store records (``tool_calls.unguarded_reason``), as the page names it."""
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
-
-
-def _plain(text: str) -> str:
-    """``text`` for ``st.markdown`` as typed: every character Markdown (or Streamlit's directives) would read escaped."""
-    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def draw_unguarded(unguarded: pd.DataFrame) -> None:
@@ -61,7 +53,7 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
     for reason, calls in by_reason.items():
         code = str(reason)
         title = REASON_TITLES.get(code, code.replace("_", " ").capitalize())
-        heading = f"{plural(int(calls), 'call')}: {_plain(explain(code))}"
+        heading = f"{plural(int(calls), 'call')}: {plain(explain(code))}"
         _reason(title, heading, fix_for(code, None))
         st.dataframe(
             unguarded.loc[unguarded["reason"] == reason, ["tool", "calls"]],
@@ -77,8 +69,8 @@ def draw_unguarded(unguarded: pd.DataFrame) -> None:
 
 def _reason(title: str, heading: str, fix: str) -> None:
     """One reason's words, before its table: its title, how many and what happened, then what fixes it."""
-    st.markdown(f"**{_plain(title)}** · {heading}.")
-    st.markdown(f"**Fix:** {_plain(fix)}.")
+    st.markdown(f"**{plain(title)}** · {heading}.")
+    st.markdown(f"**Fix:** {plain(fix)}.")
 
 
 UNDELIVERED_TITLES = {
@@ -105,7 +97,7 @@ def draw_undelivered(undelivered: pd.DataFrame) -> None:
     for reason, reminders in by_reason.items():
         code = str(reason)
         title = UNDELIVERED_TITLES.get(code, code.replace("_", " ").capitalize())
-        heading = f"{plural(int(reminders), 'reminder')}: {_plain(delivery.explain(code))}"
+        heading = f"{plural(int(reminders), 'reminder')}: {plain(delivery.explain(code))}"
         _reason(title, heading, delivery.fix_for(code, ""))
         rows = undelivered.loc[undelivered["reason"] == reason, ["tool", "tier", "reminders"]]
         st.dataframe(

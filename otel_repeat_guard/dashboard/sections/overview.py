@@ -10,6 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from otel_repeat_guard.dashboard import charts, figures
+from otel_repeat_guard.dashboard.sections.headline import Figure, headline_html
 from otel_repeat_guard.dashboard.sections.wording import WORDING, Wording, plural
 from otel_repeat_guard.store.queries import TIERS, Filters
 from otel_repeat_guard.store.records import REPEAT
@@ -38,46 +39,51 @@ def draw_headline(
 ) -> None:
     row = headline.iloc[0]
     tracked, untracked = int(row["tool_calls"]), int(row["untracked_calls"])
-    first, second, third = st.columns(4), st.columns(4), st.columns(4)
-    first[0].metric(
-        "Tool calls",
-        f"{tracked:,}",
-        help=f"Tracked calls. {plural(untracked, 'call')} of excluded tools (e.g. todo_write) "
-        f"{'is' if untracked == 1 else 'are'} not counted.",
-    )
-    first[1].metric(words.calls, f"{int(row['repeated_calls']):,}", help=words.calls_help)
-    first[2].metric("Wasted-call share", f"{row['wasted_share']:.1%}", help=f"{words.calls} ÷ tracked calls.")
-    first[3].metric(
-        words.time, _seconds(float(row["repeated_seconds"])), help=TIME_HELP.format(calls=words.calls.lower())
-    )
-    second[0].metric("Gentle reminders", _reminder_metric(filters, "gentle", int(row["gentle_reminders"])))
-    second[1].metric("Detailed reminders", _reminder_metric(filters, "detailed", int(row["detailed_reminders"])))
-    second[2].metric("Agents with loops", f"{int(row['agents_with_loops']):,}")
-    if words.longest is None:
-        second[3].metric("Longest loop", "—", help="A parallel duplicate has no length.")
-    else:
-        second[3].metric(words.longest, f"{int(row['longest_run']):,}")
+    shown = [
+        Figure(
+            "Tool calls",
+            f"{tracked:,}",
+            f"Tracked calls. {plural(untracked, 'call')} of excluded tools (e.g. todo_write) "
+            f"{'is' if untracked == 1 else 'are'} not counted.",
+        ),
+        Figure(words.calls, f"{int(row['repeated_calls']):,}", words.calls_help),
+        Figure("Wasted-call share", f"{row['wasted_share']:.1%}", f"{words.calls} ÷ tracked calls."),
+        Figure(words.time, _seconds(float(row["repeated_seconds"])), TIME_HELP.format(calls=words.calls.lower())),
+        Figure("Gentle reminders", _reminder_metric(filters, "gentle", int(row["gentle_reminders"]))),
+        Figure("Detailed reminders", _reminder_metric(filters, "detailed", int(row["detailed_reminders"]))),
+        Figure("Agents with loops", f"{int(row['agents_with_loops']):,}"),
+        Figure("Longest loop", "—", "A parallel duplicate has no length.")
+        if words.longest is None
+        else Figure(words.longest, f"{int(row['longest_run']):,}"),
+    ]
     broken, ignored, reminders = figures.heeded_rate(outcomes)
-    third[0].metric(
-        "Reminders heeded",
-        f"{broken / (broken + ignored):.0%}" if broken + ignored else "—",
-        help=f"Of {plural(reminders, 'reminder')}, {broken:,} were followed by a different call (broken) and {ignored:,} "
-        "by the same call again (ignored); the rest ended with their run or wait for the next call.",
+    shown.append(
+        Figure(
+            "Reminders heeded",
+            f"{broken / (broken + ignored):.0%}" if broken + ignored else "—",
+            f"Of {plural(reminders, 'reminder')}, {broken:,} were followed by a different call (broken) and "
+            f"{ignored:,} by the same call again (ignored); the rest ended with their run or wait for the next call.",
+        )
     )
     if models:
-        third[1].metric("Model tokens", f"{tokens.tokens:,}", help="Input and output tokens of every model call.")
-        third[2].metric(
-            "Wasted tokens",
-            f"{tokens.wasted_tokens:,}",
-            help="Tokens of the model calls that issued a repeated call (run position 2 or more) or a call in a "
-            "detected cycle or no-progress run.",
-        )
-        third[3].metric(
-            "Wasted cost",
-            tokens.wasted_money,
-            help="Priced with genai-prices. "
-            + (f"No price for: {tokens.unpriced_models}." if tokens.unpriced_models else "Every model has a price."),
-        )
+        shown += [
+            Figure("Model tokens", f"{tokens.tokens:,}", "Input and output tokens of every model call."),
+            Figure(
+                "Wasted tokens",
+                f"{tokens.wasted_tokens:,}",
+                "Tokens of the model calls that issued a repeated call (run position 2 or more) or a call in a "
+                "detected cycle or no-progress run.",
+            ),
+            Figure(
+                "Wasted cost",
+                tokens.wasted_money,
+                "Priced with genai-prices. "
+                + (
+                    f"No price for: {tokens.unpriced_models}." if tokens.unpriced_models else "Every model has a price."
+                ),
+            ),
+        ]
+    st.html(headline_html(shown))
     notes = [
         f"{plural(tracked, 'tracked tool call')}; {plural(untracked, 'call')} of excluded tools "
         f"{'is' if untracked == 1 else 'are'} stored but not counted.",

@@ -7,10 +7,11 @@ import time
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from otel_repeat_guard.dashboard.reads import CACHE_TTL_SECONDS
 from otel_repeat_guard.dashboard.sections import address
-from otel_repeat_guard.dashboard.sections.wording import KIND_LABELS
+from otel_repeat_guard.dashboard.sections.wording import KIND_LABELS, plain
 from otel_repeat_guard.dashboard.settings import REFRESH_SECONDS
 from otel_repeat_guard.store.queries import TIERS, Filters
 from otel_repeat_guard.store.records import LOOP_KINDS, REPEAT
@@ -31,7 +32,12 @@ _EPOCH, _LAST_DAY = dt.date(1970, 1, 1), dt.date(2262, 4, 10)  # what nanosecond
 def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters, bool, tuple[str, ...]]:
     """The filters, auto-refresh, and the loop kinds the store holds (in ``LOOP_KINDS`` order), from the
     store's ``filter_options`` and ``time_bounds``; above the page, where the calls are when the time range
-    holds none of them."""
+    holds none of them.
+
+    The boxes sit in a popover, with a line under it saying what they select: the browser draws a popover's
+    content only once it is opened, and the boxes (their code, 27 files, and their drawing) were most of what a
+    fresh page cost it beyond a bare Streamlit page (benchmarks/dashboard_page.py). Their values live on the
+    server, so the filters, the address and the line hold whether the popover was ever opened or not."""
 
     def values(kind: str) -> list[str]:
         return [str(v) for v in options.loc[options["kind"] == kind, "value"]]
@@ -39,15 +45,15 @@ def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters,
     kinds = tuple(k for k in LOOP_KINDS if k in values("loop_kind"))
 
     sidebar = st.sidebar
-    sidebar.header("Filters")
+    box = sidebar.popover(FILTERS, icon=":material/filter_list:", width="stretch")
     ranges = [*TIME_RANGES, CUSTOM_RANGE]
     offered = {"services": values("service"), "agents": values("agent"), "tools": values("tool"), "tiers": TIERS}
     linked = address.restore(offered, list(TIME_RANGES), "time_range")
     # A range from the address is the box's value already: no second default beside it.
     first = 0 if linked else ranges.index(DEFAULT_TIME_RANGE)
-    label = sidebar.selectbox("Time range", ranges, index=first, key="time_range")
+    label = box.selectbox("Time range", ranges, index=first, key="time_range")
     if label == CUSTOM_RANGE:
-        start_ns, end_ns = _custom_range(bounds)
+        start_ns, end_ns = _custom_range(box, bounds)
     else:
         seconds = TIME_RANGES[label or DEFAULT_TIME_RANGE]
         now_ns = int(time.time() // CACHE_TTL_SECONDS * CACHE_TTL_SECONDS) * _NS  # cache-friendly
@@ -55,19 +61,46 @@ def draw(db: str, options: pd.DataFrame, bounds: pd.DataFrame) -> tuple[Filters,
     filters = Filters(
         start_ns=start_ns,
         end_ns=end_ns,
-        services=tuple(sidebar.multiselect("Service", offered["services"], key="services")),
-        agents=tuple(sidebar.multiselect("Agent", offered["agents"], key="agents")),
-        tools=tuple(sidebar.multiselect("Tool", offered["tools"], key="tools")),
+        services=tuple(box.multiselect("Service", offered["services"], key="services")),
+        agents=tuple(box.multiselect("Agent", offered["agents"], key="agents")),
+        tools=tuple(box.multiselect("Tool", offered["tools"], key="tools")),
         tiers=tuple(
-            sidebar.multiselect("Reminder tier", list(TIERS), key="tiers", help="Counts only reminders of these tiers.")
+            box.multiselect("Reminder tier", list(TIERS), key="tiers", help="Counts only reminders of these tiers.")
         ),
-        kind=_kind_filter(kinds),
+        kind=_kind_filter(box, kinds),
     )
+    auto = box.toggle(f"Auto-refresh every {REFRESH_SECONDS} s", value=False, key="auto_refresh")
+    sidebar.caption(chosen(filters, str(label), auto))
     address.publish(filters, str(label), DEFAULT_TIME_RANGE, list(TIME_RANGES))
     draw_empty_range(bounds, filters, str(label))
-    auto = sidebar.toggle(f"Auto-refresh every {REFRESH_SECONDS} s", value=False, key="auto_refresh")
     sidebar.caption(f"Store: `{db}`")
     return filters, auto, kinds
+
+
+FILTERS = "Filters"
+"""The sidebar popover's label."""
+EVERYTHING = "every service, agent, tool and tier"
+
+
+def chosen(filters: Filters, label: str, auto: bool) -> str:
+    """The line under the sidebar's popover, as Markdown: what its boxes select, seen without opening it
+    ("Last hour · Tool: sql_query · Agent: analyst, coder")."""
+    if label == CUSTOM_RANGE and filters.start_ns is not None and filters.end_ns is not None:
+        label = f"{_utc(filters.start_ns):%Y-%m-%d %H:%M} to {_utc(filters.end_ns):%Y-%m-%d %H:%M} UTC"
+    named = (
+        ("Service", filters.services),
+        ("Agent", filters.agents),
+        ("Tool", filters.tools),
+        ("Reminder tier", filters.tiers),
+    )
+    parts = [label, *(f"{name}: {', '.join(chosen)}" for name, chosen in named if chosen)]
+    if filters.kind is not None:
+        parts.append(f"Loop kind: {KIND_LABELS[filters.kind]}")
+    if len(parts) == 1:
+        parts.append(EVERYTHING)
+    if auto:
+        parts.append(f"auto-refresh every {REFRESH_SECONDS} s")
+    return " · ".join(plain(part) for part in parts)
 
 
 ALL_TIME = "All time"
@@ -101,26 +134,24 @@ def _utc(ns: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ns / _NS, tz=dt.timezone.utc)
 
 
-def _custom_range(bounds: pd.DataFrame) -> tuple[int, int]:
-    """The sidebar's custom range (UTC), defaulting to the store's first and last call."""
+def _custom_range(box: DeltaGenerator, bounds: pd.DataFrame) -> tuple[int, int]:
+    """The custom range (UTC) in the sidebar's ``box``, defaulting to the store's first and last call."""
     row = bounds.iloc[0]
     first = _utc(int(row["first_ns"]) if pd.notna(row["first_ns"]) else time.time_ns())
     last = _utc(int(row["last_ns"]) if pd.notna(row["last_ns"]) else time.time_ns())
-    sidebar = st.sidebar  # one field a row: side by side, a date no longer fits ("2026 / 12 / (")
-    start_day = sidebar.date_input(
+    # One field a row: side by side, a date no longer fits ("2026 / 12 / (").
+    start_day = box.date_input(
         "From (UTC)", value=first.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_from_day"
     )
-    start_time = sidebar.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
-    end_day = sidebar.date_input(
-        "To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day"
-    )
-    end_time = sidebar.time_input(
+    start_time = box.time_input("at", value=first.time().replace(second=0, microsecond=0), key="custom_from_time")
+    end_day = box.date_input("To (UTC)", value=last.date(), min_value=_EPOCH, max_value=_LAST_DAY, key="custom_to_day")
+    end_time = box.time_input(
         "at ", value=(last + dt.timedelta(minutes=1)).time().replace(second=0, microsecond=0), key="custom_to_time"
     )
     start = dt.datetime.combine(_day(start_day, first), start_time or dt.time(), tzinfo=dt.timezone.utc)
     end = dt.datetime.combine(_day(end_day, last), end_time or dt.time(), tzinfo=dt.timezone.utc)
     if end < start:
-        sidebar.warning("The range ends before it starts: showing it the other way round.")
+        box.warning("The range ends before it starts: showing it the other way round.")
         start, end = end, start
     return int(start.timestamp()) * _NS, int(end.timestamp()) * _NS
 
@@ -129,11 +160,12 @@ def _day(value: object, default: dt.datetime) -> dt.date:
     return value if isinstance(value, dt.date) else default.date()
 
 
-def _kind_filter(kinds: tuple[str, ...]) -> str | None:
-    """The "Loop kind" box, only when the store holds a kind beside repeats (the guard's opt-in detectors)."""
+def _kind_filter(box: DeltaGenerator, kinds: tuple[str, ...]) -> str | None:
+    """The "Loop kind" box in the sidebar's ``box``, only when the store holds a kind beside repeats (the guard's
+    opt-in detectors)."""
     if set(kinds) <= {REPEAT}:
         return None
-    choice = st.sidebar.selectbox(
+    choice = box.selectbox(
         "Loop kind",
         [None, *kinds],
         format_func=KIND_LABELS.__getitem__,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from otel_repeat_guard.store.records import REPEAT
@@ -77,3 +78,11 @@ _ONE = {
 def loop_calls(count: int, words: Wording) -> str:
     """``count`` of the loop kind's calls: "1 repeated call", "3 calls in loops"."""
     return plural(count, _ONE[words.calls], words.calls.lower())
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$])")
+
+
+def plain(text: str) -> str:
+    """``text`` for ``st.markdown`` as typed: every character Markdown (or Streamlit's directives) would read escaped."""
+    return _MARKDOWN.sub(r"\\\1", text)
