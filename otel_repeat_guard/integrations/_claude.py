@@ -9,7 +9,6 @@ key: the session, and for a subagent's call its ``agent_id`` too, so a subagent 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -221,7 +220,7 @@ class Unanswered:
         """A copy of the chain's open calls, this one answered: what :func:`wait_for_results` looks at."""
         found = str(hook_input.get("tool_use_id") or "")
         with self._lock:
-            calls = [dataclasses.replace(call) for call in self._open.get(key, {}).values()]
+            calls = [call.copy() for call in self._open.get(key, {}).values()]
         for call in calls:
             if call.call_id == found:
                 call.answer = hook_input

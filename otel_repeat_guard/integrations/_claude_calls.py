@@ -37,8 +37,7 @@ import os
 import stat
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -62,41 +61,62 @@ RESULT_WAIT_S = 0.5
 POLL_S = 0.02
 
 
-@dataclass
 class OpenCall:
     """A call whose PreToolUse came (``opened``: its input) and, once it is answered, its PostToolUse or
-    PostToolUseFailure input (``answer``) and when that came (``answered_ns``)."""
+    PostToolUseFailure input (``answer``) and when that came (``answered_ns``). This module's records are plain
+    classes: a dataclass's or a ``NamedTuple``'s definition cost each Claude Code hook call about a hundredth of it."""
 
-    call_id: str
-    opened: Mapping[str, Any]
-    answer: Mapping[str, Any] | None = None
-    answered_ns: int | None = None
+    __slots__ = ("answer", "answered_ns", "call_id", "opened")
+
+    def __init__(
+        self,
+        call_id: str,
+        opened: Mapping[str, Any],
+        answer: Mapping[str, Any] | None = None,
+        answered_ns: int | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.opened = opened
+        self.answer = answer
+        self.answered_ns = answered_ns
+
+    def copy(self) -> OpenCall:
+        return OpenCall(self.call_id, self.opened, self.answer, self.answered_ns)
 
 
-class Result(NamedTuple):
+class Result:
     """A ``tool_result`` the transcript holds: whether it is an error, and its text."""
 
-    is_error: bool
-    text: str
+    __slots__ = ("is_error", "text")
+
+    def __init__(self, is_error: bool, text: str) -> None:
+        self.is_error = is_error
+        self.text = text
 
 
-class Transcript(NamedTuple):
+class Transcript:
     """What the transcript tells of some calls: where Claude asked for each, and the results written."""
 
-    positions: Mapping[str, tuple[int, int]]
-    results: Mapping[str, Result]
+    __slots__ = ("positions", "results")
+
+    def __init__(self, positions: Mapping[str, tuple[int, int]], results: Mapping[str, Result]) -> None:
+        self.positions = positions
+        self.results = results
 
 
 NO_TRANSCRIPT = Transcript({}, {})
 
 
-class Due(NamedTuple):
+class Due:
     """What a chain's open calls give now: the hook inputs to count, in order, each with the time it ended
     (None: now); the ids no longer open; and which of those were counted without a PostToolUse."""
 
-    counted: list[tuple[dict[str, Any], int | None]]
-    closed: list[str]
-    refused: list[str]
+    __slots__ = ("closed", "counted", "refused")
+
+    def __init__(self, counted: list[tuple[dict[str, Any], int | None]], closed: list[str], refused: list[str]) -> None:
+        self.counted = counted
+        self.closed = closed
+        self.refused = refused
 
 
 _SAID: set[str] = set()

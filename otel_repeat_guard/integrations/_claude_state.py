@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -33,9 +33,12 @@ from otel_repeat_guard.integrations._claude_calls import (
     wait_for_results,
     warn,
 )
-from otel_repeat_guard.integrations._claude_deciders import Counted, Deciders, SpanDecider
+from otel_repeat_guard.integrations._claude_deciders import Counted, SpanDecider
 from otel_repeat_guard.store.path_text import is_file, make_dirs, parent_of, path_text, stem_and_suffix, with_name
 from otel_repeat_guard.store.schema import check_creatable, store_error
+
+if TYPE_CHECKING:
+    from otel_repeat_guard.integrations._claude_deciders import Deciders
 
 BUSY_TIMEOUT_S = 0.3
 """How long a hook process waits for another's transaction (each holds it for a few milliseconds): past it, the
