@@ -38,7 +38,6 @@ import os
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -84,14 +83,16 @@ def hook_config(environ: Mapping[str, str]) -> GuardConfig:
     return dataclasses.replace(config, exclude=(*config.exclude, *DEFAULT_EXCLUDE))
 
 
-def store_path(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> Path:
-    """``$OTEL_REPEAT_GUARD_DB``, else ``repeat-guard.db`` in the session's directory (the input's ``cwd``)."""
+def store_path(hook_input: Mapping[str, Any], environ: Mapping[str, str]) -> str:
+    """``$OTEL_REPEAT_GUARD_DB``, else ``repeat-guard.db`` in the session's directory (the input's ``cwd``), as
+    ``str(pathlib.Path(...))`` gives it (without importing :mod:`pathlib`: :mod:`otel_repeat_guard.store.path_text`)."""
+    from otel_repeat_guard.store.path_text import joined, path_text
     from otel_repeat_guard.store.schema import DB_ENV, DEFAULT_DB
 
     configured = environ.get(DB_ENV)
     if configured:
-        return Path(configured)
-    return Path(str(hook_input.get("cwd") or ".")) / DEFAULT_DB
+        return path_text(configured)
+    return joined(str(hook_input.get("cwd") or "."), DEFAULT_DB)
 
 
 def deciders(config: GuardConfig, environ: Mapping[str, str]) -> Deciders:
@@ -153,21 +154,26 @@ EXPORT_WAIT_S = 0.5
 answers, costs a call at most this much."""
 
 
-@dataclasses.dataclass
 class Export:
-    """What one hook call exports: its spans, and where to (the event, the environment, the guard's config)."""
+    """What one hook call exports: its spans, and where to (the event, the environment, the guard's config). A plain
+    class: a dataclass's definition cost each hook call about a fiftieth of it."""
 
-    spans: Sequence[Any]
-    hook_input: Mapping[str, Any]
-    environ: Mapping[str, str]
-    config: GuardConfig
-    said: list[str] = dataclasses.field(default_factory=list)
-    """What the exporters logged meanwhile (their thread's records), for the one line said of a failure."""
-    failed: BaseException | None = None
-    refused: int = 0
-    """Exporters whose export failed (each logs why: the first such record is the line said)."""
-    exporters: list[Any] | None = None
-    """The collector's exporters, made before the bounded wait (:func:`collector_exporters`); None: the store's."""
+    __slots__ = ("config", "environ", "exporters", "failed", "hook_input", "refused", "said", "spans")
+
+    def __init__(
+        self, spans: Sequence[Any], hook_input: Mapping[str, Any], environ: Mapping[str, str], config: GuardConfig
+    ) -> None:
+        self.spans = spans
+        self.hook_input = hook_input
+        self.environ = environ
+        self.config = config
+        self.said: list[str] = []
+        """What the exporters logged meanwhile (their thread's records), for the one line said of a failure."""
+        self.failed: BaseException | None = None
+        self.refused = 0
+        """Exporters whose export failed (each logs why: the first such record is the line said)."""
+        self.exporters: list[Any] | None = None
+        """The collector's exporters, made before the bounded wait (:func:`collector_exporters`); None: the store's."""
 
 
 class _ExportWords:
@@ -271,7 +277,7 @@ def collector_exporters(work: Export) -> str | None:
     return None
 
 
-def write_rows(path: Path, rows: Sequence[ToolCallRow]) -> None:
+def write_rows(path: str, rows: Sequence[ToolCallRow]) -> None:
     """The fast path's rows into the store at ``path``, in the span exporter's own transaction."""
     from otel_repeat_guard.store.batch import Batch, write_batch
     from otel_repeat_guard.store.schema import open_for_writing, written_by_another

@@ -13,7 +13,6 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from otel_repeat_guard.core.urls import safe_url
@@ -170,6 +169,8 @@ def mapping_fields(mapping: object) -> dict[str, Any]:
 
 def file_fields(path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
     """The fields a settings file holds, and how its errors name it (``config file NAME``)."""
+    from pathlib import Path  # noqa: PLC0415 - here, where a file is read: a Claude Code hook's call reads none
+
     location = Path(path)
     where = f"config file {str(location)!r}"
     kind = _FILE_KINDS.get(location.suffix.lower())

@@ -7,10 +7,13 @@ import importlib
 import inspect
 import re
 
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[/\\]+")
-"""A URL's scheme and the slashes after it (one, two or three, or backslashes): ``u:pw@h`` has none."""
-_SECRET_PARAMETER = re.compile(r"([?&;][^=&;#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&;#]*=)[^&;#]*", re.I)
-"""A query parameter that may hold a secret (redis-py's ``?password=``, a ``token=``, an ``api_key=``): its value."""
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*:[/\\]+"
+"""A URL's scheme and the slashes after it (one, two or three, or backslashes): ``u:pw@h`` has none. (Both patterns
+are compiled where a URL is quoted, by :mod:`re`'s cache: a Claude Code hook's call quotes none, and their compile
+cost it about a hundredth of it.)"""
+_SECRET_PARAMETER = r"([?&;][^=&;#]*(?:pass|pwd|secret|token|key|auth|cred)[^=&;#]*=)[^&;#]*"
+"""A query parameter that may hold a secret (redis-py's ``?password=``, a ``token=``, an ``api_key=``): its value
+(any case)."""
 
 
 def safe_url(url: str) -> str:
@@ -22,7 +25,7 @@ def safe_url(url: str) -> str:
     query: a password with ``/``, ``#`` or ``@`` in it is dropped whole; one with a ``?`` in it too (an ``@`` after
     the ``?`` with no ``=`` before it). A URL with no ``scheme:/`` (``u:pw@h:8123/db``) or with one slash
     (``clickhouse:/u:pw@h``) loses its user part the same way."""
-    scheme = _SCHEME.match(url)
+    scheme = re.match(_SCHEME, url)
     start = scheme.end() if scheme is not None else 0
     query = url.find("?", start)
     at = url.rfind("@", start, len(url) if query < 0 else query)
@@ -31,7 +34,7 @@ def safe_url(url: str) -> str:
         at = later if later >= 0 and "=" not in url[start:later] else -1
     if at >= 0:
         url = url[:start] + "***" + url[at:]
-    return _SECRET_PARAMETER.sub(r"\g<1>***", url)
+    return re.sub(_SECRET_PARAMETER, r"\g<1>***", url, flags=re.IGNORECASE)
 
 
 def redis_url_problem(url: str) -> str | None:

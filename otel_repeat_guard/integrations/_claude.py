@@ -9,7 +9,6 @@ key: the session, and for a subagent's call its ``agent_id`` too, so a subagent 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -221,7 +220,7 @@ class Unanswered:
         """A copy of the chain's open calls, this one answered: what :func:`wait_for_results` looks at."""
         found = str(hook_input.get("tool_use_id") or "")
         with self._lock:
-            calls = [dataclasses.replace(call) for call in self._open.get(key, {}).values()]
+            calls = [call.copy() for call in self._open.get(key, {}).values()]
         for call in calls:
             if call.call_id == found:
                 call.answer = hook_input
@@ -264,14 +263,16 @@ def service_name(environ: Mapping[str, str]) -> str:
     """The hook's ``service.name``, on both paths (the span path's resource says it, whatever the SDK's default):
     ``OTEL_SERVICE_NAME``, else ``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES``, else
     ``unknown_service:<the interpreter's file name>``, as the SDK's default resource has it (recent versions)."""
-    from urllib.parse import unquote
-
     named = environ.get("OTEL_SERVICE_NAME")
     if named:
         return named
     for item in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
         key, sep, value = item.partition("=")
-        if sep and key.strip() == "service.name" and unquote(value.strip()):
+        if not sep or key.strip() != "service.name":
+            continue
+        from urllib.parse import unquote  # here: a hook's call without that attribute imports none of urllib
+
+        if unquote(value.strip()):
             named = unquote(value.strip())  # the last one counts, as the SDK's dict keeps it
     if named:
         return named

@@ -37,11 +37,11 @@ import os
 import stat
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
+
+from otel_repeat_guard.store.path_text import is_file, joined, path_text, without_suffix
 
 
 def warn(message: str, *args: object) -> None:
@@ -61,62 +61,84 @@ RESULT_WAIT_S = 0.5
 POLL_S = 0.02
 
 
-@dataclass
 class OpenCall:
     """A call whose PreToolUse came (``opened``: its input) and, once it is answered, its PostToolUse or
-    PostToolUseFailure input (``answer``) and when that came (``answered_ns``)."""
+    PostToolUseFailure input (``answer``) and when that came (``answered_ns``). This module's records are plain
+    classes: a dataclass's or a ``NamedTuple``'s definition cost each Claude Code hook call about a hundredth of it."""
 
-    call_id: str
-    opened: Mapping[str, Any]
-    answer: Mapping[str, Any] | None = None
-    answered_ns: int | None = None
+    __slots__ = ("answer", "answered_ns", "call_id", "opened")
+
+    def __init__(
+        self,
+        call_id: str,
+        opened: Mapping[str, Any],
+        answer: Mapping[str, Any] | None = None,
+        answered_ns: int | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.opened = opened
+        self.answer = answer
+        self.answered_ns = answered_ns
+
+    def copy(self) -> OpenCall:
+        return OpenCall(self.call_id, self.opened, self.answer, self.answered_ns)
 
 
-class Result(NamedTuple):
+class Result:
     """A ``tool_result`` the transcript holds: whether it is an error, and its text."""
 
-    is_error: bool
-    text: str
+    __slots__ = ("is_error", "text")
+
+    def __init__(self, is_error: bool, text: str) -> None:
+        self.is_error = is_error
+        self.text = text
 
 
-class Transcript(NamedTuple):
+class Transcript:
     """What the transcript tells of some calls: where Claude asked for each, and the results written."""
 
-    positions: Mapping[str, tuple[int, int]]
-    results: Mapping[str, Result]
+    __slots__ = ("positions", "results")
+
+    def __init__(self, positions: Mapping[str, tuple[int, int]], results: Mapping[str, Result]) -> None:
+        self.positions = positions
+        self.results = results
 
 
 NO_TRANSCRIPT = Transcript({}, {})
 
 
-class Due(NamedTuple):
+class Due:
     """What a chain's open calls give now: the hook inputs to count, in order, each with the time it ended
     (None: now); the ids no longer open; and which of those were counted without a PostToolUse."""
 
-    counted: list[tuple[dict[str, Any], int | None]]
-    closed: list[str]
-    refused: list[str]
+    __slots__ = ("closed", "counted", "refused")
+
+    def __init__(self, counted: list[tuple[dict[str, Any], int | None]], closed: list[str], refused: list[str]) -> None:
+        self.counted = counted
+        self.closed = closed
+        self.refused = refused
 
 
 _SAID: set[str] = set()
 """The transcripts said once in this process not to be regular files."""
 
 
-def transcript_of(hook_input: Mapping[str, Any]) -> Path | None:
+def transcript_of(hook_input: Mapping[str, Any]) -> str | None:
     """The transcript a call's results are written to: the session's, or for a subagent's call its own
     (``<session transcript without .jsonl>/subagents/agent-<agent_id>.jsonl``, as 2.1.337 writes it). None for
-    a path that is there and no regular file (a named pipe would block its reader): said once, in one line."""
+    a path that is there and no regular file (a named pipe would block its reader): said once, in one line.
+    Paths as ``str(pathlib.Path(...))`` gives them (:mod:`otel_repeat_guard.store.path_text`)."""
     path = hook_input.get("transcript_path")
     if not path or not isinstance(path, str):
         return None
-    found = Path(path)
+    found = path_text(path)
     agent = hook_input.get("agent_id")
     if agent:
-        own = found.with_suffix("") / "subagents" / f"agent-{agent}.jsonl"
-        if own.is_file():
+        own = joined(without_suffix(found), "subagents", f"agent-{agent}.jsonl")
+        if is_file(own):
             return own
     try:
-        regular = stat.S_ISREG(found.stat().st_mode)
+        regular = stat.S_ISREG(os.stat(found).st_mode)
     except (OSError, ValueError):  # not there yet (Claude Code writes it behind the conversation), or no path
         return found
     if not regular:
@@ -125,13 +147,13 @@ def transcript_of(hook_input: Mapping[str, Any]) -> Path | None:
     return found
 
 
-def _not_regular(path: Path) -> None:
+def _not_regular(path: str) -> None:
     if str(path) not in _SAID:
         _SAID.add(str(path))
         warn("repeat guard: the transcript %s is not a regular file; it is not read", path)
 
 
-def read_transcript(path: Path | None, ids: Sequence[str]) -> Transcript:
+def read_transcript(path: str | None, ids: Sequence[str]) -> Transcript:
     """The ``tool_use`` positions and ``tool_result`` blocks of ``ids`` in the transcript's last
     :data:`TAIL_BYTES`; nothing of what cannot be read (the transcript is evidence, never a requirement). Opened
     without blocking: a path that became a named pipe or a device is not read (said once)."""
@@ -248,8 +270,8 @@ def wait_for_results(calls: Sequence[OpenCall], seconds: float = RESULT_WAIT_S) 
         time.sleep(POLL_S)
 
 
-def _size(path: Path | None) -> int:
+def _size(path: str | None) -> int:
     try:
-        return path.stat().st_size if path is not None else -1
+        return os.stat(path).st_size if path is not None else -1
     except OSError:
         return -1

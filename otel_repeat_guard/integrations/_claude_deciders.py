@@ -7,37 +7,46 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.integrations._claude import record_call, service_name
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol
 
-class Counted(NamedTuple):
+
+class Counted:
     """What one hook call counted: the reminders due now, and what to export of its calls (spans on the span
-    path, store rows on the fast path)."""
+    path, store rows on the fast path). A plain class, as the :class:`Decider` protocol is the type checker's only:
+    a ``NamedTuple``'s or a ``Protocol``'s definition cost each hook call about a hundredth of it."""
 
-    reminders: list[Reminder]
-    spans: Sequence[Any]
+    __slots__ = ("reminders", "spans")
 
-
-class Decider(Protocol):
-    """Decides the calls one hook call counts in a chain: the guard on spans (:class:`SpanDecider`), or the fast
-    path's :class:`~otel_repeat_guard.integrations._claude_rows.RowDecider` (no spans, no OpenTelemetry)."""
-
-    def restore_chain(self, key: str, state: list[Any]) -> None: ...
-
-    def chain_state(self, key: str) -> list[Any] | None: ...
-
-    def count(self, hook_input: Mapping[str, Any], key: str, end: int | None = None) -> None: ...
-
-    def counted(self, key: str) -> Counted: ...
+    def __init__(self, reminders: list[Reminder], spans: Sequence[Any]) -> None:
+        self.reminders = reminders
+        self.spans = spans
 
 
-Deciders = Callable[[GuardConfig, str], Decider]
-"""Makes the :class:`Decider` of one hook call, from the guard's configuration and the session id."""
+if TYPE_CHECKING:
+
+    class Decider(Protocol):
+        """Decides the calls one hook call counts in a chain: the guard on spans (:class:`SpanDecider`), or the fast
+        path's :class:`~otel_repeat_guard.integrations._claude_rows.RowDecider` (no spans, no OpenTelemetry)."""
+
+        def restore_chain(self, key: str, state: list[Any]) -> None: ...
+
+        def chain_state(self, key: str) -> list[Any] | None: ...
+
+        def count(self, hook_input: Mapping[str, Any], key: str, end: int | None = None) -> None: ...
+
+        def counted(self, key: str) -> Counted: ...
+
+    Deciders = Callable[[GuardConfig, str], Decider]
+    """Makes the :class:`Decider` of one hook call, from the guard's configuration and the session id."""
 
 
 class SpanDecider:

@@ -20,8 +20,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -34,8 +33,12 @@ from otel_repeat_guard.integrations._claude_calls import (
     wait_for_results,
     warn,
 )
-from otel_repeat_guard.integrations._claude_deciders import Counted, Deciders, SpanDecider
+from otel_repeat_guard.integrations._claude_deciders import Counted, SpanDecider
+from otel_repeat_guard.store.path_text import is_file, make_dirs, parent_of, path_text, stem_and_suffix, with_name
 from otel_repeat_guard.store.schema import check_creatable, store_error
+
+if TYPE_CHECKING:
+    from otel_repeat_guard.integrations._claude_deciders import Deciders
 
 BUSY_TIMEOUT_S = 0.3
 """How long a hook process waits for another's transaction (each holds it for a few milliseconds): past it, the
@@ -63,9 +66,11 @@ ANSWER_COLUMNS = (("answer", "TEXT"), ("answered_ns", "INTEGER"))
 """Added to a chains file written before calls waited for the calls Claude asked for before them."""
 
 
-def chains_path(store: Path) -> Path:
-    """The chain file beside the store: ``repeat-guard.db`` -> ``repeat-guard.chains.db``."""
-    return store.with_name(f"{store.stem}.chains{store.suffix or '.db'}")
+def chains_path(store: str) -> str:
+    """The chain file beside the store: ``repeat-guard.db`` -> ``repeat-guard.chains.db`` (paths as
+    ``str(pathlib.Path(...))`` gives them: :mod:`otel_repeat_guard.store.path_text`)."""
+    stem, suffix = stem_and_suffix(store)
+    return with_name(store, f"{stem}.chains{suffix or '.db'}")
 
 
 class SQLiteChains:
@@ -219,14 +224,14 @@ def _unreachable(config: GuardConfig) -> str | None:
     return None
 
 
-def wait_for_refusals(config: GuardConfig, store: Path, key: str, hook_input: Mapping[str, Any]) -> None:
+def wait_for_refusals(config: GuardConfig, store: str, key: str, hook_input: Mapping[str, Any]) -> None:
     """Before the transaction that counts an answered call: wait, briefly, for the transcript to show the results
     of the calls asked for before it that nothing answered (:func:`~otel_repeat_guard.integrations._claude_calls.
     wait_for_results`). A plain read: concurrent hook processes go on meanwhile. Only for PostToolUse and
     PostToolUseFailure; nothing to do in Redis."""
     path = chains_path(store)
     answered = hook_input.get("hook_event_name") in ("PostToolUse", "PostToolUseFailure")
-    if not answered or config.shared_store or not path.is_file():
+    if not answered or config.shared_store or not is_file(path):
         return
     found = str(hook_input.get("tool_use_id") or "")
     try:
@@ -268,7 +273,7 @@ def _glob_escape(text: str) -> str:
 
 @contextmanager
 def chain_state(
-    config: GuardConfig, store: Path, decider: Deciders = SpanDecider
+    config: GuardConfig, store: str, decider: Deciders = SpanDecider
 ) -> Iterator[SQLiteChains | RedisChains]:
     """The chains as ``config`` keeps them: Redis for a shared store, else SQLite beside ``store``. A Redis that does
     not answer leaves the chains to SQLite until it does: a hook process lives for one event, so the guard's own
@@ -286,10 +291,10 @@ def chain_state(
         )
         config = dataclasses.replace(config, chain_store=MEMORY_STORE)  # the guard that decides keeps them here
     path = chains_path(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(parent_of(path))
     check_creatable(store)  # a directory, a device: named, and no chains file made beside it (/dev/null.chains.db)
     try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = sqlite3.connect(path_text(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as error:
         raise store_error(path, error, writing=True) from error
     try:
@@ -321,7 +326,7 @@ def _busy(error: sqlite3.Error) -> bool:
 
 
 @contextmanager
-def _in_memory(conn: sqlite3.Connection, path: Path) -> Iterator[sqlite3.Connection]:
+def _in_memory(conn: sqlite3.Connection, path: str) -> Iterator[sqlite3.Connection]:
     """The chains file busy past :data:`BUSY_TIMEOUT_S`: a copy in this process's memory (of the file as last
     committed; empty when even a read waits), for one call to be counted from and thrown away."""
     copy = sqlite3.connect(":memory:", isolation_level=None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from otel_repeat_guard.store import missing_facts
@@ -26,14 +25,24 @@ if TYPE_CHECKING:  # a Claude Code hook's write has tool calls only: the model r
     from otel_repeat_guard.store.model_rows import AgentRunRow, ModelCallRow
 
 
-@dataclass
 class Batch:
-    """The rows of one export: tool calls, model calls and agent-run spans."""
+    """The rows of one export: tool calls, model calls and agent-run spans. A plain class: a dataclass's definition
+    cost each Claude Code hook call, which writes one batch, about a hundredth of it."""
 
-    calls: list[ToolCallRow] = field(default_factory=list)
-    models: list[ModelCallRow] = field(default_factory=list)
-    runs: list[AgentRunRow] = field(default_factory=list)
-    facts_missing: bool = False  # a call with the guard's loop events and none of its facts (missing_facts.py)
+    __slots__ = ("calls", "facts_missing", "models", "runs")
+
+    def __init__(
+        self,
+        calls: list[ToolCallRow] | None = None,
+        models: list[ModelCallRow] | None = None,
+        runs: list[AgentRunRow] | None = None,
+        facts_missing: bool = False,
+    ) -> None:
+        self.calls: list[ToolCallRow] = [] if calls is None else calls
+        self.models: list[ModelCallRow] = [] if models is None else models
+        self.runs: list[AgentRunRow] = [] if runs is None else runs
+        self.facts_missing = facts_missing
+        """A call with the guard's loop events and none of its facts (missing_facts.py)."""
 
     def __bool__(self) -> bool:
         return bool(self.calls or self.models or self.runs)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from otel_repeat_guard.store.path_text import exists, is_dir, is_file, joined, parent_of, path_text
 from otel_repeat_guard.store.tables import (
     DETECTION_INDEXES,
     INDEXES,
@@ -28,6 +29,9 @@ from otel_repeat_guard.store.tables import (
     rebuild_rollup,
     user_tables,
 )
+
+if TYPE_CHECKING:  # pathlib is imported where a path is not on a Claude Code hook's way (store.path_text)
+    from pathlib import Path
 
 __all__ = [
     "APPLICATION",
@@ -89,7 +93,7 @@ class StoreAccessError(StoreError):
     a directory, a device or a pipe instead of a file."""
 
 
-def _writable(path: Path) -> bool:
+def _writable(path: Path | str) -> bool:
     return os.access(path, os.W_OK)
 
 
@@ -99,6 +103,8 @@ def store_error(path: Path | str, exc: sqlite3.Error, *, writing: bool = False) 
     SQLite's own messages ("attempt to write a readonly database", "database disk image is
     malformed") name neither the file nor the cause, so they are translated here.
     """
+    from pathlib import Path  # noqa: PLC0415 - where a path is not on a Claude Code hook's way (store.path_text)
+
     path = Path(path)
     text = str(exc)
     directory = path.resolve().parent
@@ -130,6 +136,8 @@ def _quoted(text: str) -> str:
 
 def default_db_path() -> Path:
     """``$OTEL_REPEAT_GUARD_DB`` if set, else ``./repeat-guard.db``."""
+    from pathlib import Path  # noqa: PLC0415 - as above
+
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
 
 
@@ -185,21 +193,23 @@ def _stored_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("SELECT version FROM repeat_guard_schema").fetchone()[0])
 
 
-def _refuse_other_than_a_file(path: Path) -> None:
+def _refuse_other_than_a_file(path: str) -> None:
     """A directory, a device or a pipe where the store's file should be: named as what it is, not as a store to
-    create (which the demo would then refuse the same way) nor as SQLite's "unable to open database file"."""
-    if path.is_dir():
-        raise StoreAccessError(f"{path} is a directory: give the store's file, such as {path / DEFAULT_DB}")
-    if path.exists() and not path.is_file():
+    create (which the demo would then refuse the same way) nor as SQLite's "unable to open database file".
+    ``path`` as :func:`~otel_repeat_guard.store.path_text.path_text` gives it."""
+    if is_dir(path):
+        raise StoreAccessError(f"{path} is a directory: give the store's file, such as {joined(path, DEFAULT_DB)}")
+    if exists(path) and not is_file(path):
         raise StoreAccessError(f"{path} is not a regular file: give the store's file, such as ./{DEFAULT_DB}")
 
 
 def check_creatable(path: Path | str) -> None:
     """Raise :class:`StoreAccessError` (:class:`MissingDatabaseError` for a missing directory) unless a store can be
-    opened or created at ``path``: it is a regular file or nothing yet, and its directory exists."""
-    path = Path(path)
+    opened or created at ``path``: it is a regular file or nothing yet, and its directory exists. (Without
+    :mod:`pathlib`, which a Claude Code hook's call would import for it: :mod:`otel_repeat_guard.store.path_text`.)"""
+    path = path_text(path)
     _refuse_other_than_a_file(path)
-    if not path.parent.exists():
+    if not exists(parent_of(path)):
         raise MissingDatabaseError(f"the directory for the store {path} does not exist")
 
 
@@ -210,7 +220,7 @@ def open_for_writing(path: Path | str) -> sqlite3.Connection:
     SQLite without its busy handler being asked (switching a fresh file to WAL); they
     retry, for as long as the busy timeout.
     """
-    path = Path(path)
+    path = path_text(path)  # str(Path(path)), without pathlib (a Claude Code hook's call opens the store)
     check_creatable(path)
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while True:
@@ -223,9 +233,9 @@ def open_for_writing(path: Path | str) -> sqlite3.Connection:
         time.sleep(0.02)
 
 
-def _open_for_writing_once(path: Path) -> sqlite3.Connection:
+def _open_for_writing_once(path: str) -> sqlite3.Connection:
     try:
-        conn = _connect(str(path))
+        conn = _connect(path)
     except sqlite3.Error as exc:
         raise store_error(path, exc, writing=True) from exc
     try:
@@ -276,8 +286,10 @@ def open_for_reading(path: Path | str, *, upgradable: bool = False) -> tuple[sql
     if it is not a store this version can read (with ``upgradable``: nor upgrade, for a writer
     that is about to open it). Never creates or changes the file.
     """
+    from pathlib import Path  # noqa: PLC0415 - where a path is not on a Claude Code hook's way (store.path_text)
+
     path = Path(path)
-    _refuse_other_than_a_file(path)
+    _refuse_other_than_a_file(str(path))
     if not path.is_file():
         raise MissingDatabaseError(
             f"no store at {path}: run `otel-repeat-guard demo --db {_quoted(str(path))}` to create one, or point "

@@ -219,10 +219,23 @@ def test_a_hook_call_on_the_fast_path_leaves_out_the_libraries_only_rare_branche
     assert table(tmp_path / "store.db", "SELECT run_length FROM tool_calls") == [(1,), (2,), (3,)]
 
 
-LEFT_OUT = ("msgspec", "typing_extensions", "logging", "hashlib", "_hashlib", "difflib", "shlex", "decimal")
+LEFT_OUT = (
+    "msgspec",
+    "typing_extensions",
+    "logging",
+    "hashlib",
+    "_hashlib",
+    "difflib",
+    "shlex",
+    "decimal",
+    "pathlib",
+    "urllib",
+    "ipaddress",
+)
 """What a fast-path call does without (issue 40, item 5: a call at most 50 ms): msgspec (the hook's keys are read by
 orjson), logging (imported when a warning is said), hashlib (a reminder variant's draw), difflib (a "did you mean"),
-shlex (a store's message)."""
+shlex (a store's message), pathlib with urllib and ipaddress (the store's and the hook's paths are text:
+``store/path_text.py``)."""
 
 
 def test_with_a_collector_the_hook_imports_the_sdk_and_the_whole_package(tmp_path: Path) -> None:
