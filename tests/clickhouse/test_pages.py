@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from otel_repeat_guard.clickhouse.target import Target
 from otel_repeat_guard.dashboard import VIEWS
+from otel_repeat_guard.dashboard.sections.headline import read_headline
 from otel_repeat_guard.dashboard.sections.timeline import TABLE_CLASS
 from otel_repeat_guard.dashboard.settings import STORE_ENV
 from otel_repeat_guard.store import DB_ENV
@@ -43,9 +44,9 @@ def visit(monkeypatch: pytest.MonkeyPatch, page: str, *, sqlite: Path | None = N
 
 
 def figures(app: AppTest) -> tuple[dict[str, str], list[list[object]], list[int]]:
-    """The page's metrics, its grids' first columns and its tables' lengths (the run timeline is an HTML table of
+    """The page's headline figures, its grids' first columns and its tables' lengths (the run timeline is an HTML table of
     verbatim cells: its rows, header aside)."""
-    metrics = {m.label: m.value for m in app.metric}
+    metrics = {f.label: f.value for element in app.get("html") for f in read_headline(element.value)}
     grids = [df.value.iloc[:, 0].tolist() for df in app.dataframe]
     timelines = [html.value.count("<tr") - 1 for html in app.get("html") if TABLE_CLASS in html.value]
     return metrics, grids, [len(t.value) for t in app.table] + timelines
