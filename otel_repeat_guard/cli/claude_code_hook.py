@@ -280,7 +280,8 @@ def collector_exporters(work: Export) -> str | None:
 def write_rows(path: str, rows: Sequence[ToolCallRow]) -> None:
     """The fast path's rows into the store at ``path``, in the span exporter's own transaction."""
     from otel_repeat_guard.store.batch import Batch, write_batch
-    from otel_repeat_guard.store.schema import open_for_writing, written_by_another
+    from otel_repeat_guard.store.origin import written_by_another
+    from otel_repeat_guard.store.schema import open_for_writing
 
     conn = open_for_writing(path)
     try:

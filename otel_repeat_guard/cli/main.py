@@ -44,11 +44,11 @@ from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.demo.console import Console
 from otel_repeat_guard.demo.runner import Counts, run_scenario
 from otel_repeat_guard.demo.scenario import scenario
+from otel_repeat_guard.store.origin import start_demo_store
 from otel_repeat_guard.store.schema import (
     DB_ENV,
     StoreError,
     default_db_path,
-    start_demo_store,
 )
 from otel_repeat_guard.version import __version__, build_mode
 

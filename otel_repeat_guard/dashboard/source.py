@@ -20,8 +20,9 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 import pandas as pd
 
 from otel_repeat_guard.store import queries
+from otel_repeat_guard.store.origin import has_rows
 from otel_repeat_guard.store.queries import Filters
-from otel_repeat_guard.store.schema import has_rows, open_for_reading
+from otel_repeat_guard.store.schema import open_for_reading
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -20,13 +20,14 @@ from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.inputs import checked_flag
 from otel_repeat_guard.store import missing_facts
 from otel_repeat_guard.store.batch import Batch, write_batch
+from otel_repeat_guard.store.origin import written_by_another
 from otel_repeat_guard.store.records import (
     agent_run_row,
     model_call_row,
     tool_call_row,
 )
 from otel_repeat_guard.store.requested_rows import LateDetections, requested_call_rows
-from otel_repeat_guard.store.schema import default_db_path, written_by_another
+from otel_repeat_guard.store.schema import default_db_path
 from otel_repeat_guard.store.store_file import WritingConnection
 
 logger = logging.getLogger("otel_repeat_guard")

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from otel_repeat_guard import GuardConfig, RepeatGuardSpanProcessor
 from otel_repeat_guard.store import SCHEMA_VERSION, SQLiteSpanExporter, open_for_reading, open_for_writing
 from otel_repeat_guard.store.model_calls import read_model_call
-from otel_repeat_guard.store.schema import start_demo_store, store_origin
+from otel_repeat_guard.store.origin import start_demo_store, store_origin
 from tests.store.loop_agent import upgraded_from
 
 GENAI = {
