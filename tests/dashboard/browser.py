@@ -108,3 +108,11 @@ def headline(page: Page) -> dict[str, str]:
         FIGURE_SELECTOR,
     )
     return shown
+
+
+def recording_page(browser: Browser, width: int = 1280) -> tuple[Page, list[str]]:
+    """A new page ``width`` px wide, and the names of the files it loads, appended as each finishes."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    loaded: list[str] = []
+    page.on("requestfinished", lambda request: loaded.append(request.url.rsplit("/", 1)[-1]))
+    return page, loaded

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from browser import chromium, headline, serving
+from browser import chromium, headline, recording_page, serving
 from playwright.sync_api import Page, expect, sync_playwright
 
 from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
@@ -33,9 +33,7 @@ def _line(page: Page) -> str:
 def test_the_filters_fold_into_a_popover_that_a_fresh_page_never_loads(seeded_db: Path) -> None:
     with serving(seeded_db) as url, sync_playwright() as playwright:
         browser = chromium(playwright)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        loaded: list[str] = []
-        page.on("requestfinished", lambda request: loaded.append(request.url.rsplit("/", 1)[-1]))
+        page, loaded = recording_page(browser)
         page.goto(f"{url}/?agent=coder&range=All+time")
         shown = headline(page)
         page.wait_for_load_state("networkidle")

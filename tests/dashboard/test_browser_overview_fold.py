@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from browser import chromium, serving
+from browser import chromium, recording_page, serving
 from playwright.sync_api import expect, sync_playwright
 
 from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
@@ -14,9 +14,7 @@ from otel_repeat_guard.dashboard.sections.headline import FIGURE_SELECTOR
 def test_a_fresh_overview_loads_no_chart_library_and_draws_the_chart_once_opened(seeded_db: Path) -> None:
     with serving(seeded_db) as url, sync_playwright() as playwright:
         browser = chromium(playwright)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        loaded: list[str] = []
-        page.on("requestfinished", lambda request: loaded.append(request.url.rsplit("/", 1)[-1]))
+        page, loaded = recording_page(browser)
         page.goto(url)
         expect(page.locator(FIGURE_SELECTOR)).to_have_count(12, timeout=60_000)
         page.wait_for_load_state("networkidle")
