@@ -1,7 +1,8 @@
 """The span processor: the SDK's hooks, and nothing the guard decides (:mod:`otel_repeat_guard.decide.guard` does).
 
-``on_start`` and ``on_end`` tell the run resolver of every span; ``_on_ending`` asks the guard what an ending span means and records
-its events and facts on the span, its reminders for the harness; with ``downstream`` it wraps those (logfire's shape)."""
+``on_start`` and ``on_end`` tell the run resolver of every span; where an ending span is decided and its events go
+is the processor's way, picked once (:mod:`otel_repeat_guard.decide.span_ends`): on the span as it ends, or, with
+``downstream``, on a copy handed to the processors it wraps (logfire's shape)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from opentelemetry._logs import LoggerProvider
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from otel_repeat_guard.conventions import DEFAULT_CONVENTIONS, Convention
 from otel_repeat_guard.core.config import GuardConfig
@@ -18,19 +19,14 @@ from otel_repeat_guard.decide.blind_spots import CallAudit
 from otel_repeat_guard.decide.decision import Decision
 from otel_repeat_guard.decide.delivery import watched_inbox
 from otel_repeat_guard.decide.guard import Guard, GuardOptions
-from otel_repeat_guard.decide.harness import HarnessQuestions, ReminderCallback
+from otel_repeat_guard.decide.harness import HarnessQuestions
 from otel_repeat_guard.decide.log_events import LogEvents
 from otel_repeat_guard.decide.recorder import REDACTION_FAILED, REMINDER_EVENT, REPEAT_EVENT, UNGUARDED_EVENT
+from otel_repeat_guard.decide.span_ends import InPlace, Outlets, ReminderCallback, Wrapping
 from otel_repeat_guard.forks import ForkHandle
-from otel_repeat_guard.inputs import checked_processor_options, context_or_none, flush_timeout, shown_name
+from otel_repeat_guard.inputs import checked_processor_options, flush_timeout, shown_name
 from otel_repeat_guard.spans.baggage import run_in
-from otel_repeat_guard.spans.span_events import (
-    EventSpec,
-    copy_with_events,
-    ended_id,
-    record_on_ending_span,
-    start_of,
-)
+from otel_repeat_guard.spans.span_events import ended_id, start_of
 
 logger = logging.getLogger("otel_repeat_guard")
 
@@ -72,17 +68,16 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
         self._guard = guard = Guard(GuardConfig() if config is None else config, options)  # checks the other options
         # the run resolver the hooks tell of every span, and the chains (tests read them)
         self._runs, self._chains = guard.runs, guard.chains
-        self._on_reminder, self._downstream = on_reminder, downstream
         inbox = watched_inbox(on_reminder)  # an inbox's put: whether adapters take its reminders is watched
         if inbox is not None:
             guard.deliveries.watch(inbox)
-        self._wrapping, self._limits = bool(downstream), SpanLimits()
-        self._wrapped_events: dict[int, list[EventSpec]] = {}  # wrapping mode: events for spans still open
+        logs = LogEvents.made(guard.config, logger_provider)  # None: log events are off
+        if logs is not None:  # reminder outcomes as evaluations too (decide/shown.py)
+            guard.shown.sink = logs.emit_in
+        self._outlets = outlets = Outlets(guard, on_reminder, logs)
+        self._ends = Wrapping(guard, outlets, downstream) if downstream else InPlace(guard, outlets)
         self._follow_remote = guard.config.follows_remote_runs  # a span under a remote parent: the baggage's run
-        self._fork = ForkHandle(self._wrapped_events.clear, guard.after_fork)  # a forked child starts afresh
-        self._logs = LogEvents.made(guard.config, logger_provider)  # None: log events are off
-        if self._logs is not None:  # reminder outcomes as evaluations too (decide/shown.py)
-            guard.shown.sink = self._logs.emit_in
+        self._fork = ForkHandle(self._ends.after_fork, guard.after_fork)  # a forked child starts afresh
 
     def after_fork(self) -> None:  # in a forked child (forks.py): nothing in flight, the configuration stays
         self._fork.after_fork()
@@ -102,65 +97,22 @@ class RepeatGuardSpanProcessor(HarnessQuestions):
                 self._record_open(span, span_id, decision)
         except Exception:
             logger.exception("repeat guard failed in on_start; the span is unaffected")
-        for processor in self._downstream:
-            _pass_on(processor, "on_start", span, context_or_none(parent_context))
+        self._ends.started(span, parent_context)
 
     def _on_ending(self, span: Span) -> None:
-        if self._wrapping:  # the guard decides in on_end and hands on copies; the hook itself is passed on
-            for processor in self._downstream:
-                _pass_on(processor, "_on_ending", span)  # the SDK's end-of-span hook, as the provider calls it
-            return
-        try:
-            decision = self._guard.ended(span)
-            if decision is not None:
-                record_on_ending_span(span, decision.events, decision.facts)
-                if self._logs is not None and decision.events:
-                    self._logs.emit_ended(span, decision.events)
-                self._deliver(decision.reminders)
-        except Exception:
-            logger.exception("repeat guard failed at the end of span %r; the span is unaffected", shown_name(span))
+        self._ends.ending(span)  # on its own, the guard decides here; wrapping, this hook is passed on
 
     def on_end(self, span: ReadableSpan) -> None:
-        forwarded = span
+        self._ends.ended(span)  # wrapping, the guard decides here and hands on the copy
         try:
             span_id = ended_id(span)
-            if self._wrapping:
-                decision = self._guard.ended(span)
-                wrapped = self._wrapped_events
-                earlier = wrapped.pop(span_id, None) if wrapped and span_id is not None else None
-                if decision is not None:
-                    events = (earlier or []) + decision.events
-                    forwarded = copy_with_events(span, events, self._limits, decision.facts)
-                    if self._logs is not None and decision.events:
-                        self._logs.emit_ended(span, decision.events)
-                    self._deliver(decision.reminders)
-                elif earlier:
-                    forwarded = copy_with_events(span, earlier, self._limits, None)
             if span_id is not None:  # stop tracking it; if it stood for a run, the run's chain ends
                 self._runs.closed(span_id)
         except Exception:
             logger.exception("repeat guard failed in on_end for span %r; the span is unaffected", shown_name(span))
-        for processor in self._downstream:
-            _pass_on(processor, "on_end", forwarded)
 
     def shutdown(self) -> None:
-        for processor in self._downstream:
-            _pass_on(processor, "shutdown")
+        self._ends.shutdown()
 
     def force_flush(self, timeout_millis: object = 30000) -> bool:  # a float too, as the SDK's processors take
-        timeout = flush_timeout(timeout_millis)
-        return all([_pass_on(processor, "force_flush", timeout) for processor in self._downstream])
-
-
-def _pass_on(processor: SpanProcessor, hook: str, *arguments: object) -> object:
-    """A wrapped processor's hook, as the provider would call it; one that raises (the SDK catches nothing a
-    processor raises) is logged, and the application, the guard and the other processors carry on."""
-    try:
-        return getattr(processor, hook)(*arguments)
-    except Exception:
-        logger.exception(
-            "span processor %s failed in %s; the guard and the other processors carry on",
-            type(processor).__name__,
-            hook,
-        )
-        return None
+        return self._ends.force_flush(flush_timeout(timeout_millis))

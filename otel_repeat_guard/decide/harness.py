@@ -5,7 +5,6 @@ its length, carry it between processes, and find the run a model request goes ou
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
@@ -13,16 +12,12 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from otel_repeat_guard.core.chains import ChainStore
 from otel_repeat_guard.core.config import GuardConfig
-from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.decide.decision import Decision
 from otel_repeat_guard.decide.guard import Guard
-from otel_repeat_guard.decide.log_events import LogEvents
+from otel_repeat_guard.decide.span_ends import InPlace, Outlets
 from otel_repeat_guard.inputs import chain_key, context_or_none
-from otel_repeat_guard.spans.span_events import EventSpec
 
 logger = logging.getLogger("otel_repeat_guard")
-
-ReminderCallback = Callable[[Reminder], None]
 
 
 class HarnessQuestions(SpanProcessor):
@@ -31,10 +26,8 @@ class HarnessQuestions(SpanProcessor):
 
     _guard: Guard
     _chains: ChainStore
-    _on_reminder: ReminderCallback | None
-    _wrapping: bool
-    _wrapped_events: dict[int, list[EventSpec]]
-    _logs: LogEvents | None
+    _ends: InPlace  # where an ending span is decided and its events go (decide/span_ends.py)
+    _outlets: Outlets
 
     @property
     def config(self) -> GuardConfig:
@@ -95,24 +88,6 @@ class HarnessQuestions(SpanProcessor):
     def _record_open(self, span: Any, span_id: int | None, decision: Decision) -> None:
         """A decision about a span still open: its events on it (the public API works; wrapping this provider's
         spans, on the copy handed on at its end), its reminders to the harness."""
-        if not decision.events:  # nothing to put on the span, which may be a recorded one (playback.py)
-            pass
-        elif self._wrapping and span_id is not None:
-            self._wrapped_events[span_id] = decision.events
-        elif span.is_recording():
-            for event, attributes in decision.events:
-                span.add_event(event, attributes)
-        if self._logs is not None and decision.events:
-            self._logs.emit(span.get_span_context(), decision.events, None)
-        self._deliver(decision.reminders)
-
-    def _deliver(self, reminders: list[Reminder]) -> None:
-        if self._on_reminder is None:
-            return
-        for reminder in reminders:
-            try:
-                self._on_reminder(reminder)
-            except Exception:
-                logger.exception("on_reminder callback raised for agent %r; the guard carries on", reminder.agent_id)
-            else:
-                self._guard.deliveries.handed(reminder)  # watched until an adapter takes it (decide/delivery.py)
+        if decision.events:  # none: nothing to put on the span, which may be a recorded one (playback.py)
+            self._ends.open_events(span, span_id, decision.events)
+        self._outlets.opened(span, decision)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,9 +83,12 @@ class Harness:
         return lengths
 
 
-def make_harness(config: GuardConfig | None = None, **kwargs: Any) -> Harness:
+def make_harness(
+    config: GuardConfig | None = None, on_reminder: Callable[[Reminder], None] | None = None, **kwargs: Any
+) -> Harness:
+    """A guard and an exporter after it; the reminders go to ``on_reminder``, else to the harness's list."""
     reminders: list[Reminder] = []
-    guard = RepeatGuardSpanProcessor(config, reminders.append, **kwargs)
+    guard = RepeatGuardSpanProcessor(config, on_reminder or reminders.append, **kwargs)
     provider = TracerProvider()
     provider.add_span_processor(guard)
     exporter = InMemorySpanExporter()

@@ -14,8 +14,7 @@ from .conftest import make_harness
 
 def test_inbox_as_callback_then_drain() -> None:
     inbox = ReminderInbox()
-    h = make_harness(GuardConfig(thresholds=(2, 3)))
-    h.guard._on_reminder = inbox.put
+    h = make_harness(GuardConfig(thresholds=(2, 3)), on_reminder=inbox.put)
     for _ in range(3):
         h.call("grep", {"q": "X"}, agent_id="alice")
     h.call("grep", {"q": "X"}, agent_id="bob")
@@ -27,8 +26,7 @@ def test_inbox_as_callback_then_drain() -> None:
 
 def test_inbox_is_bounded() -> None:
     inbox = ReminderInbox(per_agent=2, max_agents=2)
-    h = make_harness(GuardConfig(thresholds=(2, 3, 4)))
-    h.guard._on_reminder = inbox.put
+    h = make_harness(GuardConfig(thresholds=(2, 3, 4)), on_reminder=inbox.put)
     for agent in ("a", "b", "c"):
         for _ in range(4):
             h.call("grep", {"q": "X"}, agent_id=agent)
@@ -38,8 +36,7 @@ def test_inbox_is_bounded() -> None:
 
 def test_reminders_given_back_come_before_later_ones_and_the_bound_keeps_the_newest() -> None:
     inbox = ReminderInbox(per_agent=3)
-    h = make_harness(GuardConfig(thresholds=(2, 3, 4, 5, 6)))
-    h.guard._on_reminder = inbox.put
+    h = make_harness(GuardConfig(thresholds=(2, 3, 4, 5, 6)), on_reminder=inbox.put)
     for _ in range(3):
         h.call("grep", {"q": "X"}, agent_id="alice")
     drained = inbox.drain("alice")

@@ -80,8 +80,7 @@ def test_a_raising_callback_never_reaches_the_caller(caplog: pytest.LogCaptureFi
         if len(delivered) == 1:
             raise RuntimeError("harness bug")
 
-    h = make_harness()
-    h.guard._on_reminder = callback
+    h = make_harness(on_reminder=callback)
     with caplog.at_level(logging.ERROR, logger="otel_repeat_guard"), h.agent_run("a"):
         for _ in range(8):
             h.call("grep", {"q": "X"})  # would raise here if the guard let it through

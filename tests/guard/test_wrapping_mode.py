@@ -6,7 +6,7 @@ import logging
 
 import pytest
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -45,10 +45,10 @@ def test_downstream_processors_receive_spans_with_events(monkeypatch: object) ->
     assert exporter._stopped
 
 
-def test_copies_respect_event_limits(monkeypatch: object) -> None:
+def test_copies_respect_event_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SPAN_EVENT_COUNT_LIMIT", "2")  # the SDK's limits, as the copies' SpanLimits() read them
     exporter = InMemorySpanExporter()
     guard = RepeatGuardSpanProcessor(GuardConfig(thresholds=(2,)), downstream=[SimpleSpanProcessor(exporter)])
-    guard._limits = SpanLimits(max_events=2)
     provider = TracerProvider()
     provider.add_span_processor(guard)
     tracer = provider.get_tracer("t")
