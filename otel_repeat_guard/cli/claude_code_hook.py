@@ -40,6 +40,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from otel_repeat_guard.cli.sdk_limits import sdk_limit_problem
 from otel_repeat_guard.core.config import GuardConfig
 from otel_repeat_guard.core.sources import ENV_PREFIX
@@ -51,7 +53,6 @@ from otel_repeat_guard.integrations._claude import (
     chain_key,
     session_prefix,
 )
-from otel_repeat_guard.integrations._claude_json import dumps, loads
 from otel_repeat_guard.integrations._claude_rows import OTLP_VARIABLES, RowDecider, needs_spans, to_collector
 from otel_repeat_guard.store.rows import ToolCallRow
 
@@ -303,14 +304,13 @@ MAX_DEPTH = 100_000
 
 
 def read_event(data: bytes) -> Any:
-    """A hook event, as Node's ``JSON.stringify`` wrote it, read as orjson reads it (by the stdlib where that is
-    the same: :mod:`~otel_repeat_guard.integrations._claude_json`): output cut inside a character is a lone
-    surrogate escape, which orjson refuses (the stdlib reads it), and a deep value past orjson's and the stdlib's
+    """A hook event, as Node's ``JSON.stringify`` wrote it: output cut inside a character is a lone surrogate
+    escape, which orjson refuses (the stdlib reads it), and a deep value past orjson's and the stdlib's
     nesting limits is read by the stdlib's Python scanner, whose recursion is Python's own frames. An event
     left unread would let the next call extend the run this one broke."""
     try:
-        return loads(data)
-    except ValueError:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
         pass
     try:
         return json.loads(data)
@@ -350,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         output = handle(hook_input, os.environ)
         if output:
             try:
-                text = dumps(output)
+                text = orjson.dumps(output).decode()
             except TypeError:  # a lone surrogate quoted from the call: escaped, as Node's JSON.stringify does
                 text = json.dumps(output)
             sys.stdout.write(text + "\n")

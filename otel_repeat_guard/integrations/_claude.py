@@ -17,13 +17,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import xxhash
 
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.core.reminders import Reminder
 from otel_repeat_guard.core.rules import put_bounded
 from otel_repeat_guard.integrations._claude_calls import OpenCall, due
-from otel_repeat_guard.integrations._claude_json import dumps
 
 if TYPE_CHECKING:  # OpenTelemetry only where a call becomes a span: the command hook's fast path has none
     from opentelemetry.context import Context
@@ -86,10 +86,9 @@ class Exclusions:
 
 
 def json_text(value: Any) -> str | None:
-    """``value`` as JSON text, as orjson writes it (:mod:`~otel_repeat_guard.integrations._claude_json`); None when
-    no encoder can write it (nested past the stdlib's recursion limit)."""
+    """``value`` as JSON text; None when no encoder can write it (nested past the stdlib's recursion limit)."""
     try:
-        return dumps(value, default=str)
+        return orjson.dumps(value, default=str).decode()
     except TypeError:  # a lone surrogate (output cut inside a character), nesting past 255, a huge integer
         try:
             return json.dumps(value, default=str)  # surrogates escaped, as Node's JSON.stringify writes them

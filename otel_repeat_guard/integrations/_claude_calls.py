@@ -39,6 +39,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from otel_repeat_guard.store.path_text import is_file, joined, path_text, without_suffix
 
 
@@ -157,8 +159,6 @@ def read_transcript(path: str | None, ids: Sequence[str]) -> Transcript:
     without blocking: a path that became a named pipe or a device is not read (said once)."""
     if path is None or not ids:
         return NO_TRANSCRIPT
-    import orjson  # here: most hook calls read no transcript
-
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError):

@@ -4,9 +4,8 @@
 :func:`~otel_repeat_guard.core.canonical.arguments_key` reads JSON text with msgspec, whose import (with
 ``typing_extensions``) cost the hook about a tenth of its call. The hook's arguments text is what orjson (or, for a
 value orjson cannot write, the stdlib) wrote of the event's ``tool_input``, and orjson reads it into the same values
-as msgspec does, but for integers beyond 64 bits, which orjson reads as floats. So this module reads the text as
-orjson does (by the standard library where that is the same: :mod:`~otel_repeat_guard.integrations._claude_json`),
-and hands the text to :mod:`~otel_repeat_guard.core.canonical` itself (msgspec imported then) for anything
+as msgspec does, but for integers beyond 64 bits, which orjson reads as floats. So this module reads the text with
+orjson, and hands the text to :mod:`~otel_repeat_guard.core.canonical` itself (msgspec imported then) for anything
 else: text orjson refuses (a lone surrogate escape, ``NaN``, ``1e400``, nesting past 1,024), a float as large as
 2**63 (which may be an integer orjson turned into a float), or a value orjson cannot write sorted (nesting past
 255). ``tests/guard/test_claude_hook_keys.py`` holds both readings equal.
@@ -16,9 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import orjson
 import xxhash
-
-from otel_repeat_guard.integrations._claude_json import dumps_sorted, loads
 
 if TYPE_CHECKING:
     from typing import Any
@@ -31,8 +29,8 @@ def _sorted_json(text: str) -> bytes | None:
     """The canonical form of JSON ``text`` as orjson reads and writes it, or None where msgspec's reading may
     differ (or there is none): then :mod:`~otel_repeat_guard.core.canonical` decides."""
     try:
-        value = loads(text)
-    except ValueError:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
         return None
     stack = [value]
     while stack:
@@ -45,7 +43,7 @@ def _sorted_json(text: str) -> bytes | None:
         elif type(item) is list:
             stack.extend(item)
     try:
-        return dumps_sorted(value)
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # nesting past orjson's writer's 255 levels
         return None
 

@@ -22,6 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from otel_repeat_guard.core.config import MEMORY_STORE, GuardConfig
 from otel_repeat_guard.core.urls import safe_url
 from otel_repeat_guard.integrations._claude import json_text
@@ -32,7 +34,6 @@ from otel_repeat_guard.integrations._claude_calls import (
     warn,
 )
 from otel_repeat_guard.integrations._claude_deciders import Counted, SpanDecider
-from otel_repeat_guard.integrations._claude_json import dumps, loads
 from otel_repeat_guard.store.path_text import is_file, make_dirs, parent_of, path_text, stem_and_suffix, with_name
 from otel_repeat_guard.store.schema import check_creatable, store_error
 
@@ -157,7 +158,7 @@ class SQLiteChains:
         if row is not None:
             tool, arguments_key, run, waiting = row
             try:
-                one.restore_chain(key, [tool, arguments_key, run, loads(waiting)])
+                one.restore_chain(key, [tool, arguments_key, run, orjson.loads(waiting)])
             except (TypeError, ValueError):  # one odd row costs its chain, never the call
                 warn("repeat guard: the stored chain of %r is unreadable; it starts afresh", key)
         for call, end in calls:
@@ -169,7 +170,7 @@ class SQLiteChains:
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {TABLE} (chain_key, tool, arguments_key, run, waiting, updated_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (key, tool, arguments_key, run, dumps(waiting), now),
+                (key, tool, arguments_key, run, orjson.dumps(waiting).decode(), now),
             )
         expired = now - self._config.store_expiry_seconds
         self._conn.execute(f"DELETE FROM {TABLE} WHERE updated_at < ?", (expired,))
@@ -253,8 +254,8 @@ def wait_for_refusals(config: GuardConfig, store: str, key: str, hook_input: Map
 
 def _loads(text: str) -> Any:
     try:
-        return loads(text)
-    except ValueError:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
         return json.loads(text)  # a lone surrogate escape, which orjson refuses
 
 

@@ -221,7 +221,6 @@ def test_a_hook_call_on_the_fast_path_leaves_out_the_libraries_only_rare_branche
 
 LEFT_OUT = (
     "msgspec",
-    "orjson",
     "typing_extensions",
     "logging",
     "hashlib",
@@ -237,9 +236,8 @@ LEFT_OUT = (
     "dis",
     "tokenize",
 )
-"""What a fast-path call does without (issue 40, item 5: a call at most 50 ms): msgspec and orjson (the hook's keys
-and its JSON are read and written by the stdlib where it gives orjson's bytes: ``integrations/_claude_json.py``),
-inspect with ast, dis and tokenize (dataclasses' import of it is deferred by the hook's entry until a name
+"""What a fast-path call does without (issue 40, item 5: a call at most 50 ms): msgspec (the hook's keys are read by
+orjson), inspect with ast, dis and tokenize (dataclasses' import of it is deferred by the hook's entry until a name
 is read: ``otel_repeat_guard_entry.defer_inspect``), logging (imported when a warning is said), hashlib (a reminder variant's draw), difflib (a "did you mean"),
 shlex (a store's message), pathlib with urllib and ipaddress (the store's and the hook's paths are text:
 ``store/path_text.py``)."""
