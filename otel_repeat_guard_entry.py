@@ -13,12 +13,14 @@ module object (``whole_package``). The package's ``__init__`` is not compiled in
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import importlib.util
 import os
 import sys
+import types
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 PACKAGE = "otel_repeat_guard"
 
@@ -32,12 +34,44 @@ def _package_without_init() -> None:
         sys.modules[PACKAGE] = importlib.util.module_from_spec(spec)
 
 
+def defer_inspect() -> None:
+    """Leave :mod:`inspect` unloaded until something reads one of its names (nothing when it is imported already).
+
+    :mod:`dataclasses` imports ``inspect`` (and with it ``ast``, ``dis``, ``tokenize``, ``linecache``): 7 ms of a
+    hook call's 66, for one use, ``inspect.signature``, which only a dataclass without a docstring reaches. So
+    ``sys.modules`` gets a stand-in carrying inspect's own spec, whose module ``__getattr__`` (PEP 562) imports
+    the real module on the first name read, ``from inspect import x`` included, and hands that read and every later
+    one to it. Once loaded, ``sys.modules`` holds the real module; the stand-in leaves it only while it is still
+    there itself, under a lock, so it never removes a real one. Not :class:`importlib.util.LazyLoader`: the
+    ``import`` statement reads the module's ``__spec__``, and a lazy module loads on any attribute read."""
+    if "inspect" in sys.modules:
+        return
+    spec = importlib.util.find_spec("inspect")
+    if spec is None:  # pragma: no cover - the standard library's own module
+        return
+    stand_in = types.ModuleType("inspect")
+    stand_in.__spec__, stand_in.__loader__, stand_in.__package__ = spec, spec.loader, spec.parent  # as the real's
+    lock = _thread.RLock()
+
+    def real_name(name: str) -> Any:
+        with lock:
+            if sys.modules.get("inspect") is stand_in:
+                del sys.modules["inspect"]
+            import inspect
+        return getattr(inspect, name)
+
+    stand_in.__getattr__ = real_name  # type: ignore[method-assign]
+    sys.modules["inspect"] = stand_in
+
+
 def claude_code_hook(argv: Sequence[str] | None = None) -> NoReturn:
     """``otel-repeat-guard-claude-code-hook``: one Claude Code hook event, always exit 0 (docs/claude-code.md).
 
     The process ends here, its output flushed, without the interpreter's finalization (``os._exit``): tearing down
     the modules a call loaded cost a fifth of the call. Nothing is left to it: the chains' transaction is committed
-    or rolled back, the store's write done or, past its bound, abandoned as a daemon thread is at any exit."""
+    or rolled back, the store's write done or, past its bound, abandoned as a daemon thread is at any exit. The
+    process is the hook's own, so it may leave :mod:`inspect` for later (:func:`defer_inspect`)."""
+    defer_inspect()
     _package_without_init()
     from otel_repeat_guard.cli.claude_code_hook import main as hook
 

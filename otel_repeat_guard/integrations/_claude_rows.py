@@ -40,7 +40,7 @@ from otel_repeat_guard.integrations._claude_keys import (
     canonical_arguments,
     canonical_or_none,
 )
-from otel_repeat_guard.store.rows import REPEAT, DetectionRow, ToolCallRow, storable
+from otel_repeat_guard.store.rows import REPEAT, DetectionRow, ToolCallRow
 
 ARGUMENTS = "gen_ai.tool.call.arguments"
 NO_ARGUMENTS = "no_arguments"
@@ -147,7 +147,7 @@ class RowDecider:
             detections=_detections(run_length, tier, threshold),
             decided=True,
         )
-        self.rows.append(storable(row))
+        self.rows.append(row.storable())
 
     def _remind(self, attributes: Mapping[str, Any], key: str, run_length: int, tier: Any) -> None:
         """The reminder of a repeat that reached a tier, worded as the recorder words it; the chain waits for its

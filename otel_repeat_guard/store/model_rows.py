@@ -3,9 +3,10 @@ values, no OpenTelemetry import, read from spans by :mod:`otel_repeat_guard.stor
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from otel_repeat_guard.store.rows import CallRow
+from otel_repeat_guard.store.rows import duration_between, pending_agent, storable_changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +30,19 @@ class UndeliveredRow:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCallRow(CallRow):
-    """One model call as the store keeps it (see :mod:`otel_repeat_guard.store.model_calls`)."""
+class ModelCallRow:
+    """One model call as the store keeps it (see :mod:`otel_repeat_guard.store.model_calls`): a
+    :class:`~otel_repeat_guard.store.rows.CallRow`, then the call's own."""
 
+    start_ns: int
+    end_ns: int
+    service_name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    agent_key: str
+    agent_name: str | None
+    agent_known: bool
     model: str | None
     provider: str | None
     input_tokens: int | None
@@ -44,3 +55,37 @@ class ModelCallRow(CallRow):
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
     undelivered: tuple[UndeliveredRow, ...] = ()
+
+    @property
+    def duration_ns(self) -> int:
+        return duration_between(self.start_ns, self.end_ns)
+
+    @property
+    def agent_pending(self) -> bool:
+        return pending_agent(self.parent_span_id, self.agent_known, self.agent_name)
+
+    def storable(self) -> ModelCallRow:
+        """:meth:`otel_repeat_guard.store.rows.ToolCallRow.storable`, for a model call's row."""
+        changes = storable_changes(self, _TEXT_FIELDS, _INT_FIELDS)
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+_TEXT_FIELDS = (
+    "service_name",
+    "agent_key",
+    "agent_name",
+    "model",
+    "provider",
+    "conversation_id",
+    "output_preview",
+)
+_INT_FIELDS = (
+    "start_ns",
+    "end_ns",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)

@@ -66,7 +66,6 @@ from otel_repeat_guard.store.rows import (
     CallRow,
     DetectionRow,
     ToolCallRow,
-    storable,
 )
 from otel_repeat_guard.store.storable import int_or_none, storable_int, storable_or_none, storable_text
 
@@ -89,7 +88,6 @@ __all__ = [  # the rows live in store.rows and store.model_rows (no OpenTelemetr
     "model_call_row",
     "provisional_agent_key",
     "service_name",
-    "storable",
     "tool_call_row",
     "undelivered_rows",
 ]
@@ -264,35 +262,33 @@ def tool_call_row(
     start = start_ns(span)
     end = end_ns(span) or start
     tier, threshold = guard.reminder(REPEAT)
-    return storable(
-        ToolCallRow(
-            start_ns=start,
-            end_ns=end,
-            service_name=service_name(span),
-            trace_id=trace_id,
-            span_id=format_span_id(context.span_id),
-            parent_span_id=parent_span_id,
-            agent_key=agent_key,
-            agent_name=agent_name,
-            agent_known=known,
-            tool_name=tool,
-            tracked=is_tracked,
-            arguments_digest=digest,
-            arguments_preview=preview,
-            error=call_failed(error, span.status.status_code, attributes, events),
-            run_length=run_length,
-            reminder_tier=tier,
-            reminder_threshold=threshold,
-            unguarded_reason=str_or_none(unguarded.get("repeat_tool_guard.reason"))
-            or str_or_none(attributes.get(UNGUARDED))  # the guard's decision, where its run was not to be found
-            or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
-            detections=guard.rows(storable_int(run_length) if run_length is not None else None),
-            issuer_span_id=str_or_none(attributes.get(ISSUER)),
-            charges_issuer=attributes.get(WASTED) is True,
-            decided=decided_run is not None,
-            reminder_variant=None if tier is None else guard.variant(REPEAT),
-        )
-    )
+    return ToolCallRow(
+        start_ns=start,
+        end_ns=end,
+        service_name=service_name(span),
+        trace_id=trace_id,
+        span_id=format_span_id(context.span_id),
+        parent_span_id=parent_span_id,
+        agent_key=agent_key,
+        agent_name=agent_name,
+        agent_known=known,
+        tool_name=tool,
+        tracked=is_tracked,
+        arguments_digest=digest,
+        arguments_preview=preview,
+        error=call_failed(error, span.status.status_code, attributes, events),
+        run_length=run_length,
+        reminder_tier=tier,
+        reminder_threshold=threshold,
+        unguarded_reason=str_or_none(unguarded.get("repeat_tool_guard.reason"))
+        or str_or_none(attributes.get(UNGUARDED))  # the guard's decision, where its run was not to be found
+        or (NO_AGENT if is_tracked and agent_id is None and span.parent is None else None),
+        detections=guard.rows(storable_int(run_length) if run_length is not None else None),
+        issuer_span_id=str_or_none(attributes.get(ISSUER)),
+        charges_issuer=attributes.get(WASTED) is True,
+        decided=decided_run is not None,
+        reminder_variant=None if tier is None else guard.variant(REPEAT),
+    ).storable()
 
 
 def agent_run_row(span: ReadableSpan, conventions: Sequence[Convention]) -> AgentRunRow | None:
@@ -336,28 +332,26 @@ def model_call_row(
     preview = None
     if store_outputs and info.output is not None:
         preview = arguments_preview(info.output, preview_chars)
-    return storable(
-        ModelCallRow(
-            start_ns=start,
-            end_ns=end,
-            service_name=service_name(span),
-            trace_id=trace_id,
-            span_id=format_span_id(context.span_id),
-            parent_span_id=parent_span_id,
-            agent_key=agent_id or provisional_agent_key(trace_id, parent_span_id),
-            agent_name=agent_name,
-            agent_known=agent_id is not None,
-            model=info.model,
-            provider=info.provider,
-            input_tokens=info.input_tokens,
-            output_tokens=info.output_tokens,
-            total_tokens=info.total_tokens,
-            conversation_id=info.conversation_id,
-            error=call_failed(False, span.status.status_code, attributes, events),
-            output_preview=preview,
-            cache_read_tokens=info.cache_read_tokens,
-            cache_write_tokens=info.cache_write_tokens,
-            undelivered=undelivered_rows(events),
-            reasoning_tokens=info.reasoning_tokens,
-        )
-    )
+    return ModelCallRow(
+        start_ns=start,
+        end_ns=end,
+        service_name=service_name(span),
+        trace_id=trace_id,
+        span_id=format_span_id(context.span_id),
+        parent_span_id=parent_span_id,
+        agent_key=agent_id or provisional_agent_key(trace_id, parent_span_id),
+        agent_name=agent_name,
+        agent_known=agent_id is not None,
+        model=info.model,
+        provider=info.provider,
+        input_tokens=info.input_tokens,
+        output_tokens=info.output_tokens,
+        total_tokens=info.total_tokens,
+        conversation_id=info.conversation_id,
+        error=call_failed(False, span.status.status_code, attributes, events),
+        output_preview=preview,
+        cache_read_tokens=info.cache_read_tokens,
+        cache_write_tokens=info.cache_write_tokens,
+        undelivered=undelivered_rows(events),
+        reasoning_tokens=info.reasoning_tokens,
+    ).storable()

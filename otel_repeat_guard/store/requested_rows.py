@@ -22,7 +22,7 @@ from otel_repeat_guard.core.facts import CALL_EVENT, ISSUER, RUN, RUN_NAME, VARI
 from otel_repeat_guard.core.patterns import ToolFilter
 from otel_repeat_guard.decide.recorder import CYCLE_EVENT, NO_PROGRESS_EVENT, REMINDER_EVENT
 from otel_repeat_guard.spans.span_events import contents_of, start_ns
-from otel_repeat_guard.store.records import REPEAT, DetectionRow, GuardEvents, ToolCallRow, service_name, storable
+from otel_repeat_guard.store.records import REPEAT, DetectionRow, GuardEvents, ToolCallRow, service_name
 from otel_repeat_guard.store.storable import int_or_none
 
 _MAX_HELD = 4096
@@ -86,31 +86,29 @@ def requested_call_rows(span: ReadableSpan, tracked: ToolFilter, late: LateDetec
             else ()
         )
         rows.append(
-            storable(
-                ToolCallRow(
-                    start_ns=event.timestamp or at,
-                    end_ns=event.timestamp or at,
-                    service_name=service_name(span),
-                    trace_id=trace_id,
-                    span_id=f"{format_span_id(context.span_id)}/{index}",
-                    parent_span_id=format_span_id(context.span_id),
-                    agent_key=run,
-                    agent_name=str_or_none(attributes.get(RUN_NAME)),
-                    agent_known=True,
-                    tool_name=tool,
-                    tracked=tracked[tool],
-                    arguments_digest=str_or_none(attributes.get("repeat_tool_guard.arguments_digest")),
-                    arguments_preview=None,
-                    error=False,
-                    run_length=length,
-                    reminder_tier=tier,
-                    reminder_threshold=threshold,
-                    detections=repeat + late.take(trace_id, str_or_none(attributes.get("gen_ai.tool.call.id"))),
-                    issuer_span_id=str_or_none(attributes.get(ISSUER)),
-                    charges_issuer=attributes.get(WASTED) is True,
-                    decided=True,
-                    reminder_variant=None if tier is None else str_or_none(attributes.get(VARIANT)),
-                )
-            )
+            ToolCallRow(
+                start_ns=event.timestamp or at,
+                end_ns=event.timestamp or at,
+                service_name=service_name(span),
+                trace_id=trace_id,
+                span_id=f"{format_span_id(context.span_id)}/{index}",
+                parent_span_id=format_span_id(context.span_id),
+                agent_key=run,
+                agent_name=str_or_none(attributes.get(RUN_NAME)),
+                agent_known=True,
+                tool_name=tool,
+                tracked=tracked[tool],
+                arguments_digest=str_or_none(attributes.get("repeat_tool_guard.arguments_digest")),
+                arguments_preview=None,
+                error=False,
+                run_length=length,
+                reminder_tier=tier,
+                reminder_threshold=threshold,
+                detections=repeat + late.take(trace_id, str_or_none(attributes.get("gen_ai.tool.call.id"))),
+                issuer_span_id=str_or_none(attributes.get(ISSUER)),
+                charges_issuer=attributes.get(WASTED) is True,
+                decided=True,
+                reminder_variant=None if tier is None else str_or_none(attributes.get(VARIANT)),
+            ).storable()
         )
     return rows

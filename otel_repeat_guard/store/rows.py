@@ -2,41 +2,55 @@
 :mod:`otel_repeat_guard.store.writes` writes them: plain values, no OpenTelemetry import, so a writer that has no
 spans (the Claude Code command hook, :mod:`otel_repeat_guard.integrations._claude_rows`) builds the same rows.
 Here the tool calls' rows; the model calls' and agent runs' in :mod:`otel_repeat_guard.store.model_rows`, which
-that hook never makes (each frozen dataclass costs its process about half a millisecond to define)."""
+that hook never makes. The tool calls' rows are named tuples: that hook defines them in every call, and a frozen
+dataclass of this size cost it about a millisecond to define, a named tuple a fifth of that."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, Protocol
 
 from otel_repeat_guard.store.storable import storable_int, storable_text
 
 UNKNOWN_SERVICE = "unknown_service"
 
 
-@dataclass(frozen=True, slots=True)
-class CallRow:
-    """What a tool call and a model call have in common: when, where, and the agent run they belong to."""
-
-    start_ns: int
-    end_ns: int
-    service_name: str
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    agent_key: str
-    agent_name: str | None
-    agent_known: bool
+class CallRow(Protocol):
+    """What a tool call's row and a model call's row have in common (their first nine fields, in this order): when,
+    where, and the agent run they belong to."""
 
     @property
-    def duration_ns(self) -> int:
-        return storable_int(max(0, self.end_ns - self.start_ns))
-
+    def start_ns(self) -> int: ...
+    @property
+    def end_ns(self) -> int: ...
+    @property
+    def service_name(self) -> str: ...
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def parent_span_id(self) -> str | None: ...
+    @property
+    def agent_key(self) -> str: ...
+    @property
+    def agent_name(self) -> str | None: ...
+    @property
+    def agent_known(self) -> bool: ...
+    @property
+    def duration_ns(self) -> int: ...
     @property
     def agent_pending(self) -> bool:
         """Whether the parent agent-run span may still supply this call's agent key or name."""
-        return self.parent_span_id is not None and (not self.agent_known or self.agent_name is None)
+
+
+def duration_between(start_ns: int, end_ns: int) -> int:
+    """A call's :attr:`CallRow.duration_ns`."""
+    return storable_int(max(0, end_ns - start_ns))
+
+
+def pending_agent(parent_span_id: str | None, agent_known: bool, agent_name: str | None) -> bool:
+    """A call's :attr:`CallRow.agent_pending`."""
+    return parent_span_id is not None and (not agent_known or agent_name is None)
 
 
 REPEAT, CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE = "repeat", "cycle", "no_progress", "parallel_duplicate"
@@ -44,8 +58,7 @@ LOOP_KINDS = (REPEAT, CYCLE, NO_PROGRESS, PARALLEL_DUPLICATE)
 """The kinds of detection the store records, one ``detections`` row per tool call and kind."""
 
 
-@dataclass(frozen=True, slots=True)
-class DetectionRow:
+class DetectionRow(NamedTuple):
     """One detection on a tool call: its kind, its numbers, and the reminder of that kind if the call fired one.
 
     ``run_length`` is the number of calls the detection spans so far, as the guard's ``Reminder`` counts it:
@@ -63,11 +76,20 @@ class DetectionRow:
     reminder_threshold: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallRow(CallRow):
-    """One tool call as the store keeps it. ``reminder_tier`` and ``reminder_threshold`` are the repeat
-    reminder's (as before detections by kind); ``detections`` holds every kind, repeats included."""
+class ToolCallRow(NamedTuple):
+    """One tool call as the store keeps it: a :class:`CallRow`, then the call's own. ``reminder_tier`` and
+    ``reminder_threshold`` are the repeat reminder's (as before detections by kind); ``detections`` holds every
+    kind, repeats included."""
 
+    start_ns: int
+    end_ns: int
+    service_name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    agent_key: str
+    agent_name: str | None
+    agent_known: bool
     tool_name: str
     tracked: bool
     arguments_digest: str | None
@@ -88,6 +110,20 @@ class ToolCallRow(CallRow):
     """The wording variant of the repeat reminder (:data:`otel_repeat_guard.core.facts.VARIANT`), while an experiment runs."""
 
     @property
+    def duration_ns(self) -> int:
+        return duration_between(self.start_ns, self.end_ns)
+
+    @property
+    def agent_pending(self) -> bool:
+        return pending_agent(self.parent_span_id, self.agent_known, self.agent_name)
+
+    def storable(self) -> ToolCallRow:
+        """The row with every value SQLite can hold, as the store documents: text with U+FFFD for lone
+        surrogates, integers clamped to 64 bits. Nearly every row is returned as it is."""
+        changes = storable_changes(self, _TEXT_FIELDS, _INT_FIELDS)
+        return self._replace(**changes) if changes else self
+
+    @property
     def in_loop(self) -> bool:
         """Whether the call repeats another or belongs to a detected cycle or no-progress run: its issuing
         model call is wasted (a parallel duplicate is not: the same model call also asked for the original)."""
@@ -105,38 +141,12 @@ _TEXT_FIELDS = (
     "reminder_variant",
 )
 _INT_FIELDS = ("start_ns", "end_ns", "run_length", "reminder_threshold")
-_MODEL_TEXT_FIELDS = (
-    "service_name",
-    "agent_key",
-    "agent_name",
-    "model",
-    "provider",
-    "conversation_id",
-    "output_preview",
-)
-_MODEL_INT_FIELDS = (
-    "start_ns",
-    "end_ns",
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
 
 
-Row = TypeVar("Row", bound=CallRow)
-"""A :class:`ToolCallRow` or a :class:`~otel_repeat_guard.store.model_rows.ModelCallRow`."""
-
-
-def storable(row: Row) -> Row:
-    """The row with every value SQLite can hold, as the store documents: text with U+FFFD for lone
-    surrogates, integers clamped to 64 bits. Nearly every row is returned as it is."""
+def storable_changes(row: object, text_fields: tuple[str, ...], int_fields: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of ``row`` to change for its ``storable()`` (a tool call's or a model call's row), with their
+    storable values."""
     changes: dict[str, Any] = {}
-    text_fields, int_fields = (
-        (_TEXT_FIELDS, _INT_FIELDS) if isinstance(row, ToolCallRow) else (_MODEL_TEXT_FIELDS, _MODEL_INT_FIELDS)
-    )
     for field in text_fields:
         value = getattr(row, field)
         if value is not None and storable_text(value) is not value:
@@ -145,4 +155,4 @@ def storable(row: Row) -> Row:
         value = getattr(row, field)
         if value is not None and storable_int(value) != value:
             changes[field] = storable_int(value)
-    return dataclasses.replace(row, **changes) if changes else row
+    return changes

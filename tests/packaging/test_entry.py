@@ -105,3 +105,64 @@ def test_the_entry_leaves_an_imported_package_alone_and_completes_a_deferred_one
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
+
+
+def run_code(code: str, folder: Path) -> str:
+    """``code`` in a new interpreter, in ``folder`` (on the compiled build, the installed package is the one to
+    import); its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, cwd=folder
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_with_inspect_deferred_a_dataclass_without_a_docstring_still_gets_its_signature_as_its_doc(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys, otel_repeat_guard_entry as e\n"
+        "e.defer_inspect()\n"
+        "import dataclasses\n"
+        "stand_in = sys.modules['inspect']\n"
+        "print('ast' in sys.modules, type(stand_in).__name__, sorted(vars(stand_in)))\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class Point:\n"
+        "    x: int\n"
+        "    y: str = 'a'\n"
+        "print(Point.__doc__)\n"
+        "import inspect\n"
+        "from inspect import signature\n"
+        "print(inspect is sys.modules['inspect'] is not stand_in, inspect.__file__.endswith('inspect.py'))\n"
+        "print(signature is inspect.signature is stand_in.signature, stand_in.getmembers is inspect.getmembers)\n"
+        "e.defer_inspect()  # imported already: left as it is\n"
+        "print(sys.modules['inspect'] is inspect)\n"
+    )
+    lines = run_code(code, tmp_path).splitlines()
+    assert lines == [
+        "False module ['__doc__', '__getattr__', '__loader__', '__name__', '__package__', '__spec__']",
+        "Point(x: int, y: str = 'a')",
+        "True True",
+        "True True",
+        "True",
+    ]
+
+
+def test_with_inspect_deferred_a_from_import_gets_the_real_name_and_a_real_module_is_never_removed(
+    tmp_path: Path,
+) -> None:
+    first = (
+        "import sys, otel_repeat_guard_entry as e\n"
+        "e.defer_inspect()\n"
+        "from inspect import signature\n"
+        "print(signature(divmod), sys.modules['inspect'].signature is signature)\n"
+    )
+    assert run_code(first, tmp_path).splitlines() == ["(x, y, /) True"]
+    loaded_meanwhile = (  # the real module loaded past the stand-in: the stand-in hands reads to it, and keeps it
+        "import importlib, sys, otel_repeat_guard_entry as e\n"
+        "e.defer_inspect()\n"
+        "stand_in = sys.modules.pop('inspect')\n"
+        "real = importlib.import_module('inspect')\n"
+        "print(stand_in.signature is real.signature, sys.modules['inspect'] is real)\n"
+    )
+    assert run_code(loaded_meanwhile, tmp_path).splitlines() == ["True True"]
