@@ -238,9 +238,9 @@ LEFT_OUT = (
 )
 """What a fast-path call does without (issue 40, item 5: a call at most 50 ms): msgspec (the hook's keys are read by
 orjson), inspect with ast, dis and tokenize (dataclasses' import of it is deferred by the hook's entry until a name
-is read: ``otel_repeat_guard_entry.defer_inspect``), logging (imported when a warning is said), hashlib (a reminder variant's draw), difflib (a "did you mean"),
-shlex (a store's message), pathlib with urllib and ipaddress (the store's and the hook's paths are text:
-``store/path_text.py``)."""
+is read: ``otel_repeat_guard_entry.defer_inspect``), logging (imported when a warning is said), hashlib (a reminder
+variant's draw), difflib (a "did you mean"), shlex (a store's message), pathlib with urllib and ipaddress (the
+store's and the hook's paths are text: ``store/path_text.py``)."""
 
 
 def test_with_a_collector_the_hook_imports_the_sdk_and_the_whole_package(tmp_path: Path) -> None:

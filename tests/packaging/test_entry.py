@@ -101,10 +101,7 @@ def test_the_entry_leaves_an_imported_package_alone_and_completes_a_deferred_one
         "e._package_without_init()  # registered already: left as it is\n"
         "assert sys.modules['otel_repeat_guard'] is p\n"
     )
-    done = subprocess.run(  # run in tmp_path: on the compiled build, the installed package is the one to import
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr
+    run_code(code, tmp_path)
 
 
 def run_code(code: str, folder: Path) -> str:
