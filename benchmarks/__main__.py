@@ -79,6 +79,7 @@ def main() -> int:
     steps += [
         lambda: matrix.tool_shapes(settings, band),
         lambda: matrix.progress_shapes(settings, band),
+        lambda: matrix.facts_off(settings),
         lambda: matrix.non_tool(settings, band),
         lambda: matrix.log_events(settings, band),
     ]

@@ -49,10 +49,10 @@ def _recording(guard: RepeatGuardSpanProcessor) -> tuple[w.Pipeline, InMemorySpa
     return w.Pipeline(provider.get_tracer("check"), provider, w.pipeline().batch), exporter
 
 
-def check_shape(work: shapes.Plan, config: GuardConfig | None = None) -> None:
+def check_shape(work: shapes.Plan, config: GuardConfig | None = None, *, record_facts: bool = True) -> None:
     """The guard recognises the shape's tool spans as calls and keys them by run: it makes exactly one
     repeat event per repeat of each run, and names every run with repeats by its own chain key."""
-    p, exporter = _recording(_guard(config=config))
+    p, exporter = _recording(_guard(config=config, record_facts=record_facts))
     shapes.segment(p, work)
     repeats = [
         event
@@ -123,6 +123,22 @@ def progress_shapes(s: Settings, band: float) -> list[Row]:
         c = guard_vs_none(shapes.segment, work, s.rounds, config)
         case = f"{_PREFIX}{work.shape.label}, {label}"
         rows.append(Row(case, _verdict(c, goal, band), f"<= {goal:.2f} ({build})", c.ratio <= goal, "matrix"))
+    return rows
+
+
+def facts_off(s: Settings) -> list[Row]:
+    """Every tool shape with ``record_facts=False`` against no processor, reported: what the facts cost each shape,
+    and the like-for-like row for a commit from before issue 40, whose processor wrote no facts unless asked
+    (``configure()`` asked; a processor made by hand did not). The goal rows above time today's default, facts on."""
+    rows = []
+    for shape in shapes.TOOL_SHAPES:
+        work = shapes.plan(shape, s.segment)
+        check_shape(work, record_facts=False)
+        base, guarded = w.pipeline(), w.pipeline(_guard(record_facts=False))
+        c = compare(
+            partial(shapes.segment, base, work), partial(shapes.segment, guarded, work), s.rounds, _flush(base, guarded)
+        )
+        rows.append(Row(f"{_PREFIX}{shape.label}, facts off (record_facts=False)", _fmt(c), section="matrix"))
     return rows
 
 

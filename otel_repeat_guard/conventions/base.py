@@ -232,7 +232,7 @@ class BuiltInConvention(SpanReader):
 def call_id_of(attributes: dict[str, Any]) -> str | None:
     """The model's id for a tool call on its tool span: ``gen_ai.tool.call.id``, else OpenInference's ``tool_call.id``."""
     value = attributes.get("gen_ai.tool.call.id") or attributes.get("tool_call.id")
-    return value if value.__class__ is str else None  # on every tool span: no further call
+    return value if type(value) is str else None  # on every tool span: no further call
 
 
 def gen_ai_agent(attributes: dict[str, Any]) -> tuple[str | None, str | None]:

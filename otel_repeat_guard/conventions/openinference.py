@@ -114,7 +114,7 @@ def langgraph_node(attributes: Mapping[str, Any]) -> str | None:
     the graph's run, never the run itself (every node span gets its attributes only at its end, so the model
     call that ran in it is what says so). None for any other span: one lookup and a substring test."""
     metadata = attributes.get("metadata")
-    if metadata.__class__ is not str or _NODE_MARK not in metadata:
+    if type(metadata) is not str or _NODE_MARK not in metadata:
         return None
     try:
         node = parse_exactly(metadata).get("langgraph_node")

@@ -62,7 +62,7 @@ _FUNCTION_ID: Final = "ai.telemetry.functionId"
 def vercel_ai_tool_calls(attributes: Mapping[str, Any]) -> list[RequestedCall]:
     """The tool calls a step asked for: ``ai.response.toolCalls``, ``[{toolCallId, toolName, input | args}]``."""
     raw = attributes.get(_REQUESTED)
-    if raw.__class__ is not str:
+    if type(raw) is not str:
         return []
     try:
         calls = json.loads(raw)
@@ -95,7 +95,7 @@ class VercelAIConvention(BuiltInConvention):
         if name != TOOL_CALL:
             return None
         tool = attributes.get(TOOL_NAME_KEY)
-        if tool.__class__ is not str or not tool:
+        if type(tool) is not str or not tool:
             return None
         call_id = attributes.get("ai.toolCall.id")
         return (
@@ -104,7 +104,7 @@ class VercelAIConvention(BuiltInConvention):
             None,
             None,
             False,
-            call_id if call_id.__class__ is str else None,
+            call_id if type(call_id) is str else None,
         )
 
     def requested_calls(

@@ -60,7 +60,7 @@ def nanoseconds(value: object) -> int | None:
     ``end_time`` it is given: a float (``time.time() * 1e9``) is read as its whole nanoseconds, and what is no
     time (NaN, a string, a bool) as None. So both builds read such a span alike (mypyc, reading the ``int`` the
     SDK declares, would raise ``TypeError``), and one odd time costs only itself."""
-    if value.__class__ is int or value is None:
+    if type(value) is int or value is None:
         return value
     if isinstance(value, float):
         return int(value) if math.isfinite(value) else None
@@ -138,7 +138,7 @@ def rest_of(span: ReadableSpan) -> tuple[Sequence[Any], SpanContext | None, int 
     elif type(events) is not tuple:
         events = span.events
     ended = getattr(span, "_end_time", None)  # as it is: the SDK declares an int, and mypyc would check one
-    if ended.__class__ is not int:  # None while open; a float the SDK let through
+    if type(ended) is not int:  # None while open; a float the SDK let through
         ended = nanoseconds(ended)
     return events, span._parent, ended  # noqa: SLF001
 
