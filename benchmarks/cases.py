@@ -85,11 +85,16 @@ def control(s: Settings) -> tuple[Row, float]:
 
 
 def guard_vs_none(
-    segment: Callable[[w.Pipeline, T], float], work: T, rounds: int, config: GuardConfig | None = None
+    segment: Callable[[w.Pipeline, T], float],
+    work: T,
+    rounds: int,
+    config: GuardConfig | None = None,
+    *,
+    record_facts: bool = True,
 ) -> Comparison:
     """``segment`` of ``work`` through the guard (``config``, else the defaults) against the same without it, in
     the same rounds."""
-    base, guarded = w.pipeline(), w.pipeline(_guard(config=config))
+    base, guarded = w.pipeline(), w.pipeline(_guard(config=config, record_facts=record_facts))
     return compare(partial(segment, base, work), partial(segment, guarded, work), rounds, _flush(base, guarded))
 
 
