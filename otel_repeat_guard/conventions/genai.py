@@ -26,16 +26,16 @@ from otel_repeat_guard.conventions.base import (
 from otel_repeat_guard.conventions.requests import gen_ai_requests
 from otel_repeat_guard.conventions.responses import gen_ai_input_messages
 
-_ADK_ARGUMENTS = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy telemetry schema
-OPERATION = "gen_ai.operation.name"
-EXECUTE_TOOL = "execute_tool"
-TOOL_NAME = "gen_ai.tool.name"
+_ADK_ARGUMENTS: Final = "gcp.vertex.agent.tool_call_args"  # google-adk's legacy telemetry schema
+OPERATION: Final = "gen_ai.operation.name"
+EXECUTE_TOOL: Final = "execute_tool"
+TOOL_NAME: Final = "gen_ai.tool.name"
 TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 AGENT_ID: Final = "gen_ai.agent.id"
-IS_NESTED = "gen_ai.invocation.is_nested"
+IS_NESTED: Final = "gen_ai.invocation.is_nested"
 AGENT_NAME: Final = "gen_ai.agent.name"
 _INVOKE_AGENT = "invoke_agent"
-INVOCATIONS = (_INVOKE_AGENT, "invoke_workflow", "handle_conversation_turn")
+INVOCATIONS: Final = (_INVOKE_AGENT, "invoke_workflow", "handle_conversation_turn")
 """The operations of the invocation spans (agent, workflow and conversation-turn runs), each a run of the calls
 under it, whatever the span's kind: ``invoke_agent`` has a client form (``gen_ai.invoke_agent.client``, span kind
 CLIENT: a remote agent, with ``gen_ai.provider.name``) and an internal form (``gen_ai.invoke_agent.internal``,

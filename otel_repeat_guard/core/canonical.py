@@ -218,7 +218,7 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-_CONSTANTS = {None: "null", True: "true", False: "false"}
+_CONSTANTS: Final = {None: "null", True: "true", False: "false"}
 
 
 def _scalar(value: Any) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation, get_meter_provider
 
@@ -37,16 +37,16 @@ by ``gen_ai.token.type``; ``…input_tokens_by_cache`` by ``gen_ai.token.cache``
 ``gen_ai.token.phase``), each summing to its figure: the wasted tokens' mirror of those metrics, beside the name
 the Grafana dashboard and the Prometheus rules read."""
 _RUN_LENGTH_BUCKETS = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100)
-MAX_SERIES = 2000
+MAX_SERIES: Final = 2000
 """Per instrument, as the SDK's own cardinality limit: later tools share one overflow series."""
 MAX_PENDING_RUNS = 10_000
 """Distinct (tool, run length) pairs waiting for a collection; past it, runs are recorded at once."""
-MAX_REPEAT_LOG = 4096
+MAX_REPEAT_LOG: Final = 4096
 """Repeats logged before they are folded into the totals without waiting for a collection."""
-_OVERFLOW: dict[str, bool] = {"otel.metric.overflow": True}
-TOKEN_CACHE = "gen_ai.token.cache"
-TOKEN_PHASE = "gen_ai.token.phase"
-_PART_ATTRIBUTES: dict[str, dict[str, str]] = {
+_OVERFLOW: Final[dict[str, bool]] = {"otel.metric.overflow": True}
+TOKEN_CACHE: Final = "gen_ai.token.cache"
+TOKEN_PHASE: Final = "gen_ai.token.phase"
+_PART_ATTRIBUTES: Final[dict[str, dict[str, str]]] = {
     "": {},
     "none": {TOKEN_CACHE: "none"},
     "read": {TOKEN_CACHE: "read"},

@@ -5,7 +5,7 @@ call cost the model call that issued it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.trace import SpanContext, format_span_id
@@ -32,7 +32,7 @@ from otel_repeat_guard.spans.run import BAGGAGE, Run
 from otel_repeat_guard.spans.runs import RunResolver
 from otel_repeat_guard.spans.span_events import SPAN_ID, Attributes, context_of, scope_of
 
-UNKNOWN_TOOL = "(unknown)"
+UNKNOWN_TOOL: Final = "(unknown)"
 """The tool name of a call the model asked for when its request's content was not recorded."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.trace import format_span_id, format_trace_id
 from opentelemetry.util.types import AttributeValue
@@ -43,13 +43,13 @@ from otel_repeat_guard.spans.span_events import EventSpec
 
 logger = logging.getLogger("otel_repeat_guard")
 
-REPEAT_EVENT = "repeat_tool_guard.repeat"
-REMINDER_EVENT = "repeat_tool_guard.reminder"
-UNGUARDED_EVENT = "repeat_tool_guard.unguarded"
-CYCLE_EVENT = "repeat_tool_guard.cycle"
-NO_PROGRESS_EVENT = "repeat_tool_guard.no_progress"
-PARALLEL_DUPLICATE_EVENT = "repeat_tool_guard.parallel_duplicate"
-REDACTION_FAILED = "[arguments withheld: redaction failed]"
+REPEAT_EVENT: Final = "repeat_tool_guard.repeat"
+REMINDER_EVENT: Final = "repeat_tool_guard.reminder"
+UNGUARDED_EVENT: Final = "repeat_tool_guard.unguarded"
+CYCLE_EVENT: Final = "repeat_tool_guard.cycle"
+NO_PROGRESS_EVENT: Final = "repeat_tool_guard.no_progress"
+PARALLEL_DUPLICATE_EVENT: Final = "repeat_tool_guard.parallel_duplicate"
+REDACTION_FAILED: Final = "[arguments withheld: redaction failed]"
 """What a reminder quotes when the ``redact=`` callable raised."""
 
 

@@ -70,7 +70,8 @@ class InPlace:
             decision = self._guard.ended(span)
             if decision is not None:
                 record_on_ending_span(span, decision.events, decision.facts)
-                self._outlets.ended(span, decision)
+                if decision.events or decision.reminders:  # nearly every decision is its facts alone
+                    self._outlets.ended(span, decision)
         except Exception:
             logger.exception("repeat guard failed at the end of span %r; the span is unaffected", shown_name(span))
 

@@ -42,15 +42,20 @@ class AgentChains:
     def __init__(self, max_runs: int, runs: RunResolver) -> None:
         self._max_runs = max_runs
         self._runs = runs  # the open runs, read to find the one a call belongs to
-        self._named: dict[str, str] = {}  # open run key -> the agent id its calls named
+        self._named: dict[str, Run] = {}  # open run key -> that run as its calls that named the id are counted in
         self._lasting: dict[str, str] = {}  # agent id -> the key of its last ended run, kept until its next run
 
     def run_of(self, parent: SpanContext | None, agent_id: str | None, agent_name: str | None) -> Run | None:
         """The run of a tool span under ``parent`` that names ``agent_id`` (if any): that agent's run enclosing it
-        (noted, see :meth:`named`), else the id's own; with no id, (nearly always) the span straight above it
-        that stands for a run (one lookup), else what the resolver finds among its ancestors."""
+        (noted, its chain outliving its span; made once per run), else the id's own; with no id, (nearly always)
+        the span straight above it that stands for a run (one lookup), else what the resolver finds among its
+        ancestors."""
         if agent_id:
-            of_agent = run_of_agent(self.run_of(parent, None, None) if parent else None, agent_id, agent_name)
+            enclosing = self.run_of(parent, None, None) if parent else None
+            named = None if enclosing is None else self._named.get(enclosing.key)
+            if named is not None and named.agent_id == agent_id:
+                return named
+            of_agent = run_of_agent(enclosing, agent_id, agent_name)
             if of_agent.how == AGENT_ID_RUN:
                 self.named(of_agent)  # its chain outlives its span, as the id's would
             return of_agent
@@ -61,14 +66,15 @@ class AgentChains:
     def named(self, run: Run) -> None:
         """A call naming its agent's id was counted in ``run``, that agent's run."""
         if run.agent_id is not None and run.key not in self._named:
-            put_bounded(self._named, run.key, run.agent_id, self._max_runs)
+            put_bounded(self._named, run.key, run, self._max_runs)
 
     def ended(self, run: Run) -> str | None:
         """``run``'s span ended: the key whose state is over now (the run's own, or for a run whose calls
         named the id, the agent's previous ended run, if any)."""
-        agent_id = self._named.pop(run.key, None) if self._named else None
-        if agent_id is None:
+        named = self._named.pop(run.key, None) if self._named else None
+        if named is None or named.agent_id is None:
             return run.key
+        agent_id = named.agent_id
         previous = self._lasting.pop(agent_id, None)
         put_bounded(self._lasting, agent_id, run.key, self._max_runs)
         return previous

@@ -9,7 +9,7 @@ from otel_repeat_guard.core.facts import run_facts
 
 AGENT_ID_RUN: Final = "agent_id_run"
 """``Run.how`` of a call naming its agent's id, counted in the enclosing run of that agent (agents.py)."""
-BAGGAGE = "baggage"
+BAGGAGE: Final = "baggage"
 """``Run.how`` of a run named by a remote parent's baggage."""
 
 

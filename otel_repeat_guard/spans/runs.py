@@ -61,8 +61,8 @@ OVERFLOW_WARNING: Final = (
     "no_agent. To fix it: end the spans that leak, or raise max_live_spans."
 )
 
-_MAX_ANCESTRY = 64
-_OUTRANK_ENCLOSING = ("agent_span", BAGGAGE)
+_MAX_ANCESTRY: Final = 64
+_OUTRANK_ENCLOSING: Final = ("agent_span", BAGGAGE)
 """A run found further up than an enclosing span that still wins: an agent-run span, a remote run's name."""
 
 
@@ -131,11 +131,12 @@ class RunResolver:
     def closed(self, span_id: int) -> None:
         """A span ended: stop tracking it (it may have been evicted while open, or started before the guard was
         added); if it stood for a run, or enclosed a model call, that run's state ends with it (:meth:`ended`)."""
+        key: object = span_id  # boxed once for the three maps (compiled, an ``int`` is boxed at each use)
         try:  # noqa: SIM105 - one lookup; suppress() is a context manager, dict.pop a method call compiled
-            del self.live[span_id]
+            del self.live[key]  # type: ignore[arg-type]
         except KeyError:
             pass
-        if span_id in self.owned or span_id in self.marked:
+        if key in self.owned or (self.marked and key in self.marked):  # nearly always no model call is marked
             self.ended(span_id)
 
     def agent_id_at_start(self, name: str, attributes: Attributes) -> str | None:
@@ -247,8 +248,8 @@ class RunResolver:
         spans = self._open
         if parent is None or spans is None:
             return None
-        span_id = parent[SPAN_ID]
-        if span_id == run.span_id or span_id in self.owned:
+        span_id, run_span = parent[SPAN_ID], run.span_id
+        if (run_span is not None and span_id == run_span) or span_id in self.owned:  # an int compare, compiled
             return None
         return call_of_record(spans, span_id, run.span_id, InnerCall(tool, arguments, call_id, attributes))
 

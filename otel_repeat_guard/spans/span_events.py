@@ -33,7 +33,7 @@ Attributes = dict[str, Any]
 convention), or a copy of what a hand-built span holds. Always a ``dict``: the compiled build then reads it
 with the dict's own lookups, not a generic ``Mapping`` method call."""
 
-_NO_ATTRIBUTES: Attributes = {}
+_NO_ATTRIBUTES: Final[Attributes] = {}
 _BOUNDED_LIST: Final = BoundedList  # a C static in the compiled build: no module-dict lookup per span
 SPAN_ID: Final = 1
 """A ``SpanContext`` is a tuple ``(trace_id, span_id, is_remote, trace_flags, trace_state, is_valid)``:
