@@ -149,7 +149,7 @@ class ModelCalls:
         run = started_run or self._runs.resolve(parent, langgraph_node(attributes))
         if run is None:
             return None
-        started = times.start_ns(span)
+        started = times.start_ns(span) if watched or not idle else 0  # read only where it is asked for
         inside = opened is None and not idle and self._steps.latest_end(run.key) >= started  # from a call inside
         read = self._router.request_reader(mask) if keep and not inside else None  # this one's step, if any
         decision = Decision([], [], model_facts(run, attributes, wraps and read is None) if self._facts else None)
