@@ -212,15 +212,14 @@ def _event(name: str, attributes: Mapping[str, AttributeValue], timestamp: int |
     return Event(name, BoundedAttributes(max_count, attributes, max_value_len=max_length, immutable=True), timestamp)
 
 
-def record_on_ending_span(
-    span: Span, events: Iterable[EventSpec], facts: Mapping[str, AttributeValue] | None = None
-) -> None:
+def record_on_ending_span(span: Span, events: Iterable[EventSpec], facts: dict[str, Any] | None = None) -> None:
     """Put the guard's events and facts on a span inside ``SpanProcessor._on_ending``.
 
     The facts are attributes (:mod:`otel_repeat_guard.core.facts`): written into the span's own attribute
     dict, which ``end()`` has frozen for ``set_attribute`` but which is what ``on_end`` hands every
     processor and exporter. The span's attribute limit holds: a span already at its limit keeps its
-    own attributes and counts the fact dropped, as ``BoundedAttributes`` counts what it drops.
+    own attributes and counts the fact dropped, as ``BoundedAttributes`` counts what it drops. ``facts`` is a
+    ``dict`` (a decision's): compiled, its truth, size and update are the dict's own, not generic calls.
     """
     if facts:
         held = span._attributes  # noqa: SLF001 - see the module docstring
