@@ -104,7 +104,8 @@ def str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-TOOL_NAME_KEYS: Final = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
+TOOL_NAME_KEYS: Final[tuple[str, ...]] = ("gen_ai.tool.name", "tool.name", "traceloop.entity.name")
+"""A tuple of any length: compiled, looped over in place (a fixed-length one is boxed anew for each loop)."""
 EXECUTE_TOOL_PREFIX: Final = "execute_tool "
 """A GenAI tool span's name before its tool's (``tool_name``'s last resort)."""
 

@@ -38,8 +38,10 @@ def unwrap_langchain_inputs(value: Any) -> Any:
     """
     parsed = value
     if isinstance(value, (str, bytes)):
-        if type(value) is str and '"input_str"' not in value and "\\u" not in value:
-            return value  # no text names that key unless it spells it, or escapes a letter of it: never parsed
+        # no text names that key unless it spells it, or escapes a letter of it: never parsed (a backslash is
+        # looked for first: one memchr, where looking for "\u" stops at every "u")
+        if type(value) is str and '"input_str"' not in value and ("\\" not in value or "\\u" not in value):
+            return value
         try:
             parsed = parse_exactly(value)
         except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: compared as it is

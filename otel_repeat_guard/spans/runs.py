@@ -62,7 +62,7 @@ OVERFLOW_WARNING: Final = (
 )
 
 _MAX_ANCESTRY: Final = 64
-_OUTRANK_ENCLOSING: Final = ("agent_span", BAGGAGE)
+_OUTRANK_ENCLOSING: Final[tuple[str, ...]] = ("agent_span", BAGGAGE)  # any length: not boxed anew per test
 """A run found further up than an enclosing span that still wins: an agent-run span, a remote run's name."""
 
 

@@ -144,6 +144,8 @@ def test_openllmetry_wrapper_is_unwrapped(harness: Harness) -> None:
         ('{"tags": ["x"], "inputs": {"a": 1}}', '{"tags": ["x"], "inputs": {"a": 1}}'),  # real arguments, not a wrapper
         ("not json", "not json"),
         ({"input_str": "x", "inputs": [1]}, [1]),
+        ('{"\\u0069nput_str": "{}", "metadata": {}, "inputs": {"a": 1}}', {"a": 1}),  # the key with a letter escaped
+        ('{"path": "a\\nb", "inputs": {"a": 1}}', '{"path": "a\\nb", "inputs": {"a": 1}}'),  # a backslash, no wrapper
     ],
 )
 def test_unwrap_langchain_inputs(value: Any, expected: Any) -> None:
