@@ -251,7 +251,7 @@ class RunResolver:
         span_id, run_span = parent[SPAN_ID], run.span_id
         if (run_span is not None and span_id == run_span) or span_id in self.owned:  # an int compare, compiled
             return None
-        return call_of_record(spans, span_id, run.span_id, InnerCall(tool, arguments, call_id, attributes))
+        return call_of_record(spans, span_id, run_span, InnerCall(tool, arguments, call_id, attributes))
 
     def owner(self, span_id: int) -> Run | None:
         """The run that the span ``span_id`` stands for, if any."""
